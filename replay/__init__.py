@@ -1,0 +1,11 @@
+"""Trace replay: NetFlow traces to notary validation workloads, synthetic traces, a target
+farm, an open-loop replayer and the study's reports.
+
+Pure modules (no IO, time passed in): ``flows``, ``pipeline``, ``pacer``, ``aggregate``,
+``synth``. IO modules: ``ingest``, ``workload``, ``farm``, ``pki``, ``runner``, ``report``,
+``rdns``, ``cli``.
+"""
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

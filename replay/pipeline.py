@@ -1,0 +1,264 @@
+"""Flows to validation requests: the study's method as pure, streaming functions.
+
+Method (section 3.1/3.2 of the study): keep TCP flows to port 443; give each destination a
+name (SNI when the flow has it, then the user's address-to-name map, then reverse DNS results
+gathered beforehand); drop and count the flows without a name; simulate a client-side cache
+per source address: the first flow of a (source, name, port) pair becomes a notary request,
+later flows of the pair within the client cache lifetime are client-cache hits.
+
+Nothing here reads a clock or a file: the caller passes records in and gets events out, and
+every stage is counted in ``StageCounters``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+
+from replay.errors import ReplayInputError
+from replay.flows import FlowRecord
+
+KIND_REQUEST = "request"
+KIND_CLIENT_HIT = "client-hit"
+
+
+@dataclass
+class StageCounters:
+    """How many records passed each stage. ``named_by`` splits ``named`` by name source."""
+
+    flows_read: int = 0
+    malformed: int = 0
+    filtered_out: int = 0
+    late_dropped: int = 0
+    kept: int = 0
+    named: int = 0
+    unnamed_dropped: int = 0
+    client_cache_hits: int = 0
+    client_cache_evictions: int = 0
+    notary_requests: int = 0
+    ssl_bytes_kept: int = 0
+    ssl_bytes_named: int = 0
+    first_start: float | None = None
+    last_start: float | None = None
+    named_by: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FlowFilter:
+    """Which flows are TLS connections worth validating (default TCP to port 443)."""
+
+    protocols: frozenset[int] = frozenset({6})
+    ports: frozenset[int] = frozenset({443})
+
+    def keep(self, rec: FlowRecord) -> bool:
+        return rec.proto in self.protocols and rec.dport in self.ports
+
+
+class ReorderBuffer:
+    """Release flows in start-time order from an almost-sorted stream, with bounded memory.
+
+    NetFlow exporters emit a flow when it ends, so start times arrive out of order by up to
+    the exporter's active timeout. The buffer holds flows until the newest start seen is more
+    than ``window`` seconds past them. A flow older than what was already released is late:
+    ``push`` returns it in the second list so the caller can count it. ``max_items`` bounds
+    memory; when full, the oldest flow is released early.
+    """
+
+    def __init__(self, window: float = 600.0, max_items: int = 2_000_000) -> None:
+        if window < 0 or max_items < 1:
+            raise ReplayInputError("reorder window must be >= 0 and max_items >= 1")
+        self.window = window
+        self.max_items = max_items
+        self._heap: list[tuple[float, int, FlowRecord]] = []
+        self._seq = 0
+        self._newest = float("-inf")
+        self._released = float("-inf")
+
+    def push(self, rec: FlowRecord) -> tuple[list[FlowRecord], list[FlowRecord]]:
+        if rec.start < self._released:
+            return [], [rec]
+        self._seq += 1
+        heapq.heappush(self._heap, (rec.start, self._seq, rec))
+        self._newest = max(self._newest, rec.start)
+        out: list[FlowRecord] = []
+        while self._heap and (self._heap[0][0] <= self._newest - self.window
+                              or len(self._heap) > self.max_items):
+            start, _, r = heapq.heappop(self._heap)
+            self._released = start
+            out.append(r)
+        return out, []
+
+    def flush(self) -> list[FlowRecord]:
+        out = [heapq.heappop(self._heap)[2] for _ in range(len(self._heap))]
+        if out:
+            self._released = out[-1].start
+        return out
+
+
+class Namer:
+    """Give a flow's destination a name: SNI, then the user map, then reverse DNS results."""
+
+    def __init__(self, name_map: Mapping[str, str] | None = None,
+                 rdns: Mapping[str, str | None] | None = None) -> None:
+        self.name_map = name_map or {}
+        self.rdns = rdns or {}
+
+    def name(self, rec: FlowRecord) -> tuple[str, str] | None:
+        """``(name, source)`` with source ``sni``/``map``/``rdns``, or ``None``."""
+        if rec.sni:
+            return rec.sni, "sni"
+        n = self.name_map.get(rec.dst)
+        if n:
+            return n, "map"
+        r = self.rdns.get(rec.dst)
+        if r:
+            return r, "rdns"
+        return None
+
+
+class ClientCache:
+    """The per-source-address client cache of the study's client VMs.
+
+    ``lookup(client, host, port, now)`` returns True on a hit; on a miss it stores the entry
+    (valid for ``lifetime`` seconds, ``None`` = for the whole trace, as in the study).
+    ``max_entries`` bounds memory; the least recently used entry is evicted.
+    """
+
+    def __init__(self, lifetime: float | None = None, max_entries: int = 10_000_000) -> None:
+        if lifetime is not None and lifetime <= 0:
+            raise ReplayInputError("client cache lifetime must be positive")
+        if max_entries < 1:
+            raise ReplayInputError("client cache max_entries must be >= 1")
+        self.lifetime = lifetime
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str, int], float] = OrderedDict()
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, client: str, host: str, port: int, now: float) -> bool:
+        key = (client, host, port)
+        expiry = self._entries.get(key)
+        if expiry is not None and now < expiry:
+            self._entries.move_to_end(key)
+            return True
+        self._entries[key] = now + self.lifetime if self.lifetime is not None else float("inf")
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+            self.evictions += 1
+        return False
+
+
+def anonymise(address: str, salt: bytes) -> str:
+    """A stable, keyed pseudonym for a source address (12 hex digits)."""
+    return hashlib.blake2b(address.encode(), key=salt[:64], digest_size=6).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where and what a named site is, when known (e.g. from the target farm)."""
+
+    port: int
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadEvent:
+    """One validation: ``offset`` seconds after the trace start; ``kind`` is ``request``
+    (sent to a notary) or ``client-hit`` (answered by the simulated client cache)."""
+
+    offset: float
+    kind: str
+    client: str
+    host: str
+    port: int
+    fingerprint: str
+    ssl_bytes: int
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    flow_filter: FlowFilter = FlowFilter()
+    client_cache_lifetime: float | None = None
+    client_cache_max_entries: int = 10_000_000
+    reorder_window: float = 600.0
+    salt: bytes = b"converge-replay"
+    include_client_hits: bool = True
+    trace_start: float | None = None
+
+
+def build_workload(records: Iterable[FlowRecord], namer: Namer, config: WorkloadConfig,
+                   counters: StageCounters,
+                   targets: Mapping[str, Target] | None = None) -> Iterator[WorkloadEvent]:
+    """Stream validation events from flow records (any order within the reorder window).
+
+    ``counters.flows_read`` is incremented here for every record; the caller adds malformed
+    rows it skipped. ``targets`` maps a name to the port and fingerprint to use (farm runs);
+    names not in it keep the flow's port and an empty fingerprint.
+    """
+    targets = targets or {}
+    reorder = ReorderBuffer(config.reorder_window)
+    cache = ClientCache(config.client_cache_lifetime, config.client_cache_max_entries)
+    t0 = config.trace_start
+    pseudonyms: dict[str, str] = {}
+
+    def process(rec: FlowRecord) -> WorkloadEvent | None:
+        nonlocal t0
+        counters.kept += 1
+        counters.ssl_bytes_kept += rec.bytes
+        if counters.first_start is None:
+            counters.first_start = rec.start
+        counters.last_start = rec.start
+        if t0 is None:
+            t0 = rec.start
+        named = namer.name(rec)
+        if named is None:
+            counters.unnamed_dropped += 1
+            return None
+        host, source = named
+        counters.named += 1
+        counters.named_by[source] = counters.named_by.get(source, 0) + 1
+        counters.ssl_bytes_named += rec.bytes
+        client = pseudonyms.get(rec.src)
+        if client is None:
+            client = anonymise(rec.src, config.salt)
+            if len(pseudonyms) < 1_000_000:
+                pseudonyms[rec.src] = client
+        target = targets.get(host)
+        port = target.port if target else rec.dport
+        fp = target.fingerprint if target else ""
+        hit = cache.lookup(client, host, port, rec.start)
+        counters.client_cache_evictions = cache.evictions
+        if hit:
+            counters.client_cache_hits += 1
+            if not config.include_client_hits:
+                return None
+            kind = KIND_CLIENT_HIT
+        else:
+            counters.notary_requests += 1
+            kind = KIND_REQUEST
+        return WorkloadEvent(round(rec.start - t0, 6), kind, client, host, port, fp, rec.bytes)
+
+    for rec in records:
+        counters.flows_read += 1
+        if not config.flow_filter.keep(rec):
+            counters.filtered_out += 1
+            continue
+        released, late = reorder.push(rec)
+        counters.late_dropped += len(late)
+        for r in released:
+            ev = process(r)
+            if ev is not None:
+                yield ev
+    for r in reorder.flush():
+        ev = process(r)
+        if ev is not None:
+            yield ev

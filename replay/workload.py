@@ -1,0 +1,158 @@
+"""Workload files (timed validation events), name maps and farm target lists: read and write,
+streamed. Formats are documented in docs/replay.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from replay.errors import MalformedRow, ReplayInputError, ReplayIOError
+from replay.flows import parse_address, parse_hostname
+from replay.ingest import ErrorLog
+from replay.pipeline import KIND_CLIENT_HIT, KIND_REQUEST, StageCounters, Target, WorkloadEvent
+
+WORKLOAD_COLUMNS = ("offset", "kind", "client", "host", "port", "fingerprint", "ssl_bytes")
+TARGET_COLUMNS = ("host", "port", "fingerprint", "role")
+MAX_MAP_ENTRIES = 20_000_000
+
+
+def _open(path: Path, mode: str) -> TextIO:
+    try:
+        return path.open(mode, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise ReplayIOError(f"cannot open {path}: {exc}") from exc
+
+
+class WorkloadWriter:
+    """Write workload events as CSV, one row per event, flushed as it goes."""
+
+    def __init__(self, fh: TextIO) -> None:
+        self._w = csv.writer(fh, lineterminator="\n")
+        self._w.writerow(WORKLOAD_COLUMNS)
+        self.rows = 0
+
+    def write(self, ev: WorkloadEvent) -> None:
+        self._w.writerow([f"{ev.offset:.6f}", ev.kind, ev.client, ev.host, ev.port,
+                          ev.fingerprint, ev.ssl_bytes])
+        self.rows += 1
+
+
+def write_workload(events: Iterable[WorkloadEvent], path: Path) -> int:
+    with _open(path, "w") as fh:
+        w = WorkloadWriter(fh)
+        for ev in events:
+            w.write(ev)
+        return w.rows
+
+
+def read_workload(path: Path, errors: ErrorLog | None = None) -> Iterator[WorkloadEvent]:
+    """Stream events; malformed rows go to ``errors`` (strict by default)."""
+    errors = errors or ErrorLog(strict=True)
+    with _open(path, "r") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None or tuple(h.strip() for h in header[:7]) != WORKLOAD_COLUMNS:
+            raise ReplayInputError(f"{path}: not a workload file (header {header!r})")
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            try:
+                if len(row) != len(WORKLOAD_COLUMNS):
+                    raise ValueError(f"expected {len(WORKLOAD_COLUMNS)} fields, got {len(row)}")
+                kind = row[1]
+                if kind not in (KIND_REQUEST, KIND_CLIENT_HIT):
+                    raise ValueError(f"unknown kind {kind!r}")
+                host = parse_hostname(row[3])
+                if host is None:
+                    raise ValueError("empty host")
+                port = int(row[4])
+                if not 0 < port < 65536:
+                    raise ValueError("port out of range")
+                offset = float(row[0])
+                if offset < 0 or offset != offset:
+                    raise ValueError("negative offset")
+                ev = WorkloadEvent(offset, kind, row[2], host, port, row[5].strip(), int(row[6]))
+            except ValueError as exc:
+                errors.add(MalformedRow(str(path), line, str(exc)))
+                continue
+            yield ev
+
+
+def read_name_map(path: Path, errors: ErrorLog | None = None) -> dict[str, str]:
+    """An address-to-name map: lines ``ADDRESS NAME`` or ``ADDRESS,NAME``; ``#`` comments."""
+    errors = errors or ErrorLog(strict=True)
+    out: dict[str, str] = {}
+    with _open(path, "r") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.replace(",", " ").split()
+            try:
+                if len(parts) < 2:
+                    raise ValueError("expected an address and a name")
+                addr = parse_address(parts[0])
+                name = parse_hostname(parts[1])
+                if name is None:
+                    raise ValueError("empty name")
+            except ValueError as exc:
+                errors.add(MalformedRow(str(path), lineno, str(exc)))
+                continue
+            if len(out) >= MAX_MAP_ENTRIES:
+                raise ReplayInputError(f"{path}: more than {MAX_MAP_ENTRIES} entries")
+            out[addr] = name
+    return out
+
+
+def write_targets(rows: Iterable[tuple[str, int, str, str]], path: Path) -> None:
+    with _open(path, "w") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(TARGET_COLUMNS)
+        for r in rows:
+            w.writerow(r)
+
+
+def read_targets(path: Path) -> dict[str, Target]:
+    """Farm targets (``host,port,fingerprint,role``) keyed by host."""
+    out: dict[str, Target] = {}
+    with _open(path, "r") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or not set(TARGET_COLUMNS[:3]) <= set(reader.fieldnames):
+            raise ReplayInputError(f"{path}: not a targets file")
+        for row in reader:
+            try:
+                out[row["host"]] = Target(int(row["port"]), row["fingerprint"])
+            except (ValueError, TypeError) as exc:
+                raise MalformedRow(str(path), reader.line_num, str(exc)) from None
+    return out
+
+
+def read_target_roles(path: Path) -> dict[str, str]:
+    with _open(path, "r") as fh:
+        return {row["host"]: row.get("role") or "" for row in csv.DictReader(fh)}
+
+
+def write_stages(counters: StageCounters, path: Path, extra: dict[str, object] | None = None,
+                 ) -> None:
+    data = counters.as_dict()
+    if extra:
+        data.update(extra)
+    try:
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ReplayIOError(f"cannot write {path}: {exc}") from exc
+
+
+def read_stages(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReplayIOError(f"cannot read stages file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ReplayInputError(f"{path}: stages file is not an object")
+    return data
