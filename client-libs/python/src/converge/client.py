@@ -1,0 +1,342 @@
+"""``converge()``: the verdict for one (host, port, fingerprint) (IO orchestration).
+
+1. Parse the fingerprint (SHA-1 or SHA-256, any accepted form).
+2. Local cache: an exact (``host:port``, fingerprint) entry that
+   :func:`~converge.cachepolicy.cache_decision` calls a ``hit`` is trusted without asking.
+3. Otherwise pick up to ``quorum`` distinct logical notaries at random, ask them in parallel
+   (:func:`~converge.notary_io.ask_notary`) and stop as soon as
+   :func:`~converge.policy.settled` says no further answer can change the verdict.
+4. Write the cache only after a trusted verdict.
+
+The synchronous :func:`converge` answers a cache hit without starting an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .cache import LocalCache
+from .cachepolicy import cache_decision
+from .config import Config, load_config
+from .errors import CacheIOError, ConfigError, FingerprintError
+from .fingerprint import Fingerprint, as_fingerprint, fingerprint_of
+from .legacy import Vote, check_target, location
+from .notary_io import NotaryResult, ask_notary
+from .policy import Policy, decide, settled
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision. Truthy when trusted."""
+
+    trusted: bool
+    host: str
+    port: int
+    fingerprint: str
+    policy: Policy
+    stand_aside: bool
+    from_cache: bool
+    results: tuple[NotaryResult, ...]
+    reason: str
+    elapsed: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.trusted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.trusted,
+            "host": self.host,
+            "port": self.port,
+            "fingerprint": self.fingerprint,
+            "policy": self.policy.value,
+            "stand_aside": self.stand_aside,
+            "cache": self.from_cache,
+            "reason": self.reason,
+            "elapsed_ms": round(self.elapsed * 1000, 3),
+            "notaries": [r.to_json() for r in self.results],
+        }
+
+
+ConfigArg = Config | str | os.PathLike[str] | None
+
+
+class Client:
+    """A configuration plus its open cache connections. Thread-safe; reuse it."""
+
+    def __init__(
+        self,
+        config: ConfigArg = None,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config if isinstance(config, Config) else load_config(config)
+        self._rng = rng or random.SystemRandom()
+        self._clock = clock
+        self._caches: list[LocalCache] | None = None
+        self._writer: LocalCache | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ cache
+
+    def _open_caches(self) -> list[LocalCache]:
+        if self._caches is None:
+            with self._lock:
+                if self._caches is None:
+                    caches: list[LocalCache] = []
+                    cfg = self.config
+                    if cfg.userdb is not None:
+                        self._writer = LocalCache(cfg.userdb)
+                        caches.append(self._writer)
+                    if cfg.db is not None:
+                        if self._writer is None:
+                            self._writer = LocalCache(cfg.db)
+                            caches.append(self._writer)
+                        elif cfg.db.exists():
+                            # an unreadable shared cache only costs notary queries
+                            with contextlib.suppress(CacheIOError):
+                                caches.append(LocalCache(cfg.db, readonly=True))
+                    self._caches = caches
+        return self._caches
+
+    def _cached(self, loc: str, forms: Sequence[Fingerprint], now: float) -> bool:
+        for cache in self._open_caches():
+            for fp in forms:
+                ts = cache.lookup(loc, fp.colon_hex())
+                if cache_decision(ts, now, self.config.cache_lifetime) == "hit":
+                    return True
+        return False
+
+    def _remember(self, loc: str, forms: Sequence[Fingerprint], now: float) -> None:
+        self._open_caches()
+        if self._writer is not None:
+            for fp in forms:
+                self._writer.store(loc, fp.colon_hex(), int(now))
+
+    def close(self) -> None:
+        for c in self._caches or []:
+            c.close()
+        self._caches = None
+        self._writer = None
+
+    # ------------------------------------------------------------------ checks
+
+    def _forms(
+        self, fingerprint: str | Fingerprint, certificate: bytes | None
+    ) -> list[Fingerprint]:
+        fp = as_fingerprint(fingerprint)
+        forms = [fp]
+        if certificate is not None:
+            for alg in ("sha1", "sha256"):
+                alt = fingerprint_of(certificate, alg)  # type: ignore[arg-type]
+                if alt.algorithm == fp.algorithm and alt != fp:
+                    raise FingerprintError("the certificate does not match the fingerprint")
+                if alt not in forms:
+                    forms.append(alt)
+        return forms
+
+    def _cache_verdict(self, host: str, port: int, forms: list[Fingerprint], t0: float) -> Verdict:
+        cfg = self.config
+        return Verdict(
+            True,
+            host,
+            port,
+            forms[0].colon_hex(),
+            cfg.agreement,
+            cfg.stand_aside,
+            True,
+            (),
+            "local cache hit",
+            time.perf_counter() - t0,
+        )
+
+    def check(
+        self,
+        host: str,
+        port: int,
+        fingerprint: str | Fingerprint,
+        *,
+        certificate: bytes | None = None,
+    ) -> Verdict:
+        """Synchronous check. A cache hit costs one indexed SQLite lookup, no event loop."""
+        t0 = time.perf_counter()
+        check_target(host, port)
+        forms = self._forms(fingerprint, certificate)
+        loc = location(host, port)
+        if self._cached(loc, forms, self._clock()):
+            return self._cache_verdict(host, port, forms, t0)
+        coro = self._ask(host, port, forms, t0)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
+    async def acheck(
+        self,
+        host: str,
+        port: int,
+        fingerprint: str | Fingerprint,
+        *,
+        certificate: bytes | None = None,
+    ) -> Verdict:
+        t0 = time.perf_counter()
+        check_target(host, port)
+        forms = self._forms(fingerprint, certificate)
+        if self._cached(location(host, port), forms, self._clock()):
+            return self._cache_verdict(host, port, forms, t0)
+        return await self._ask(host, port, forms, t0)
+
+    async def _ask(self, host: str, port: int, forms: list[Fingerprint], t0: float) -> Verdict:
+        cfg = self.config
+        notaries = cfg.notaries()
+        if not notaries:
+            raise ConfigError("no notaries enabled")
+        chosen = self._rng.sample(notaries, min(cfg.quorum, len(notaries)))
+        tasks = {
+            asyncio.create_task(
+                ask_notary(
+                    b,
+                    host,
+                    port,
+                    forms,
+                    connect_timeout=cfg.connect_timeout,
+                    notary_timeout=cfg.notary_timeout,
+                    max_bytes=cfg.max_response_bytes,
+                )
+            ): b.name
+            for b in chosen
+        }
+        results: dict[str, NotaryResult] = {}
+        verdict: bool | None = None
+        pending = set(tasks)
+        try:
+            async with asyncio.timeout(cfg.total_timeout):
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for t in done:
+                        r = t.result()
+                        results[r.name] = r
+                    if cfg.early_return:
+                        votes: list[Vote] = [
+                            r.vote
+                            for r in results.values()
+                            if r.vote != "skipped"  # type: ignore[misc]
+                        ]
+                        verdict = settled(
+                            cfg.agreement, votes, len(pending), stand_aside=cfg.stand_aside
+                        )
+                        if verdict is not None:
+                            break
+        except TimeoutError:
+            for t in pending:
+                name = tasks[t]
+                results[name] = NotaryResult(
+                    name,
+                    "unreachable",
+                    "timeout",
+                    None,
+                    None,
+                    f"no answer within {cfg.total_timeout} s",
+                    time.perf_counter() - t0,
+                )
+            pending = set()
+        finally:
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        for t in pending:
+            name = tasks[t]
+            results[name] = NotaryResult(
+                name,
+                "skipped",
+                "settled",
+                None,
+                None,
+                "verdict settled before this notary answered",
+            )
+        ordered = tuple(results[b.name] for b in chosen)
+        votes = [r.vote for r in ordered if r.vote != "skipped"]  # type: ignore[misc]
+        if verdict is None:
+            verdict = decide(cfg.agreement, votes, stand_aside=cfg.stand_aside)
+        s = votes.count("success")
+        reason = (
+            f"{s} of {len(chosen)} notaries confirm ({cfg.agreement.value}, "
+            f"{'unreachable stand aside' if cfg.stand_aside else 'unreachable count as failure'})"
+        )
+        if verdict:
+            self._remember(location(host, port), forms, self._clock())
+        return Verdict(
+            verdict,
+            host,
+            port,
+            forms[0].colon_hex(),
+            cfg.agreement,
+            cfg.stand_aside,
+            False,
+            ordered,
+            reason,
+            time.perf_counter() - t0,
+        )
+
+
+_CLIENTS: dict[object, Client] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def get_client(config: ConfigArg = None) -> Client:
+    """The shared :class:`Client` for a configuration (kept open across calls)."""
+    key: object = (
+        config if isinstance(config, Config) else (None if config is None else os.fspath(config))
+    )
+    if config is None:
+        key = ("env", os.environ.get("CONVERGE_CONFIG_DIR"))
+    client = _CLIENTS.get(key)
+    if client is None:
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.get(key)
+            if client is None:
+                client = Client(config)
+                _CLIENTS[key] = client
+    return client
+
+
+def converge(
+    host: str,
+    port: int,
+    fingerprint: str | Fingerprint,
+    *,
+    config: ConfigArg = None,
+    certificate: bytes | None = None,
+) -> Verdict:
+    """Is ``fingerprint`` the certificate the notaries see for ``host:port``?
+
+    ``config`` is a :class:`Config`, a configuration directory, or ``None`` (discover).
+    ``certificate`` (DER), when given, lets the cache and the notaries' lists be matched by
+    both SHA-1 and SHA-256. Raises :class:`~converge.errors.BadInput` for bad arguments or
+    configuration; notary failures are votes in the verdict, not exceptions.
+    """
+    return get_client(config).check(host, port, fingerprint, certificate=certificate)
+
+
+async def aconverge(
+    host: str,
+    port: int,
+    fingerprint: str | Fingerprint,
+    *,
+    config: ConfigArg = None,
+    certificate: bytes | None = None,
+) -> Verdict:
+    """The asynchronous :func:`converge`."""
+    return await get_client(config).acheck(host, port, fingerprint, certificate=certificate)

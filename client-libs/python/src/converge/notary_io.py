@@ -1,0 +1,223 @@
+"""Asking notaries over the network (IO): one TLS connection per physical host, pinned to
+the bundle's certificate, one legacy request, the response read until the server closes.
+
+* The notary's certificate is pinned: the SHA-1 of its DER leaf must equal the bundle's; no
+  CA or host name check. The request is not sent when the pin does not match.
+* All physical hosts of one logical notary are raced; the first definitive answer (a 200 or
+  409 that reduced to a success or failure vote) wins and the others are cancelled. When no
+  host answers definitively, the notary's vote is the most telling failure seen: a pin
+  mismatch or a bad body counts as ``failure`` (never silently dropped), anything else as
+  ``unreachable``.
+* Every wait is bounded: ``connect_timeout`` for TCP + TLS, ``notary_timeout`` for the whole
+  notary, ``max_bytes`` for the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .bundle import NotaryBundle, NotaryHost
+from .errors import BadInput, NotaryUnreachable, PinMismatch
+from .fingerprint import Fingerprint
+from .legacy import (
+    Outcome,
+    Vote,
+    evaluate,
+    parse_http_response,
+    request_bytes,
+)
+
+ResultVote = Vote | Literal["skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class NotaryResult:
+    """What one logical notary said (``vote`` is ``skipped`` when the verdict was settled
+    before it answered)."""
+
+    name: str
+    vote: ResultVote
+    kind: str
+    status: int | None = None
+    host: str | None = None
+    detail: str = ""
+    elapsed: float = 0.0
+    cache_status: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "outcome": self.vote,
+            "kind": self.kind,
+            "status": self.status,
+            "host": self.host,
+            "detail": self.detail,
+            "elapsed_ms": round(self.elapsed * 1000, 3),
+            "cache_status": self.cache_status,
+        }
+
+
+def notary_ssl_context() -> ssl.SSLContext:
+    """TLS for notary connections: no CA or host name check (the pin replaces them)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+_CTX: ssl.SSLContext | None = None
+
+
+def _ctx() -> ssl.SSLContext:
+    global _CTX
+    if _CTX is None:
+        _CTX = notary_ssl_context()
+    return _CTX
+
+
+@dataclass(frozen=True, slots=True)
+class _HostAnswer:
+    outcome: Outcome
+    host: str
+    cache_status: str | None
+
+
+async def query_host(
+    nh: NotaryHost,
+    target_host: str,
+    target_port: int,
+    wanted: Sequence[Fingerprint],
+    *,
+    connect_timeout: float,
+    max_bytes: int,
+) -> _HostAnswer:
+    """Ask one physical host. IO failures are reported as outcomes, never raised."""
+    label = f"{nh.host}:{nh.ssl_port}"
+    request = request_bytes(target_host, target_port, wanted[0])
+    writer: asyncio.StreamWriter | None = None
+    try:
+        try:
+            async with asyncio.timeout(connect_timeout):
+                reader, writer = await asyncio.open_connection(
+                    nh.host,
+                    nh.ssl_port,
+                    ssl=_ctx(),
+                    server_hostname=nh.host,
+                    limit=max_bytes + 1,
+                )
+            ssl_object = writer.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+            if not der or hashlib.sha1(der).digest() != nh.pin.digest:
+                raise PinMismatch(f"{label} presented a certificate other than the pinned one")
+            writer.write(request)
+            await writer.drain()
+            raw = await _read_to_eof(reader, max_bytes)
+        except TimeoutError as e:
+            raise NotaryUnreachable(f"{label}: timed out") from e
+        except (OSError, ssl.SSLError, EOFError) as e:
+            if isinstance(e, PinMismatch):
+                raise
+            raise NotaryUnreachable(f"{label}: {type(e).__name__}: {e}") from e
+        response = parse_http_response(raw, max_bytes=max_bytes)
+        outcome = evaluate(response.status, response.body, wanted, nh.public_key())
+        return _HostAnswer(outcome, label, response.headers.get("cache-status"))
+    except PinMismatch as e:
+        return _HostAnswer(Outcome("failure", e.kind, None, str(e)), label, None)
+    except NotaryUnreachable as e:
+        return _HostAnswer(Outcome("unreachable", e.kind, None, str(e)), label, None)
+    except BadInput as e:
+        return _HostAnswer(Outcome("failure", e.kind, None, str(e)), label, None)
+    finally:
+        if writer is not None:
+            writer.transport.abort()
+
+
+async def _read_to_eof(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            chunk = await reader.read(65536)
+        except ssl.SSLError as e:
+            # Servers that close without close_notify: keep what was read.
+            if chunks and "UNEXPECTED_EOF" in str(e).upper():
+                break
+            raise
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > max_bytes:
+            raise NotaryUnreachable(f"response larger than {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_DEFINITIVE_KINDS = frozenset({"listed", "status-only", "mismatch", "not-listed"})
+_SEVERITY = {"signature": 3, "response": 3, "pin": 2}
+
+
+async def ask_notary(
+    bundle: NotaryBundle,
+    target_host: str,
+    target_port: int,
+    wanted: Sequence[Fingerprint],
+    *,
+    connect_timeout: float,
+    notary_timeout: float,
+    max_bytes: int,
+) -> NotaryResult:
+    """Race every physical host of ``bundle``; see the module docstring for the rules."""
+    t0 = time.perf_counter()
+    tasks = [
+        asyncio.create_task(
+            query_host(
+                h,
+                target_host,
+                target_port,
+                wanted,
+                connect_timeout=connect_timeout,
+                max_bytes=max_bytes,
+            )
+        )
+        for h in bundle.hosts
+    ]
+    answers: list[_HostAnswer] = []
+    winner: _HostAnswer | None = None
+    try:
+        async with asyncio.timeout(notary_timeout):
+            for fut in asyncio.as_completed(tasks):
+                ans = await fut
+                answers.append(ans)
+                if ans.outcome.kind in _DEFINITIVE_KINDS:
+                    winner = ans
+                    break
+    except TimeoutError:
+        pass
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    elapsed = time.perf_counter() - t0
+    if winner is None and answers:
+        winner = max(answers, key=lambda a: _SEVERITY.get(a.outcome.kind, 0))
+    if winner is None:
+        return NotaryResult(
+            bundle.name,
+            "unreachable",
+            "timeout",
+            None,
+            None,
+            f"no answer within {notary_timeout} s",
+            elapsed,
+        )
+    o = winner.outcome
+    return NotaryResult(
+        bundle.name, o.vote, o.kind, o.status, winner.host, o.detail, elapsed, winner.cache_status
+    )
