@@ -1,0 +1,45 @@
+# converge: one entry point for setup, running, testing and benchmarking.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+DATA    ?= var/notary
+LISTEN  ?= 127.0.0.1:8443
+
+.PHONY: setup run test test-fast lint bench clean system-deps
+
+$(STAMP): pyproject.toml $(wildcard client-libs/python/pyproject.toml)
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	if [ -f client-libs/python/pyproject.toml ]; then $(BIN)/pip install -q -e client-libs/python; fi
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+system-deps:
+	scripts/install-system-deps
+
+## Run a notary on https://$(LISTEN) with an embedded SQLite store (key and cert made on first run).
+run: setup
+	$(BIN)/notary serve --data-dir $(DATA) --listen $(LISTEN)
+
+## Every test suite (installs the system packages the tests need).
+test: setup system-deps
+	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests
+	$(BIN)/mypy
+	scripts/test-all
+
+test-fast: setup
+	$(BIN)/python -m pytest -x -q -m 'not slow'
+
+lint: setup
+	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests
+	$(BIN)/mypy
+
+## Benchmarks (long; results written to bench/results/ and docs/benchmarks.md).
+bench: setup system-deps
+	$(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,242 @@
+"""``notary``: serve, keygen, bundle, check. ``main(argv) -> int`` is tested in-process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+
+from notary import __version__, keys
+from notary.config import Settings, load_toml
+from notary.core.addrpolicy import AddressPolicy, parse_networks
+from notary.core.fingerprint import colon_hex
+from notary.core.target import normalise_host, parse_ip, parse_port
+from notary.errors import BadConfig, BadInput, NotaryError
+from notary.probe import TLSProber
+from notary.web import build_resolver
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+_SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
+    ("--data-dir", {"type": Path, "help": "directory for key, certificate and database "
+                    "(default ./notary-data)"}),
+    ("--listen", {"action": "append", "metavar": "HOST:PORT",
+                  "help": "address to serve on (repeatable; default 127.0.0.1:8443)"}),
+    ("--db", {"type": Path, "help": "SQLite database (default DATA/notary.sqlite3)"}),
+    ("--key", {"type": Path, "help": "RSA key (default DATA/notary.key)"}),
+    ("--cert", {"type": Path, "help": "certificate (default DATA/notary.pem)"}),
+    ("--hostname", {"help": "name in a generated certificate (default localhost)"}),
+    ("--workers", {"type": int, "help": "worker processes on one port (default 1)"}),
+    ("--allow-target", {"action": "append", "metavar": "CIDR",
+                        "help": "allow probing this otherwise refused range (repeatable)"}),
+    ("--resolve", {"action": "append", "metavar": "NAME=IP",
+                   "help": "static name map entry (repeatable)"}),
+    ("--hosts-file", {"type": Path, "help": "static name map file: 'IP name...' lines"}),
+    ("--probe-timeout", {"type": float, "metavar": "SECONDS",
+                         "help": "connect+handshake timeout (default 2)"}),
+    ("--max-probes", {"type": int, "help": "concurrent live probes (default 256)"}),
+    ("--recheck-after", {"type": int, "metavar": "SECONDS",
+                         "help": "re-verify cached fingerprints older than this (default 86400)"}),
+    ("--negative-ttl", {"type": float, "metavar": "SECONDS",
+                        "help": "remember unreachable targets this long (default 60)"}),
+    ("--lru-entries", {"type": int, "help": "in-process cache size (default 100000)"}),
+]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="notary", description="A Convergence notary.")
+    p.add_argument("--version", action="version", version=f"notary {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the notary")
+    serve.add_argument("--config", type=Path, help="TOML file with the same keys as the flags")
+    for flag, kw in _SERVE_FLAGS:
+        serve.add_argument(flag, **kw)
+    serve.add_argument("--no-tls", action="store_true", help="plain HTTP (behind a proxy)")
+    serve.add_argument("--access-log", action="store_true", help="log each request")
+    serve.add_argument("--log-client-addresses", action="store_true",
+                       help="put client addresses in the access log (off: privacy)")
+
+    kg = sub.add_parser("keygen", help="create the RSA key and self-signed certificate")
+    kg.add_argument("--data-dir", type=Path, default=Path("notary-data"))
+    kg.add_argument("--key", type=Path)
+    kg.add_argument("--cert", type=Path)
+    kg.add_argument("--hostname", default="localhost")
+    kg.add_argument("--force", action="store_true", help="replace existing files")
+
+    b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary")
+    b.add_argument("--data-dir", type=Path, default=Path("notary-data"))
+    b.add_argument("--cert", type=Path)
+    b.add_argument("--host", required=True, help="public DNS name of this notary")
+    b.add_argument("--ssl-port", type=int, default=443)
+    b.add_argument("--http-port", type=int, default=80)
+    b.add_argument("--name", required=True, help="organisation name")
+    b.add_argument("--bundle-location", help="https://.../NAME.notary where it is published")
+    b.add_argument("--region", help="ISO-3166 alpha-2 region")
+    b.add_argument("-o", "--output", type=Path, help="file to write (default stdout)")
+
+    c = sub.add_parser("check", help="probe a target once and print what it presents")
+    c.add_argument("target", metavar="HOST[:PORT]")
+    c.add_argument("--ip", help="connect to this address, sending HOST as SNI")
+    c.add_argument("--timeout", type=float, default=5.0)
+    c.add_argument("--resolve", action="append", metavar="NAME=IP", default=[])
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    values: dict[str, Any] = load_toml(args.config) if args.config else {}
+    names = {f.name for f in fields(Settings)}
+    for flag, _ in _SERVE_FLAGS:
+        name = flag[2:].replace("-", "_")
+        value = getattr(args, name)
+        if value is not None and name in names:
+            values[name] = value
+    if args.no_tls:
+        values["tls"] = False
+    if args.log_client_addresses:
+        values["log_client_addresses"] = True
+    settings = Settings(**values)
+    settings.check()
+    return settings
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from notary.server import run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return run(settings_from_args(args), access_log=args.access_log)
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    key = args.key or args.data_dir / "notary.key"
+    cert = args.cert or args.data_dir / "notary.pem"
+    if (key.exists() or cert.exists()) and not args.force:
+        print(f"notary: {key} or {cert} exists; use --force to replace", file=sys.stderr)
+        return EXIT_FAIL
+    ident = keys.generate(key, cert, args.hostname, now=dt.datetime.now(dt.UTC))
+    print(f"key:  {key} (mode 600)\ncert: {cert}\npin SHA-1:   {ident.pin_sha1}\n"
+          f"pin SHA-256: {ident.pin_sha256}")
+    return EXIT_OK
+
+
+def make_bundle(
+    cert_pem: str, host: str, ssl_port: int, http_port: int, name: str,
+    location: str | None, region: str | None,
+) -> dict[str, Any]:
+    """A v1 bundle document (convergence-v1.md, "Bundle file")."""
+    host = normalise_host(host)
+    parse_port(str(ssl_port))
+    parse_port(str(http_port))
+    if location is None:
+        slug = "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "notary"
+        location = f"https://{host}/{slug}.notary"
+    if not (location.startswith("https://") and location.endswith(".notary")):
+        raise BadConfig("--bundle-location must start with https:// and end with .notary")
+    doc: dict[str, Any] = {
+        "version": 1,
+        "name": name,
+        "bundle_location": location,
+        "hosts": [
+            {"host": host, "ssl_port": ssl_port, "http_port": http_port, "certificate": cert_pem}
+        ],
+    }
+    if region:
+        if len(region) != 2 or not region.isalpha():
+            raise BadConfig("--region must be an ISO-3166 alpha-2 code")
+        doc["region"] = region.upper()
+    return doc
+
+
+def _cmd_bundle(args: argparse.Namespace) -> int:
+    cert_path = args.cert or args.data_dir / "notary.pem"
+    try:
+        pem = cert_path.read_text(encoding="ascii")
+        x509.load_pem_x509_certificate(pem.encode())
+    except (OSError, ValueError) as exc:
+        raise BadConfig(f"cannot read certificate {cert_path}: {exc}") from exc
+    doc = make_bundle(pem, args.host, args.ssl_port, args.http_port, args.name,
+                      args.bundle_location, args.region)
+    text = json.dumps(doc, indent=2) + "\n"
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _split_hostport(spec: str) -> tuple[str, int]:
+    ip = parse_ip(spec)
+    if ip is not None:
+        return ip.compressed, 443
+    host, sep, port = spec.rpartition(":")
+    if sep and host and not host.endswith(":"):
+        return normalise_host(host), parse_port(port)
+    return normalise_host(spec), 443
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from notary.config import Settings as S
+    from notary.core.target import Target
+
+    host, port = _split_hostport(args.target)
+    ip = None
+    if args.ip:
+        ip = parse_ip(args.ip)
+        if ip is None:
+            raise BadConfig(f"--ip {args.ip!r} is not an IP address")
+    resolver = build_resolver(S(resolve=args.resolve))
+    # An operator's own tool: every address is allowed.
+    policy = AddressPolicy(parse_networks(["0.0.0.0/0", "::/0"]))
+    prober = TLSProber(resolver, policy, args.timeout, want_chain=True)
+    result = asyncio.run(prober.probe(Target(host, port, ip)))
+    chain = []
+    for der in result.chain or (result.leaf,):
+        cert = x509.load_der_x509_certificate(der)
+        chain.append({"subject": cert.subject.rfc4514_string(),
+                      "issuer": cert.issuer.rfc4514_string()})
+    doc = {
+        "target": f"{host}:{port}",
+        "address": result.address,
+        "sha1": colon_hex(result.digests.sha1),
+        "sha256": colon_hex(result.digests.sha256),
+        "chain": chain,
+    }
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        print(f"target:  {doc['target']} ({result.address})")
+        print(f"SHA-1:   {doc['sha1']}")
+        print(f"SHA-256: {doc['sha256']}")
+        for i, c in enumerate(chain):
+            print(f"chain[{i}]: {c['subject']}  (issuer: {c['issuer']})")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
+               "check": _cmd_check}[args.command]
+    try:
+        return handler(args)
+    except BadInput as exc:
+        print(f"notary: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except NotaryError as exc:
+        print(f"notary: {exc.message}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

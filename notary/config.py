@@ -1,0 +1,149 @@
+"""Notary settings: defaults, a TOML ``--config`` file, and command-line flags (which win).
+
+Every bound is a named setting here; the README's configuration table lists them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from notary.core.target import parse_ip, parse_port
+from notary.errors import BadConfig, BadInput
+
+MAX_CONFIG = 1024 * 1024
+
+
+@dataclass
+class Settings:
+    data_dir: Path = Path("notary-data")
+    listen: list[str] = field(default_factory=lambda: ["127.0.0.1:8443"])
+    tls: bool = True
+    db: Path | None = None
+    key: Path | None = None
+    cert: Path | None = None
+    hostname: str = "localhost"
+    workers: int = 1
+    allow_target: list[str] = field(default_factory=list)
+    resolve: list[str] = field(default_factory=list)
+    hosts_file: Path | None = None
+    probe_timeout: float = 2.0
+    max_probes: int = 256
+    recheck_after: int = 86_400
+    negative_ttl: float = 60.0
+    lru_entries: int = 100_000
+    max_body: int = 4096
+    max_line: int = 8190
+    max_field: int = 8190
+    max_headers: int = 64
+    keepalive_timeout: float = 15.0
+    log_client_addresses: bool = False
+
+    @property
+    def db_path(self) -> Path:
+        return self.db or self.data_dir / "notary.sqlite3"
+
+    @property
+    def key_path(self) -> Path:
+        return self.key or self.data_dir / "notary.key"
+
+    @property
+    def cert_path(self) -> Path:
+        return self.cert or self.data_dir / "notary.pem"
+
+    def listen_addrs(self) -> list[tuple[str, int]]:
+        return [parse_listen(spec) for spec in self.listen]
+
+    def check(self) -> None:
+        """Raise :class:`BadConfig` for any out-of-range value."""
+        self.listen_addrs()
+        positive = {
+            "workers": self.workers,
+            "probe_timeout": self.probe_timeout,
+            "max_probes": self.max_probes,
+            "lru_entries": self.lru_entries,
+            "max_body": self.max_body,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise BadConfig(f"{name} must be positive, got {value}")
+        if self.recheck_after < 0 or self.negative_ttl < 0:
+            raise BadConfig("recheck_after and negative_ttl must not be negative")
+        if self.workers > 64:
+            raise BadConfig("workers must be at most 64")
+
+
+def parse_listen(spec: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` -> (host, port)."""
+    host, sep, port_text = spec.rpartition(":")
+    if not sep or not host:
+        raise BadConfig(f"--listen expects HOST:PORT, got {spec!r}")
+    if host.startswith("["):
+        if not host.endswith("]") or parse_ip(host) is None:
+            raise BadConfig(f"--listen: bad IPv6 address in {spec!r}")
+        host = host[1:-1]
+    try:
+        port = int(port_text) if port_text == "0" else parse_port(port_text)
+    except BadInput as exc:
+        raise BadConfig(f"--listen {spec!r}: {exc.message}") from exc
+    return host, port
+
+
+_PATHS = {"data_dir", "db", "key", "cert", "hosts_file"}
+
+
+def _coerce(name: str, value: Any, template: Any) -> Any:
+    if name in _PATHS:
+        if not isinstance(value, str):
+            raise BadConfig(f"config key {name!r} must be a string path")
+        return Path(value)
+    if isinstance(template, bool):
+        if not isinstance(value, bool):
+            raise BadConfig(f"config key {name!r} must be true or false")
+        return value
+    if isinstance(template, int) and not isinstance(template, bool):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise BadConfig(f"config key {name!r} must be an integer")
+        return value
+    if isinstance(template, float):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise BadConfig(f"config key {name!r} must be a number")
+        return float(value)
+    if isinstance(template, list):
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise BadConfig(f"config key {name!r} must be a list of strings")
+        return list(value)
+    if not isinstance(value, str):
+        raise BadConfig(f"config key {name!r} must be a string")
+    return value
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file into a dict of :class:`Settings` field values."""
+    try:
+        if path.stat().st_size > MAX_CONFIG:
+            raise BadConfig(f"config file {path} is larger than {MAX_CONFIG} bytes")
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadConfig(f"cannot read config file {path}: {exc.strerror}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BadConfig(f"config file {path} is not valid TOML: {exc}") from exc
+    table = raw.get("notary", raw)
+    if not isinstance(table, dict):
+        raise BadConfig(f"config file {path}: [notary] must be a table")
+    defaults = Settings()
+    known = {f.name for f in fields(Settings)}
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise BadConfig(f"config file {path}: unknown key {key!r}")
+        out[name] = _coerce(name, value, getattr(defaults, name))
+    return out
+
+
+__all__ = ["Settings", "load_toml", "parse_listen"]

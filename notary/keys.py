@@ -1,0 +1,149 @@
+"""The notary's key and certificate: generation on first run, loading, permission checks.
+
+The legacy protocol uses one RSA-2048 key for TLS and for signing answers; clients pin the
+SHA-1 of the certificate. Keys are written owner-only (0600) and the notary refuses to load a
+key file that other users can read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+from notary.core.fingerprint import colon_hex
+from notary.errors import BadConfig
+
+MAX_PEM = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Identity:
+    key: rsa.RSAPrivateKey
+    cert: x509.Certificate
+    key_path: Path
+    cert_path: Path
+
+    @property
+    def cert_der(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.DER)
+
+    @property
+    def cert_pem(self) -> str:
+        return self.cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
+
+    @property
+    def pin_sha1(self) -> str:
+        return colon_hex(hashlib.sha1(self.cert_der).digest())
+
+    @property
+    def pin_sha256(self) -> str:
+        return colon_hex(hashlib.sha256(self.cert_der).digest())
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def generate(
+    key_path: Path, cert_path: Path, hostname: str, *, now: dt.datetime, days: int = 3650
+) -> Identity:
+    """Create an RSA-2048 key and a self-signed certificate for ``hostname``."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, hostname[:64]),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "converge notary"),
+        ]
+    )
+    try:
+        alt: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(hostname))
+    except ValueError:
+        alt = x509.DNSName(hostname)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName([alt]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    _write_private(
+        key_path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return Identity(key, cert, key_path, cert_path)
+
+
+def _read_limited(path: Path, what: str) -> bytes:
+    try:
+        if path.stat().st_size > MAX_PEM:
+            raise BadConfig(f"{what} {path} is larger than {MAX_PEM} bytes")
+        return path.read_bytes()
+    except OSError as exc:
+        raise BadConfig(f"cannot read {what} {path}: {exc.strerror}") from exc
+
+
+def load(key_path: Path, cert_path: Path) -> Identity:
+    """Load and check the identity. Refuses keys readable by group or others."""
+    try:
+        mode = key_path.stat().st_mode
+    except OSError as exc:
+        raise BadConfig(f"cannot read key {key_path}: {exc.strerror}") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise BadConfig(
+            f"key {key_path} is accessible by other users (mode {stat.S_IMODE(mode):o});"
+            f" run: chmod 600 {key_path}"
+        )
+    try:
+        key = serialization.load_pem_private_key(_read_limited(key_path, "key"), password=None)
+    except (ValueError, TypeError) as exc:
+        raise BadConfig(f"{key_path} is not an unencrypted PEM private key: {exc}") from exc
+    if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
+        raise BadConfig(f"{key_path}: the legacy protocol needs an RSA key of 2048 bits or more")
+    try:
+        cert = x509.load_pem_x509_certificate(_read_limited(cert_path, "certificate"))
+    except ValueError as exc:
+        raise BadConfig(f"{cert_path} is not a PEM certificate: {exc}") from exc
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if cert.public_key().public_bytes(der, spki) != key.public_key().public_bytes(der, spki):
+        raise BadConfig(f"{cert_path} does not belong to the key {key_path}")
+    return Identity(key, cert, key_path, cert_path)
+
+
+def ensure(key_path: Path, cert_path: Path, hostname: str, *, now: dt.datetime) -> Identity:
+    """Load the identity, generating both files first if neither exists."""
+    if not key_path.exists() and not cert_path.exists():
+        generate(key_path, cert_path, hostname, now=now)
+    return load(key_path, cert_path)
+
+
+__all__ = ["Identity", "ensure", "generate", "load"]

@@ -1,0 +1,166 @@
+"""Live probes: connect to a target from the notary's own network path and take its leaf.
+
+* One timeout covers resolution, connect and the TLS handshake.
+* The address policy is applied to every resolved address; the probe connects to an
+  address literal that passed it, so a DNS answer cannot change between check and connect.
+* SNI is sent for names, never for IP literals. TLS 1.2 and 1.3. No certificate validation
+  here: the notary reports what it sees, it does not judge it.
+* Foreign exceptions (``OSError``, ``ssl.SSLError``, ``TimeoutError``) become
+  :class:`~notary.errors.TargetUnreachable` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+from typing import Protocol
+
+from notary.core.addrpolicy import AddressPolicy
+from notary.core.fingerprint import CertDigests
+from notary.core.target import IPAddress, Target
+from notary.errors import TargetRefused, TargetUnreachable
+from notary.resolve import Resolver
+
+MAX_ADDRESSES = 4  # addresses tried per probe, in resolver order
+MAX_CHAIN_CERTS = 10  # certificates kept from the presented chain
+MAX_CHAIN_BYTES = 64 * 1024  # DER bytes kept from the presented chain
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    leaf: bytes  # DER
+    address: str  # the address connected to
+    digests: CertDigests
+    chain: tuple[bytes, ...] = ()  # DER, as presented (leaf first), bounded
+
+
+def presented_chain(ssl_obj: ssl.SSLObject) -> tuple[bytes, ...]:
+    """The chain the peer presented, leaf first, bounded in count and bytes.
+
+    Python 3.13 exposes ``get_unverified_chain``; 3.11 and 3.12 have it on the underlying
+    ``_ssl`` object. Where neither exists the chain is empty (the leaf is still known).
+    """
+    getter = getattr(ssl_obj, "get_unverified_chain", None)
+    if getter is None:
+        getter = getattr(getattr(ssl_obj, "_sslobj", None), "get_unverified_chain", None)
+    if getter is None:
+        return ()
+    certs = getter() or []
+    out: list[bytes] = []
+    total = 0
+    for cert in certs[:MAX_CHAIN_CERTS]:
+        der = cert if isinstance(cert, bytes) else cert.public_bytes(ssl._ssl.ENCODING_DER)  # type: ignore[attr-defined]
+        total += len(der)
+        if total > MAX_CHAIN_BYTES:
+            break
+        out.append(der)
+    return tuple(out)
+
+
+class Prober(Protocol):
+    async def probe(self, target: Target) -> ProbeResult: ...
+
+
+def client_context() -> ssl.SSLContext:
+    """A TLS client context that completes handshakes with any certificate."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+class _Quiet(asyncio.Protocol):
+    def data_received(self, data: bytes) -> None:  # pragma: no cover - we send nothing
+        pass
+
+
+class TLSProber:
+    def __init__(
+        self,
+        resolver: Resolver,
+        policy: AddressPolicy,
+        timeout: float,
+        ctx: ssl.SSLContext | None = None,
+        *,
+        want_chain: bool = False,
+    ) -> None:
+        self._want_chain = want_chain
+        self._resolver = resolver
+        self._policy = policy
+        self._timeout = timeout
+        self._ctx = ctx or client_context()
+
+    async def probe(self, target: Target) -> ProbeResult:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await self._probe(target)
+        except TimeoutError as exc:
+            raise TargetUnreachable(
+                f"{target.location}: no TLS handshake within {self._timeout:g} s"
+            ) from exc
+
+    async def _probe(self, target: Target) -> ProbeResult:
+        addrs = [target.ip] if target.ip is not None else await self._resolver.resolve(
+            target.host
+        )
+        allowed: list[IPAddress] = []
+        refusals: list[str] = []
+        for addr in addrs:
+            why = self._policy.refusal(addr)
+            if why is None:
+                allowed.append(addr)
+            else:
+                refusals.append(why)
+        if not allowed:
+            raise TargetRefused(
+                f"{target.location}: refused by the notary's address policy ({refusals[0]})"
+            )
+        last: TargetUnreachable | None = None
+        for addr in allowed[:MAX_ADDRESSES]:
+            try:
+                return await self._handshake(target, addr)
+            except TargetUnreachable as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def _handshake(self, target: Target, addr: IPAddress) -> ProbeResult:
+        loop = asyncio.get_running_loop()
+        # An IP literal as server_hostname makes the ssl module send no SNI.
+        sni = addr.compressed if target.host_is_ip else target.host
+        try:
+            transport, _ = await loop.create_connection(
+                _Quiet,
+                host=addr.compressed,
+                port=target.port,
+                ssl=self._ctx,
+                server_hostname=sni,
+                ssl_handshake_timeout=self._timeout,
+                ssl_shutdown_timeout=1.0,
+            )
+        except ssl.SSLError as exc:
+            raise TargetUnreachable(
+                f"{target.location}: TLS handshake with {addr} failed ({exc.reason or exc})"
+            ) from exc
+        except ConnectionRefusedError as exc:
+            raise TargetUnreachable(f"{target.location}: {addr} refused the connection") from exc
+        except OSError as exc:
+            raise TargetUnreachable(
+                f"{target.location}: cannot connect to {addr} ({exc.strerror or exc})"
+            ) from exc
+        chain: tuple[bytes, ...] = ()
+        try:
+            ssl_obj = transport.get_extra_info("ssl_object")
+            leaf = ssl_obj.getpeercert(binary_form=True) if ssl_obj is not None else None
+            if leaf and self._want_chain:
+                chain = presented_chain(ssl_obj)
+        finally:
+            transport.abort()
+        if not leaf:
+            raise TargetUnreachable(f"{target.location}: the target presented no certificate")
+        return ProbeResult(leaf, addr.compressed, CertDigests.of(leaf), chain)
+
+
+__all__ = ["ProbeResult", "Prober", "TLSProber", "client_context"]

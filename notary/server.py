@@ -1,0 +1,195 @@
+"""Running the notary: listeners, TLS, limits, and N worker processes on one port.
+
+With ``workers > 1`` the parent prepares the key, certificate and database once, then starts
+N worker processes that each bind every listen address with ``SO_REUSEPORT`` (the kernel
+spreads connections) and share the SQLite file. The parent restarts a worker that dies and
+stops them all on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import multiprocessing
+import signal
+import ssl
+import sys
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from notary import keys
+from notary.config import Settings
+from notary.keys import Identity
+from notary.store.sqlite import SQLiteStore
+from notary.web import create_app
+
+log = logging.getLogger("notary")
+
+PRIVATE_LOG_FORMAT = '"%r" %s %b %Tf'
+FULL_LOG_FORMAT = '%a "%r" %s %b %Tf'
+
+
+def server_ssl_context(identity: Identity) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(identity.cert_path, identity.key_path)
+    return ctx
+
+
+def prepare(settings: Settings) -> Identity:
+    """Check settings, create the data directory, key, certificate and database schema."""
+    settings.check()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    identity = keys.ensure(
+        settings.key_path, settings.cert_path, settings.hostname, now=dt.datetime.now(dt.UTC)
+    )
+
+    async def init_db() -> None:
+        store = await SQLiteStore.open(settings.db_path)
+        await store.close()
+
+    asyncio.run(init_db())
+    return identity
+
+
+async def serve(
+    settings: Settings,
+    identity: Identity,
+    *,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[list[str]], None] | None = None,
+    access_log: bool = False,
+) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None)."""
+    app = create_app(settings, identity)
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=logging.getLogger("aiohttp.access") if access_log else None,
+        access_log_format=FULL_LOG_FORMAT if settings.log_client_addresses else PRIVATE_LOG_FORMAT,
+        max_line_size=settings.max_line,
+        max_field_size=settings.max_field,
+        max_headers=settings.max_headers,
+        keepalive_timeout=settings.keepalive_timeout,
+    )
+    await runner.setup()
+    ssl_ctx = server_ssl_context(identity) if settings.tls else None
+    urls: list[str] = []
+    try:
+        for host, port in settings.listen_addrs():
+            site = web.TCPSite(
+                runner,
+                host,
+                port,
+                ssl_context=ssl_ctx,
+                reuse_port=settings.workers > 1,
+                backlog=2048,
+            )
+            await site.start()
+            urls.extend(_site_urls(site, settings.tls))
+        if on_ready is not None:
+            on_ready(urls)
+        if stop is None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def _site_urls(site: web.TCPSite, tls: bool) -> list[str]:
+    scheme = "https" if tls else "http"
+    out = []
+    server = site._server  # the asyncio server, for the bound port when port 0 was asked
+    for sock in getattr(server, "sockets", None) or []:
+        host, port = sock.getsockname()[:2]
+        out.append(f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}")
+    return out
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def _announce(identity: Identity) -> Callable[[list[str]], None]:
+    def ready(urls: list[str]) -> None:
+        for url in urls:
+            print(f"notary: serving {url}", file=sys.stderr, flush=True)
+        print(f"notary: clients pin SHA-1 {identity.pin_sha1}", file=sys.stderr, flush=True)
+
+    return ready
+
+
+def _worker_main(settings: Settings, access_log: bool) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    _install_uvloop()
+    identity = keys.load(settings.key_path, settings.cert_path)
+    asyncio.run(serve(settings, identity, access_log=access_log))
+
+
+def run(settings: Settings, *, access_log: bool = False) -> int:
+    """Prepare, then serve in this process (1 worker) or supervise N worker processes."""
+    identity = prepare(settings)
+    if settings.workers == 1:
+        _install_uvloop()
+        asyncio.run(serve(settings, identity, on_ready=_announce(identity), access_log=access_log))
+        return 0
+    return _supervise(settings, identity, access_log)
+
+
+def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
+    ctx = multiprocessing.get_context("spawn")
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def start() -> multiprocessing.process.BaseProcess:
+        p = ctx.Process(target=_worker_main, args=(settings, access_log), daemon=False)
+        p.start()
+        return p
+
+    workers = [start() for _ in range(settings.workers)]
+    for url in settings.listen:
+        scheme = "https" if settings.tls else "http"
+        print(f"notary: serving {scheme}://{url} with {settings.workers} workers",
+              file=sys.stderr, flush=True)
+    print(f"notary: clients pin SHA-1 {identity.pin_sha1}", file=sys.stderr, flush=True)
+    restarts: list[float] = []
+    while not stopping:
+        time.sleep(0.2)
+        for i, p in enumerate(workers):
+            if p.is_alive() or stopping:
+                continue
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < 60] + [now]
+            if len(restarts) > 10 * settings.workers:
+                log.error("workers keep dying (%d restarts in 60 s); stopping", len(restarts))
+                stopping = True
+                break
+            log.warning("worker %d exited with code %s; restarting", p.pid, p.exitcode)
+            workers[i] = start()
+    for p in workers:
+        if p.is_alive() and p.pid is not None:
+            p.terminate()
+    for p in workers:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    return 0
+
+
+__all__ = ["prepare", "run", "serve", "server_ssl_context"]

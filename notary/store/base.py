@@ -1,0 +1,41 @@
+"""The store interface.
+
+Contract (one suite tests every implementation: ``tests/notary/test_store_contract.py``):
+
+* ``get(location)`` returns the :class:`TargetRecord` or ``None`` when nothing is known.
+* ``observe(location, digests, now)`` applies :func:`notary.core.history.observe` atomically
+  (concurrent observers of one location, in one or several processes, all end up in the
+  history), bumps ``version`` and clears the signed body; returns the new record.
+* ``save_body(location, version, body)`` stores the signed response bytes for that version;
+  it does nothing if the record has moved on to another version meanwhile.
+* Failures of the backing service raise :class:`notary.errors.StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from notary.core.fingerprint import CertDigests
+from notary.core.history import History
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRecord:
+    location: str
+    history: History
+    version: int
+    body: bytes | None = None  # signed legacy body for this version, once signed
+
+
+class Store(Protocol):
+    async def get(self, location: str) -> TargetRecord | None: ...
+
+    async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord: ...
+
+    async def save_body(self, location: str, version: int, body: bytes) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+__all__ = ["Store", "TargetRecord"]

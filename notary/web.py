@@ -1,0 +1,205 @@
+"""The HTTP layer: the legacy ``/target`` API, the info page, and the one error table.
+
+Compatibility rules for legacy clients (convergence-v1.md): HTTP/1.0 without ``Host`` is
+accepted, responses always carry ``Content-Length`` and are never chunked, and the connection
+is closed after the reply when the client asks (aiohttp does both for ``bytes`` bodies).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from notary import __version__
+from notary.config import Settings
+from notary.core.addrpolicy import AddressPolicy, parse_networks
+from notary.core.fingerprint import Fingerprint
+from notary.core.request import parse_form_fingerprint
+from notary.core.signing import LegacySigner
+from notary.core.target import IPAddress, parse_target_path
+from notary.errors import (
+    BadInput,
+    NotaryError,
+    ProbeCapacityFull,
+    TargetRefused,
+    TargetUnreachable,
+    TooLarge,
+)
+from notary.keys import Identity
+from notary.probe import Prober, TLSProber
+from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
+from notary.service import Answer, CacheOutcome, NotaryService, ServiceSettings
+from notary.store.base import Store
+from notary.store.lru import CachedStore
+from notary.store.sqlite import SQLiteStore
+
+SERVICE = web.AppKey("service", NotaryService)
+INFO = web.AppKey("info", dict)
+
+CACHE_STATUS = {
+    CacheOutcome.HIT: "converge-notary; hit",
+    CacheOutcome.MISS: "converge-notary; fwd=miss",
+    CacheOutcome.STALE: "converge-notary; fwd=stale",
+}
+CS_NEGATIVE = "converge-notary; hit; detail=unreachable"
+CS_CAPACITY = "converge-notary; fwd=miss; detail=capacity"
+CS_REFUSED = "converge-notary; fwd=miss; detail=refused"
+CS_PROBE_FAILED = "converge-notary; fwd=miss; detail=unreachable"
+CS_BAD_REQUEST = "converge-notary; fwd=bypass"
+
+_ALLOW = "GET, POST"
+
+
+def error_response(exc: NotaryError) -> web.Response:
+    """The one place where errors become HTTP responses."""
+    headers = {"Cache-Control": "no-store"}
+    if isinstance(exc, ProbeCapacityFull):
+        headers["Retry-After"] = str(exc.retry_after)
+        headers["Cache-Status"] = CS_CAPACITY
+    elif isinstance(exc, TargetUnreachable):
+        headers["Cache-Status"] = CS_NEGATIVE if getattr(exc, "from_cache", False) else (
+            CS_PROBE_FAILED
+        )
+    elif isinstance(exc, TargetRefused):
+        headers["Cache-Status"] = CS_REFUSED
+    elif isinstance(exc, BadInput):
+        headers["Cache-Status"] = CS_BAD_REQUEST
+    return web.Response(
+        status=exc.status, text=exc.message + "\n", content_type="text/plain", headers=headers
+    )
+
+
+def _answer_response(answer: Answer) -> web.Response:
+    return web.Response(
+        status=answer.status,
+        body=answer.body,
+        content_type="application/json",
+        headers={"Cache-Status": CACHE_STATUS[answer.cache]},
+    )
+
+
+async def handle_target(request: web.Request) -> web.StreamResponse:
+    method = request.method
+    if method not in ("GET", "POST", "HEAD"):
+        return web.Response(
+            status=405,
+            text=f"Method {method} is not allowed here; use POST (or GET).\n",
+            headers={"Allow": _ALLOW, "Cache-Status": CS_BAD_REQUEST},
+        )
+    service = request.app[SERVICE]
+    try:
+        target = parse_target_path(request.match_info["spec"])
+        fp: Fingerprint | None = None
+        if method == "POST":
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise TooLarge(
+                    f"request body larger than {request.app[INFO]['policy']['max_body']} bytes"
+                ) from None
+            fp = parse_form_fingerprint(body)
+        answer = await service.validate(target, fp)
+    except NotaryError as exc:
+        return error_response(exc)
+    return _answer_response(answer)
+
+
+async def handle_missing_target(request: web.Request) -> web.Response:
+    return error_response(BadInput("You must specify a target."))
+
+
+async def handle_info(request: web.Request) -> web.Response:
+    info = request.app[INFO]
+    if "application/json" in request.headers.get("Accept", ""):
+        return web.json_response(info)
+    rows = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(json.dumps(v))}</td></tr>"
+        for k, v in info["policy"].items()
+    )
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>converge notary</title></head>"
+        "<body><h1>converge notary</h1>"
+        f"<p>Version {html.escape(info['version'])}. This notary checks TLS certificates from"
+        " its own network path for Convergence clients.</p>"
+        "<p>Pin this certificate (SHA-1): <code>"
+        f"{html.escape(info['pin_sha1'])}</code><br>SHA-256: <code>"
+        f"{html.escape(info['pin_sha256'])}</code></p>"
+        f"<h2>Policy</h2><table>{rows}</table></body></html>"
+    )
+    return web.Response(text=page, content_type="text/html")
+
+
+def info_document(settings: Settings, identity: Identity) -> dict[str, object]:
+    return {
+        "version": __version__,
+        "protocols": ["convergence-v1"],
+        "pin_sha1": identity.pin_sha1,
+        "pin_sha256": identity.pin_sha256,
+        "policy": {
+            "probe_timeout_seconds": settings.probe_timeout,
+            "recheck_after_seconds": settings.recheck_after,
+            "negative_ttl_seconds": settings.negative_ttl,
+            "max_probes": settings.max_probes,
+            "allowed_target_ranges": list(settings.allow_target),
+            "refused_by_default": "loopback, private, link-local, multicast, unspecified, "
+            "reserved and other non-global addresses",
+            "max_body": settings.max_body,
+        },
+    }
+
+
+def build_resolver(settings: Settings) -> Resolver:
+    static: dict[str, list[IPAddress]] = {}
+    if settings.hosts_file is not None:
+        static.update(load_hosts_file(settings.hosts_file))
+    for spec in settings.resolve:
+        name, ip = parse_resolve_option(spec)
+        static.setdefault(name, [])
+        if ip not in static[name]:
+            static[name].insert(0, ip)
+    return Resolver(static)
+
+
+def create_app(
+    settings: Settings,
+    identity: Identity,
+    *,
+    clock: Callable[[], float] = time.time,
+    prober: Prober | None = None,
+    store: Store | None = None,
+) -> web.Application:
+    """The notary's aiohttp application. Nothing is opened until the app starts."""
+    policy = AddressPolicy(parse_networks(settings.allow_target))
+    the_prober = prober or TLSProber(build_resolver(settings), policy, settings.probe_timeout)
+    app = web.Application(client_max_size=settings.max_body)
+    app[INFO] = info_document(settings, identity)
+
+    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
+        backend = store if store is not None else await SQLiteStore.open(settings.db_path)
+        cached = CachedStore(backend, settings.lru_entries)
+        app[SERVICE] = NotaryService(
+            cached,
+            the_prober,
+            LegacySigner(identity.key),
+            ServiceSettings(
+                recheck_after=settings.recheck_after,
+                negative_ttl=settings.negative_ttl,
+                max_probes=settings.max_probes,
+            ),
+            clock,
+        )
+        yield
+        await cached.close()
+
+    app.cleanup_ctx.append(service_ctx)
+    app.router.add_route("*", "/target/{spec:.*}", handle_target)
+    app.router.add_route("*", "/target", handle_missing_target)
+    app.router.add_get("/", handle_info)
+    return app
+
+
+__all__ = ["CACHE_STATUS", "INFO", "SERVICE", "create_app", "error_response"]
