@@ -36,8 +36,8 @@ ROOT_WEIGHTS = (0.20, 0.14, 0.10, 0.08, 0.07, 0.06, 0.05, 0.05, 0.04, 0.04,
                 0.05, 0.04, 0.03, 0.03, 0.02)
 CATEGORIES = ("social", "cdn", "cloud", "other")
 ROLES = ("good", "dead", "slow", "rotating", "mitm")
-NAMED_NET = ipaddress.ip_network("198.18.0.0/16")
-UNNAMED_NET = ipaddress.ip_network("198.19.0.0/16")
+NAMED_NET = ipaddress.ip_network("198.18.0.0/15")
+UNNAMED_NET = ipaddress.ip_network("100.64.0.0/10")
 CLIENT_NET = ipaddress.ip_network("10.0.0.0/8")
 MAX_ACTIVE_TIMEOUT = 300.0
 DEAD_FLOWS_PER_VISIT = 1.3
@@ -312,7 +312,7 @@ class SyntheticTrace:
     def _count(self, rec: FlowRecord) -> FlowRecord:
         s = self.summary
         s.flows += 1
-        if rec.dst.startswith("198.19."):
+        if rec.dst.startswith("100."):
             s.unnamed_flows += 1
         else:
             s.named_flows += 1

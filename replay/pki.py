@@ -1,0 +1,161 @@
+"""A synthetic web PKI for the target farm: several roots, intermediates under them, one leaf
+certificate per site, and a rogue root whose forgeries stand for a man in the middle.
+
+Keys: every root and intermediate has its own EC P-256 key. Leaves under one root share one
+EC P-256 key (``leaf-<root>.key``): a site's identity here is its certificate (and therefore
+its fingerprint), not its key, and sharing keeps generating thousands of sites to a few
+seconds. Everything is written under ``<state>/pki`` and ``<state>/certs`` and reused on the
+next start; only missing certificates are made. ``now`` is an argument, never read here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from replay.errors import ReplayInputError, ReplayIOError
+
+LEAF_DAYS = 90
+CA_DAYS = 3650
+ROGUE = "rogue"
+
+
+def fingerprint_sha1(der: bytes) -> str:
+    """The legacy notary fingerprint form: SHA-1, colon-separated upper-case hex."""
+    return ":".join(f"{b:02X}" for b in hashlib.sha1(der).digest())
+
+
+def _name(cn: str, org: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org),
+                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        raise ReplayIOError(f"cannot write {path}: {exc}") from exc
+
+
+@dataclass
+class Authority:
+    name: str
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _ca(name: str, org: str, now: dt.datetime, parent: Authority | None,
+        key: ec.EllipticCurvePrivateKey) -> Authority:
+    subject = _name(name, org)
+    issuer = parent.cert.subject if parent else subject
+    signer = parent.key if parent else key
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - dt.timedelta(days=1))
+               .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None if parent is None
+                                                    else 0), critical=True)
+               .add_extension(x509.KeyUsage(False, False, False, False, False, True, True,
+                                            False, False), critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                              critical=False))
+    return Authority(name, key, builder.sign(signer, hashes.SHA256()))
+
+
+class SyntheticPKI:
+    """Roots ``root-0..N-1``, intermediates ``int-<root>-<k>``, a rogue root, leaf keys."""
+
+    def __init__(self, directory: Path, roots: int, now: dt.datetime) -> None:
+        if not 1 <= roots <= 64:
+            raise ReplayInputError("roots must be in 1..64")
+        self.dir = directory
+        self.now = now
+        self.roots: list[Authority] = []
+        self.intermediates: list[list[Authority]] = []
+        self.leaf_keys: list[ec.EllipticCurvePrivateKey] = []
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReplayIOError(f"cannot create {directory}: {exc}") from exc
+        for r in range(roots):
+            root = self._load_or_make(f"root-{r}", f"Synthetic Root CA {r}", None)
+            self.roots.append(root)
+            ints = [self._load_or_make(f"int-{r}-{k}", f"Synthetic Issuing CA {r}.{k}", root)
+                    for k in range(2 if r < 3 else 1)]
+            self.intermediates.append(ints)
+            self.leaf_keys.append(self._load_or_make_key(f"leaf-{r}"))
+        self.rogue = self._load_or_make(ROGUE, "Intercepting Proxy CA", None)
+        self.rogue_leaf_key = self._load_or_make_key("leaf-rogue")
+
+    def _load_or_make_key(self, stem: str) -> ec.EllipticCurvePrivateKey:
+        path = self.dir / f"{stem}.key"
+        if path.exists():
+            key = serialization.load_pem_private_key(path.read_bytes(), None)
+            if not isinstance(key, ec.EllipticCurvePrivateKey):
+                raise ReplayInputError(f"{path}: not an EC key")
+            return key
+        key = ec.generate_private_key(ec.SECP256R1())
+        _write(path, _key_pem(key))
+        return key
+
+    def _load_or_make(self, stem: str, cn: str, parent: Authority | None) -> Authority:
+        cert_path = self.dir / f"{stem}.pem"
+        key = self._load_or_make_key(stem)
+        if cert_path.exists():
+            return Authority(stem, key, x509.load_pem_x509_certificate(cert_path.read_bytes()))
+        auth = _ca(cn, "Converge Synthetic PKI", self.now, parent, key)
+        auth.name = stem
+        _write(cert_path, auth.pem)
+        return auth
+
+    def leaf_key_path(self, root: int) -> Path:
+        return self.dir / f"leaf-{root}.key"
+
+    def issue(self, host: str, root: int, variant: int = 0) -> bytes:
+        """PEM of a leaf for ``host`` under ``root`` followed by its intermediate."""
+        if not 0 <= root < len(self.roots):
+            raise ReplayInputError(f"no root {root}")
+        ints = self.intermediates[root]
+        issuer = ints[hashlib.sha1(host.encode()).digest()[0] % len(ints)]
+        cert = self._leaf(host, issuer, self.leaf_keys[root], variant)
+        return cert.public_bytes(serialization.Encoding.PEM) + issuer.pem
+
+    def forge(self, host: str) -> bytes:
+        """PEM of a certificate for ``host`` issued by the rogue root (never served)."""
+        cert = self._leaf(host, self.rogue, self.rogue_leaf_key, 0)
+        return cert.public_bytes(serialization.Encoding.PEM)
+
+    def _leaf(self, host: str, issuer: Authority, key: ec.EllipticCurvePrivateKey,
+              variant: int) -> x509.Certificate:
+        start = self.now - dt.timedelta(days=1 + variant)
+        return (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+                .issuer_name(issuer.cert.subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(start).not_valid_after(start + dt.timedelta(days=LEAF_DAYS))
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+                .sign(issuer.key, hashes.SHA256()))
+
+
+def first_cert_der(pem: bytes) -> bytes:
+    return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
