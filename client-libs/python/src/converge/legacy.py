@@ -144,7 +144,7 @@ class SignedList:
 
     entries: tuple[HistoryEntry, ...]
     signature: bytes
-    signed_bytes_cut: bytes  # recipe (b)
+    signed_bytes_cut: bytes | None  # recipe (b); None when the body has no ', "signature"'
     signed_bytes_reserialised: bytes  # recipe (a)
 
     def lists(self, fingerprint: Fingerprint) -> bool:
@@ -220,16 +220,16 @@ def parse_signed_list(body: bytes, *, max_bytes: int = MAX_RESPONSE_BYTES) -> Si
                 fp, _timestamp(ts.get("start"), "start"), _timestamp(ts.get("finish"), "finish")
             )
         )
-    return SignedList(
-        tuple(entries), signature, signed_bytes_cut(body), signed_bytes_reserialised(body)
-    )
+    cut = signed_bytes_cut(body) if _SIG_MARKER in body else None
+    return SignedList(tuple(entries), signature, cut, signed_bytes_reserialised(body))
 
 
 def verify_signed_list(signed: SignedList, public_key: object) -> None:
     """Check the signature with recipe (b), then (a); raise :class:`SignatureError`."""
     if not isinstance(public_key, rsa.RSAPublicKey):
         raise SignatureError("the notary certificate does not hold an RSA key")
-    for message in dict.fromkeys((signed.signed_bytes_cut, signed.signed_bytes_reserialised)):
+    recipes = (signed.signed_bytes_cut, signed.signed_bytes_reserialised)
+    for message in dict.fromkeys(m for m in recipes if m is not None):
         try:
             public_key.verify(signed.signature, message, padding.PKCS1v15(), hashes.SHA1())
             return
@@ -309,3 +309,19 @@ def evaluate(
     if status == 303:
         return Outcome("unreachable", "inconclusive", status, "notary could not decide")
     return Outcome("unreachable", "status", status, f"HTTP status {status}")
+
+
+def outcome_from_http(
+    raw: bytes,
+    fingerprints: Iterable[Fingerprint],
+    public_key: object,
+    *,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> tuple[Outcome, HttpResponse | None]:
+    """A whole HTTP response (read until EOF) to a vote. Framing errors are failures of
+    kind ``response``: the pinned notary itself sent them."""
+    try:
+        response = parse_http_response(raw, max_bytes=max_bytes)
+    except ResponseError as e:
+        return Outcome("failure", e.kind, None, str(e)), None
+    return evaluate(response.status, response.body, fingerprints, public_key), response

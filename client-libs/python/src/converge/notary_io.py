@@ -28,8 +28,7 @@ from .fingerprint import Fingerprint
 from .legacy import (
     Outcome,
     Vote,
-    evaluate,
-    parse_http_response,
+    outcome_from_http,
     request_bytes,
 )
 
@@ -125,9 +124,9 @@ async def query_host(
             if isinstance(e, PinMismatch):
                 raise
             raise NotaryUnreachable(f"{label}: {type(e).__name__}: {e}") from e
-        response = parse_http_response(raw, max_bytes=max_bytes)
-        outcome = evaluate(response.status, response.body, wanted, nh.public_key())
-        return _HostAnswer(outcome, label, response.headers.get("cache-status"))
+        outcome, response = outcome_from_http(raw, wanted, nh.public_key(), max_bytes=max_bytes)
+        cache_status = response.headers.get("cache-status") if response else None
+        return _HostAnswer(outcome, label, cache_status)
     except PinMismatch as e:
         return _HostAnswer(Outcome("failure", e.kind, None, str(e)), label, None)
     except NotaryUnreachable as e:

@@ -1,0 +1,142 @@
+"""Run the shared JSON test vectors (``client-libs/vectors/*.json``) through this library.
+
+Each vector file has a ``schema``; :func:`run_case` computes this implementation's output for
+one case and :func:`compare` checks it against the case's expected fields. The conformance
+CLI (``python -m converge.conformance vector FILE``) prints these outputs, one JSON line per
+case, so that every language is judged by the same comparison. Byte strings are ASCII text
+in a field, or hex in the same field name with a ``_hex`` suffix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cryptography import x509
+
+from .bundle import parse_bundle
+from .cachepolicy import cache_decision
+from .errors import BadInput
+from .fingerprint import parse_fingerprint
+from .legacy import (
+    outcome_from_http,
+    parse_signed_list,
+    request_bytes,
+    verify_signed_list,
+)
+from .policy import Policy, decide, settled
+
+SCHEMAS = (
+    "converge-vectors/fingerprints/1",
+    "converge-vectors/requests/1",
+    "converge-vectors/legacy-signatures/1",
+    "converge-vectors/notary-responses/1",
+    "converge-vectors/bundles/1",
+    "converge-vectors/consensus/1",
+    "converge-vectors/cache/1",
+)
+
+
+def _bytes(case: Mapping[str, Any], name: str) -> bytes:
+    if f"{name}_hex" in case:
+        return bytes.fromhex(case[f"{name}_hex"])
+    return str(case[name]).encode("ascii")
+
+
+def _invalid(e: BadInput) -> dict[str, Any]:
+    return {"result": "invalid", "error": e.kind}
+
+
+def _key(doc: Mapping[str, Any], name: str) -> object:
+    pem = doc["certificates"][name]
+    return x509.load_pem_x509_certificate(pem.encode("ascii")).public_key()
+
+
+def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
+    """This implementation's output for one case of the vector file ``doc``."""
+    schema = doc["schema"]
+    out: dict[str, Any] = {"id": case["id"]}
+    try:
+        if schema == "converge-vectors/fingerprints/1":
+            fp = parse_fingerprint(case["input"])
+            out.update(result="valid", algorithm=fp.algorithm, canonical=fp.colon_hex())
+        elif schema == "converge-vectors/requests/1":
+            fp = parse_fingerprint(case["fingerprint"])
+            req = request_bytes(case["host"], case["port"], fp)
+            out.update(result="valid", request=req.decode("ascii"))
+        elif schema == "converge-vectors/legacy-signatures/1":
+            signed = parse_signed_list(_bytes(case, "body"))
+            verify_signed_list(signed, _key(doc, case["certificate"]))
+            out.update(
+                result="valid",
+                signed_bytes=(
+                    None
+                    if signed.signed_bytes_cut is None
+                    else signed.signed_bytes_cut.decode("utf-8")
+                ),
+                signed_bytes_reserialised=signed.signed_bytes_reserialised.decode("utf-8"),
+            )
+        elif schema == "converge-vectors/notary-responses/1":
+            wanted = [parse_fingerprint(f) for f in case["fingerprints"]]
+            outcome, _ = outcome_from_http(
+                _bytes(case, "raw"), wanted, _key(doc, case["certificate"])
+            )
+            out.update(result=outcome.vote, kind=outcome.kind)
+        elif schema == "converge-vectors/bundles/1":
+            b = parse_bundle(_bytes(case, "bundle"))
+            out.update(
+                result="valid",
+                name=b.name,
+                version=b.version,
+                hosts=[
+                    {
+                        "host": h.host,
+                        "ssl_port": h.ssl_port,
+                        "http_port": h.http_port,
+                        "pin": h.pin.colon_hex(),
+                    }
+                    for h in b.hosts
+                ],
+            )
+        elif schema == "converge-vectors/consensus/1":
+            policy = Policy.parse(case["policy"])
+            pending = int(case.get("pending", 0))
+            if pending:
+                v = settled(policy, case["votes"], pending, stand_aside=case["stand_aside"])
+                out["result"] = "unsettled" if v is None else ("trusted" if v else "untrusted")
+            else:
+                v = decide(policy, case["votes"], stand_aside=case["stand_aside"])
+                out["result"] = "trusted" if v else "untrusted"
+        elif schema == "converge-vectors/cache/1":
+            out["result"] = cache_decision(case["timestamp"], case["now"], case["lifetime"])
+        else:
+            raise ValueError(f"unknown vector schema {schema!r}")
+    except BadInput as e:
+        out.update(_invalid(e))
+    return out
+
+
+def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
+    """Differences between a case's expected output fields and ``actual`` (empty = pass).
+
+    Compared: ``result``, and each of ``error``, ``kind``, ``algorithm``, ``canonical``,
+    ``request``, ``signed_bytes``, ``signed_bytes_reserialised``, ``name``, ``version``,
+    ``hosts`` that the case states.
+    """
+    problems = []
+    for key in (
+        "result",
+        "error",
+        "kind",
+        "algorithm",
+        "canonical",
+        "request",
+        "signed_bytes",
+        "signed_bytes_reserialised",
+        "name",
+        "version",
+        "hosts",
+    ):
+        if key in case and case[key] != actual.get(key):
+            problems.append(f"{key}: expected {case[key]!r}, got {actual.get(key)!r}")
+    return problems

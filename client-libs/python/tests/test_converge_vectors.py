@@ -1,0 +1,83 @@
+"""The shared vectors, run through this implementation, and the generator's --verify mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from converge.vectors import SCHEMAS, compare, run_case
+
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
+FILES = sorted(VECTORS.glob("*.json"))
+
+
+def _cases() -> list[tuple[str, int]]:
+    out = []
+    for f in FILES:
+        doc = json.loads(f.read_text())
+        out += [(f.name, c["id"]) for c in doc["tests"]]
+    return out
+
+
+_DOCS = {f.name: json.loads(f.read_text()) for f in FILES}
+
+
+def test_every_schema_has_a_file() -> None:
+    assert sorted(d["schema"] for d in _DOCS.values()) == sorted(SCHEMAS)
+
+
+@pytest.mark.parametrize("name", sorted(_DOCS))
+def test_vector_file_shape(name: str) -> None:
+    doc = _DOCS[name]
+    assert {"schema", "description", "notes", "tests"} <= set(doc)
+    ids = [c["id"] for c in doc["tests"]]
+    assert ids == list(range(1, len(ids) + 1))
+    for c in doc["tests"]:
+        assert c["comment"] and isinstance(c["flags"], list)
+        assert set(c["flags"]) <= set(doc["notes"]), c
+        if c["result"] == "invalid":
+            assert c["error"], c
+
+
+@pytest.mark.parametrize("name,case_id", _cases())
+def test_vector_case(name: str, case_id: int) -> None:
+    doc = _DOCS[name]
+    case = doc["tests"][case_id - 1]
+    assert compare(case, run_case(doc, case)) == []
+
+
+def test_compare_reports_a_wrong_result() -> None:
+    doc = _DOCS["fingerprints.json"]
+    case = dict(doc["tests"][0])
+    actual = run_case(doc, case)
+    case["result"] = "invalid"
+    assert compare(case, actual) == ["result: expected 'invalid', got 'valid'"]
+
+
+def test_generator_verify_passes() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(VECTORS / "generate.py"), "--verify"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok    consensus.json" in proc.stdout
+
+
+def test_generator_verify_catches_drift(tmp_path: Path) -> None:
+    # Copy the vectors folder, corrupt one file, and run --verify on the copy.
+    import shutil
+
+    copy = tmp_path / "vectors"
+    shutil.copytree(VECTORS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    f = copy / "cache.json"
+    f.write_text(f.read_text().replace('"hit"', '"stale"', 1))
+    proc = subprocess.run(
+        [sys.executable, str(copy / "generate.py"), "--verify"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "STALE cache.json" in proc.stderr
