@@ -1,0 +1,178 @@
+"""The shared store: Redis through redis-py's asyncio client.
+
+Several notary processes on one or more machines share one Redis. Rules:
+
+* One Redis hash per target, key ``<prefix>t:<host:port>``, fields ``v`` (version, decimal),
+  ``h`` (the history, :func:`encode_history`) and ``b`` (the signed body of version ``v``;
+  absent until signed).
+* ``observe`` is an optimistic transaction: ``WATCH`` the key, read it, apply the pure
+  :func:`notary.core.history.observe` in Python, then ``MULTI``/``EXEC`` the new history with
+  ``v + 1`` and no body. If another process wrote the key in between, ``EXEC`` fails and the
+  whole step is retried on the new contents (at most :data:`MAX_ATTEMPTS` times), so
+  concurrent observers from any number of processes all end up in one history and no
+  observation is lost. The history rules live only in the pure core.
+* ``save_body`` is the same kind of transaction: it writes ``b`` only while ``v`` is still
+  the version the body was signed for.
+* Every Redis or socket failure becomes :class:`~notary.errors.StoreUnavailable` here, with a
+  message that names the shared store but not its address. Every wait is bounded by the
+  socket and connect timeouts. The connection pool reconnects by itself when Redis returns.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, WatchError
+
+from notary.core.fingerprint import CertDigests
+from notary.core.history import MAX_HISTORY, History, Observation, observe, ordered
+from notary.errors import BadData, StoreUnavailable
+from notary.store.base import TargetRecord
+
+MAX_ATTEMPTS = 32  # optimistic-transaction retries before giving up on a hot key
+DEFAULT_PREFIX = "converge:"
+_OBS = struct.Struct(">20s32sqq")  # sha1, sha256, first_seen, last_seen
+_HISTORY_MAGIC = b"H1"
+
+
+def encode_history(history: History) -> bytes:
+    """History -> bytes: ``b"H1"`` then 68 bytes per observation, in history order."""
+    return _HISTORY_MAGIC + b"".join(
+        _OBS.pack(o.sha1, o.sha256, o.first_seen, o.last_seen) for o in history
+    )
+
+
+def decode_history(raw: bytes) -> History:
+    """The inverse of :func:`encode_history`; raises :class:`BadData` on malformed bytes."""
+    if not raw.startswith(_HISTORY_MAGIC):
+        raise BadData("stored history has an unknown format")
+    data = raw[len(_HISTORY_MAGIC) :]
+    if len(data) % _OBS.size or len(data) // _OBS.size > MAX_HISTORY:
+        raise BadData("stored history has a bad length")
+    return ordered(
+        Observation(sha1, sha256, first, last)
+        for sha1, sha256, first, last in _OBS.iter_unpack(data)
+    )
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"the shared store (Redis) is unavailable ({type(exc).__name__}); retry shortly"
+    )
+
+
+class RedisStore:
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self._r = client
+        self._prefix = prefix
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        timeout: float = 1.0,
+        max_connections: int = 64,
+    ) -> RedisStore:
+        """A store on ``url`` (``redis://host:port/db``). Connects lazily, on first use."""
+        try:
+            client = aioredis.Redis.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                max_connections=max_connections,
+                health_check_interval=30,
+                retry_on_timeout=False,
+            )
+        except (ValueError, RedisError) as exc:
+            raise StoreUnavailable(f"bad Redis URL: {exc}") from exc
+        return cls(client, prefix=prefix)
+
+    def key(self, location: str) -> str:
+        return f"{self._prefix}t:{location}"
+
+    @staticmethod
+    def _history(location: str, hist: Any) -> History:
+        try:
+            return decode_history(bytes(hist)) if hist is not None else ()
+        except BadData as exc:
+            raise StoreUnavailable(f"{location}: stored record is corrupt ({exc.message})") from exc
+
+    @classmethod
+    def _record(cls, location: str, fields: list[Any]) -> TargetRecord | None:
+        version, hist, body = fields
+        if version is None:
+            return None
+        history = cls._history(location, hist)
+        return TargetRecord(location, history, int(version), bytes(body) if body else None)
+
+    async def get(self, location: str) -> TargetRecord | None:
+        try:
+            fields = await self._r.hmget(self.key(location), ["v", "h", "b"])
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        return self._record(location, list(fields))
+
+    async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
+        key = self.key(location)
+        try:
+            async with self._r.pipeline(transaction=True) as pipe:
+                for _ in range(MAX_ATTEMPTS):
+                    try:
+                        await pipe.watch(key)
+                        version, hist = await pipe.hmget(key, ["v", "h"])
+                        old = self._history(location, hist)
+                        new = observe(old, seen, now)
+                        new_version = (int(version) if version is not None else 0) + 1
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        pipe.hset(key, mapping={"v": new_version, "h": encode_history(new)})
+                        pipe.hdel(key, "b")
+                        await pipe.execute()
+                    except WatchError:
+                        continue
+                    return TargetRecord(location, new, new_version, None)
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        raise StoreUnavailable(
+            f"{location}: too many concurrent writers ({MAX_ATTEMPTS} attempts); retry shortly"
+        )
+
+    async def save_body(self, location: str, version: int, body: bytes) -> None:
+        key = self.key(location)
+        try:
+            async with self._r.pipeline(transaction=True) as pipe:
+                for _ in range(MAX_ATTEMPTS):
+                    try:
+                        await pipe.watch(key)
+                        current = await pipe.hget(key, "v")
+                        if current is None or int(current) != version:
+                            await pipe.unwatch()  # type: ignore[no-untyped-call]
+                            return
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        pipe.hset(key, "b", body)
+                        await pipe.execute()
+                        return
+                    except WatchError:
+                        continue
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        # Every attempt lost to a writer: the record has moved on, so the body is stale anyway.
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless Redis answers."""
+        try:
+            await self._r.ping()
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def close(self) -> None:
+        try:
+            await self._r.aclose()
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+
+__all__ = ["DEFAULT_PREFIX", "MAX_ATTEMPTS", "RedisStore", "decode_history", "encode_history"]

@@ -1,0 +1,131 @@
+"""Helpers for the scale-out tests: a real redis-server and a real notary, both on loopback.
+
+Every wait is bounded; every process started here is stopped by the fixture that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout} s")
+
+
+class RedisServer:
+    """A throw-away ``redis-server`` (no persistence) that tests can stop and restart."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        if REDIS_SERVER is None:
+            raise RuntimeError("redis-server is not installed (run scripts/install-system-deps)")
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--save", "", "--appendonly", "no", "--port", str(self.port),
+             "--bind", "127.0.0.1", "--dir", str(self.workdir), "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.workdir,
+        )
+        wait_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+
+class NotaryProcess:
+    """``notary serve`` in a subprocess, ready when its info page answers."""
+
+    def __init__(self, data_dir: Path, port: int, args: list[str]) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / "notary.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [str(VENV_BIN / "notary"), "serve", "--data-dir", str(self.data_dir), "--no-tls",
+               "--listen", f"127.0.0.1:{self.port}", "--allow-target", "127.0.0.0/8", *self.args]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.data_dir,
+                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"notary exited early:\n{self.log.read_text()[-3000:]}")
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(self.url + "/", timeout=1).read()
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"notary not ready after {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+    def info(self) -> dict[str, object]:
+        req = urllib.request.Request(self.url + "/", headers={"Accept": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            doc: dict[str, object] = json.loads(resp.read())
+            return doc
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.proc = None
+
+
+@contextlib.contextmanager
+def running_notary(data_dir: Path, args: list[str], port: int | None = None
+                   ) -> Iterator[NotaryProcess]:
+    n = NotaryProcess(data_dir, port or free_port(), args)
+    n.start()
+    try:
+        yield n
+    finally:
+        n.stop()
