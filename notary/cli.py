@@ -17,6 +17,7 @@ from cryptography import x509
 
 from notary import __version__, keys
 from notary.config import Settings, load_toml
+from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.fingerprint import colon_hex
 from notary.core.target import normalise_host, parse_ip, parse_port
@@ -34,6 +35,8 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--db", {"type": Path, "help": "SQLite database (default DATA/notary.sqlite3)"}),
     ("--key", {"type": Path, "help": "RSA key (default DATA/notary.key)"}),
     ("--cert", {"type": Path, "help": "certificate (default DATA/notary.pem)"}),
+    ("--signing-key", {"type": Path, "help": "Ed25519 key for the extended format "
+                       "(default DATA/signing.key)"}),
     ("--hostname", {"help": "name in a generated certificate (default localhost)"}),
     ("--workers", {"type": int, "help": "worker processes on one port (default 1)"}),
     ("--allow-target", {"action": "append", "metavar": "CIDR",
@@ -72,10 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     kg.add_argument("--cert", type=Path)
     kg.add_argument("--hostname", default="localhost")
     kg.add_argument("--force", action="store_true", help="replace existing files")
+    kg.add_argument("--signing-key", type=Path, help="default DATA/signing.key")
+    kg.add_argument("--rotate-signing-key", action="store_true",
+                    help="replace only the Ed25519 signing key; the old one stays in bundles "
+                    "as retired for the overlap period")
 
     b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary")
     b.add_argument("--data-dir", type=Path, default=Path("notary-data"))
     b.add_argument("--cert", type=Path)
+    b.add_argument("--signing-key", type=Path, help="default DATA/signing.key (if present)")
     b.add_argument("--host", required=True, help="public DNS name of this notary")
     b.add_argument("--ssl-port", type=int, default=443)
     b.add_argument("--http-port", type=int, default=80)
@@ -120,12 +128,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_keygen(args: argparse.Namespace) -> int:
     key = args.key or args.data_dir / "notary.key"
     cert = args.cert or args.data_dir / "notary.pem"
+    signing = args.signing_key or args.data_dir / "signing.key"
+    if args.rotate_signing_key:
+        now = int(dt.datetime.now(dt.UTC).timestamp())
+        new = keys.rotate_signing_key(signing, now=now)
+        print(f"signing key rotated: new key id {extended.key_id(new.public_key())};"
+              f" publish a new bundle (notary bundle) so clients learn it")
+        return EXIT_OK
     if (key.exists() or cert.exists()) and not args.force:
         print(f"notary: {key} or {cert} exists; use --force to replace", file=sys.stderr)
         return EXIT_FAIL
     ident = keys.generate(key, cert, args.hostname, now=dt.datetime.now(dt.UTC))
+    if args.force and signing.exists():
+        signing.unlink()
+    sk = keys.ensure_signing_key(signing)
     print(f"key:  {key} (mode 600)\ncert: {cert}\npin SHA-1:   {ident.pin_sha1}\n"
-          f"pin SHA-256: {ident.pin_sha256}")
+          f"pin SHA-256: {ident.pin_sha256}\nsigning key: {signing} (Ed25519, id "
+          f"{extended.key_id(sk.public_key())})")
     return EXIT_OK
 
 
@@ -166,6 +185,11 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
         raise BadConfig(f"cannot read certificate {cert_path}: {exc}") from exc
     doc = make_bundle(pem, args.host, args.ssl_port, args.http_port, args.name,
                       args.bundle_location, args.region)
+    signing = args.signing_key or args.data_dir / "signing.key"
+    if signing.exists():
+        now = int(dt.datetime.now(dt.UTC).timestamp())
+        doc["protocols"] = ["convergence-v1", extended.FORMAT]
+        doc["signing_keys"] = keys.bundle_signing_keys(signing, now=now)
     text = json.dumps(doc, indent=2) + "\n"
     if args.output:
         args.output.write_text(text, encoding="utf-8")

@@ -24,6 +24,7 @@ class Settings:
     db: Path | None = None
     key: Path | None = None
     cert: Path | None = None
+    signing_key: Path | None = None
     hostname: str = "localhost"
     workers: int = 1
     allow_target: list[str] = field(default_factory=list)
@@ -39,6 +40,7 @@ class Settings:
     max_field: int = 8190
     max_headers: int = 64
     keepalive_timeout: float = 15.0
+    ext_reuse: int = 1
     log_client_addresses: bool = False
 
     @property
@@ -52,6 +54,10 @@ class Settings:
     @property
     def cert_path(self) -> Path:
         return self.cert or self.data_dir / "notary.pem"
+
+    @property
+    def signing_key_path(self) -> Path:
+        return self.signing_key or self.data_dir / "signing.key"
 
     def listen_addrs(self) -> list[tuple[str, int]]:
         return [parse_listen(spec) for spec in self.listen]
@@ -91,7 +97,7 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return host, port
 
 
-_PATHS = {"data_dir", "db", "key", "cert", "hosts_file"}
+_PATHS = {"data_dir", "db", "key", "cert", "signing_key", "hosts_file"}
 
 
 def _coerce(name: str, value: Any, template: Any) -> Any:

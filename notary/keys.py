@@ -10,16 +10,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
+import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import NameOID
 
+from notary.core import extended
 from notary.core.fingerprint import colon_hex
 from notary.errors import BadConfig
 
@@ -146,4 +150,104 @@ def ensure(key_path: Path, cert_path: Path, hostname: str, *, now: dt.datetime) 
     return load(key_path, cert_path)
 
 
-__all__ = ["Identity", "ensure", "generate", "load"]
+
+
+# -- the extended format's Ed25519 signing key ----------------------------------------------
+
+RETIRED_FILE = "signing-retired.json"
+DEFAULT_OVERLAP = 14 * 86_400  # seconds a retired key stays valid (bundles refresh in 24-36 h)
+
+
+def _write_ed25519(path: Path, key: Ed25519PrivateKey) -> None:
+    _write_private(
+        path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+
+
+def load_signing_key(path: Path) -> Ed25519PrivateKey:
+    """Load the Ed25519 signing key, refusing files accessible by other users."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise BadConfig(f"cannot read signing key {path}: {exc.strerror}") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise BadConfig(
+            f"signing key {path} is accessible by other users (mode {stat.S_IMODE(mode):o});"
+            f" run: chmod 600 {path}"
+        )
+    try:
+        key = serialization.load_pem_private_key(_read_limited(path, "signing key"), None)
+    except (ValueError, TypeError) as exc:
+        raise BadConfig(f"{path} is not an unencrypted PEM private key: {exc}") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise BadConfig(f"{path}: the extended format's signing key must be Ed25519")
+    return key
+
+
+def ensure_signing_key(path: Path) -> Ed25519PrivateKey:
+    if not path.exists():
+        _write_ed25519(path, Ed25519PrivateKey.generate())
+    return load_signing_key(path)
+
+
+def retired_keys(path: Path) -> list[dict[str, Any]]:
+    """Retired public signing keys recorded beside ``path`` (the current key file)."""
+    f = path.with_name(RETIRED_FILE)
+    if not f.exists():
+        return []
+    try:
+        doc = json.loads(_read_limited(f, "retired key list"))
+    except ValueError as exc:
+        raise BadConfig(f"{f} is not JSON: {exc}") from exc
+    if not isinstance(doc, list):
+        raise BadConfig(f"{f} must be a JSON list")
+    return doc
+
+
+def rotate_signing_key(path: Path, *, now: int) -> Ed25519PrivateKey:
+    """Replace the signing key; the old public key is kept as retired at ``now``."""
+    old = load_signing_key(path)
+    retired = retired_keys(path)
+    pub = old.public_key()
+    retired.append(
+        {"key_id": extended.key_id(pub), "public_key": extended.b64url(extended.raw_public(pub)),
+         "retired_at": now}
+    )
+    path.with_name(RETIRED_FILE).write_text(json.dumps(retired, indent=2) + "\n")
+    new = Ed25519PrivateKey.generate()
+    _write_ed25519(path, new)
+    return new
+
+
+def bundle_signing_keys(
+    path: Path, *, now: int, overlap: int = DEFAULT_OVERLAP
+) -> list[dict[str, Any]]:
+    """The ``signing_keys`` bundle entries: the current key, then retired ones still valid."""
+    current = load_signing_key(path).public_key()
+    out: list[dict[str, Any]] = [
+        {"alg": "ed25519", "key_id": extended.key_id(current),
+         "public_key": extended.b64url(extended.raw_public(current)), "status": "current"}
+    ]
+    for r in retired_keys(path):
+        until = int(r["retired_at"]) + overlap
+        if until > now:
+            out.append({"alg": "ed25519", "key_id": r["key_id"], "public_key": r["public_key"],
+                        "status": "retired", "valid_until": until})
+    return out
+
+
+__all__ = [
+    "Identity",
+    "bundle_signing_keys",
+    "ensure",
+    "ensure_signing_key",
+    "generate",
+    "load",
+    "load_signing_key",
+    "rotate_signing_key",
+]

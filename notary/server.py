@@ -46,6 +46,7 @@ def prepare(settings: Settings) -> Identity:
     identity = keys.ensure(
         settings.key_path, settings.cert_path, settings.hostname, now=dt.datetime.now(dt.UTC)
     )
+    keys.ensure_signing_key(settings.signing_key_path)
 
     async def init_db() -> None:
         store = await SQLiteStore.open(settings.db_path)
@@ -64,7 +65,9 @@ async def serve(
     access_log: bool = False,
 ) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None)."""
-    app = create_app(settings, identity)
+    app = create_app(
+        settings, identity, signing_key=keys.load_signing_key(settings.signing_key_path)
+    )
     runner = web.AppRunner(
         app,
         handle_signals=False,

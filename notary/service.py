@@ -19,14 +19,18 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-from notary.core import legacy
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from notary.core import extended, legacy
+from notary.core.extended import ExtRequest
 from notary.core.fingerprint import CertDigests, Fingerprint
-from notary.core.history import CacheDecision, decide, decide_any
+from notary.core.history import CacheDecision, decide, decide_any, find
 from notary.core.signing import LegacySigner
-from notary.core.target import Target
-from notary.errors import ProbeCapacityFull, TargetUnreachable
-from notary.probe import Prober
+from notary.core.target import IPAddress, Target
+from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
+from notary.probe import Prober, ProbeResult
 from notary.store.base import TargetRecord
 from notary.store.lru import CachedStore
 
@@ -51,6 +55,28 @@ class ServiceSettings:
     max_probes: int = 256
     negative_max_entries: int = 100_000
     retry_after: int = 1
+    ext_reuse: int = 1  # seconds a nonce-less extended answer may be reused
+    ext_answer_entries: int = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    record: TargetRecord
+    cache: CacheOutcome
+    seen: CertDigests | None  # what a probe just observed; None for a cache hit
+    address: str | None  # the address probed, for a probe
+    had_history: bool
+
+
+class ExtSigner:
+    """Signs extended-format statements with the notary's Ed25519 key."""
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self._key = key
+        self.key_id = extended.key_id(key.public_key())
+
+    def sign(self, stmt: dict[str, Any]) -> bytes:
+        return extended.sign_answer(stmt, self._key)
 
 
 class NegativeCache:
@@ -93,6 +119,7 @@ class NotaryService:
         signer: LegacySigner,
         settings: ServiceSettings,
         clock: Callable[[], float],
+        ext_signer: ExtSigner | None = None,
     ) -> None:
         self.store = store
         self._prober = prober
@@ -100,8 +127,12 @@ class NotaryService:
         self.settings = settings
         self._clock = clock
         self.negative = NegativeCache(settings.negative_max_entries)
-        self._flights: dict[tuple[str, str], asyncio.Future[tuple[TargetRecord, CertDigests]]] = {}
+        self._flights: dict[tuple[str, str], asyncio.Future[tuple[TargetRecord, ProbeResult]]] = {}
         self.probes_started = 0
+        self._ext_signer = ext_signer
+        self._ext_answers: OrderedDict[
+            tuple[str, IPAddress | None, bytes], tuple[int, int, bytes]
+        ] = OrderedDict()
 
     @property
     def probes_in_flight(self) -> int:
@@ -114,8 +145,8 @@ class NotaryService:
             return decide_any(rec.history, now, self.settings.recheck_after)
         return decide(rec.history, fp, now, self.settings.recheck_after)
 
-    async def validate(self, target: Target, fp: Fingerprint | None) -> Answer:
-        """Answer one request (``fp`` is ``None`` for a GET)."""
+    async def _lookup(self, target: Target, fp: Fingerprint | None) -> Lookup:
+        """Cache decision, then (if needed) one shared probe. Raises on probe failure."""
         now = int(self._clock())
         location = target.location
         rec = await self.store.get(location)
@@ -125,7 +156,7 @@ class NotaryService:
             decision = self._decide(rec, fp, now)
         if decision is CacheDecision.HIT:
             assert rec is not None
-            return Answer(200, await self._body(rec), CacheOutcome.HIT)
+            return Lookup(rec, CacheOutcome.HIT, None, None, True)
 
         key = (location, target.ip.compressed if target.ip is not None else "")
         why = self.negative.get(key, self._clock())
@@ -133,18 +164,81 @@ class NotaryService:
             raise Unreachable(f"{why} (remembered for up to {self.settings.negative_ttl:g} s)")
 
         had_history = rec is not None and bool(rec.history)
-        rec, seen = await self._probe_once(key, target)
-        body = await self._body(rec)
-        if fp is None:
-            status = 200 if had_history else 409
-        else:
-            status = 200 if fp.matches(seen.sha1, seen.sha256) else 409
+        rec, probed = await self._probe_once(key, target)
         outcome = CacheOutcome.STALE if decision is CacheDecision.STALE else CacheOutcome.MISS
-        return Answer(status, body, outcome)
+        return Lookup(rec, outcome, probed.digests, probed.address, had_history)
+
+    async def validate(self, target: Target, fp: Fingerprint | None) -> Answer:
+        """Answer one legacy request (``fp`` is ``None`` for a GET)."""
+        found = await self._lookup(target, fp)
+        body = await self._body(found.record)
+        if found.seen is None:
+            status = 200
+        elif fp is None:
+            status = 200 if found.had_history else 409
+        else:
+            status = 200 if fp.matches(found.seen.sha1, found.seen.sha256) else 409
+        return Answer(status, body, found.cache)
+
+    async def validate_ext(self, req: ExtRequest) -> Answer:
+        """Answer one extended-format request with a signed ``converge-answer/1`` document.
+
+        Unreachable and refused targets get signed answers too (verdicts ``unreachable`` and
+        ``refused``); only a full probe capacity raises (the client should retry).
+        Without a nonce, a signed answer is reused for the same record version and
+        fingerprint within ``ext_reuse`` seconds, so a cache hit signs at most once per
+        target per window; with a nonce every answer is signed.
+        """
+        signer = self._ext_signer
+        if signer is None:
+            raise BadInput("this notary has no extended-format signing key")
+        target, fp = req.target, req.fingerprint
+        try:
+            found = await self._lookup(target, fp)
+        except (TargetUnreachable, TargetRefused) as exc:
+            verdict: extended.Verdict = (
+                "refused" if isinstance(exc, TargetRefused) else "unreachable"
+            )
+            rec = await self.store.get(target.location)
+            stmt = extended.statement(
+                target=target, fingerprint=fp, nonce=req.nonce, verdict=verdict,
+                history=rec.history if rec else (), answered_at=int(self._clock()),
+                key=signer.key_id, cache="hit" if isinstance(exc, Unreachable) else "miss",
+                detail=exc.message,
+            )
+            status = 403 if verdict == "refused" else 503
+            return Answer(status, signer.sign(stmt), CacheOutcome.MISS)
+        obs = find(found.record.history, fp)
+        match = obs is not None and (
+            found.seen is None or fp.matches(found.seen.sha1, found.seen.sha256)
+        )
+        now = int(self._clock())
+        reuse_key = (target.location, target.ip, fp.digest)
+        if req.nonce is None and found.cache is CacheOutcome.HIT:
+            cached = self._ext_answers.get(reuse_key)
+            if (
+                cached is not None
+                and cached[0] == found.record.version
+                and 0 <= now - cached[1] < self.settings.ext_reuse
+            ):
+                self._ext_answers.move_to_end(reuse_key)
+                return Answer(200, cached[2], found.cache)
+        stmt = extended.statement(
+            target=target, fingerprint=fp, nonce=req.nonce,
+            verdict="match" if match else "mismatch", history=found.record.history,
+            answered_at=now, key=signer.key_id, address=found.address, cache=found.cache.value,
+        )
+        body = signer.sign(stmt)
+        if req.nonce is None:
+            self._ext_answers[reuse_key] = (found.record.version, now, body)
+            self._ext_answers.move_to_end(reuse_key)
+            while len(self._ext_answers) > self.settings.ext_answer_entries:
+                self._ext_answers.popitem(last=False)
+        return Answer(200 if match else 409, body, found.cache)
 
     async def _probe_once(
         self, key: tuple[str, str], target: Target
-    ) -> tuple[TargetRecord, CertDigests]:
+    ) -> tuple[TargetRecord, ProbeResult]:
         flight = self._flights.get(key)
         if flight is not None:
             return await asyncio.shield(flight)
@@ -172,7 +266,7 @@ class NotaryService:
 
     async def _probe_and_record(
         self, key: tuple[str, str], target: Target
-    ) -> tuple[TargetRecord, CertDigests]:
+    ) -> tuple[TargetRecord, ProbeResult]:
         try:
             result = await self._prober.probe(target)
         except TargetUnreachable as exc:
@@ -181,7 +275,7 @@ class NotaryService:
         rec = await self.store.observe(target.location, result.digests, int(self._clock()))
         await self._body(rec)
         rec = await self.store.get(target.location) or rec
-        return rec, result.digests
+        return rec, result
 
     async def _body(self, rec: TargetRecord) -> bytes:
         """The record's signed legacy body, signing (once per version) if needed."""
@@ -193,4 +287,12 @@ class NotaryService:
         return body
 
 
-__all__ = ["Answer", "CacheOutcome", "NegativeCache", "NotaryService", "ServiceSettings"]
+__all__ = [
+    "Answer",
+    "CacheOutcome",
+    "ExtSigner",
+    "Lookup",
+    "NegativeCache",
+    "NotaryService",
+    "ServiceSettings",
+]

@@ -13,9 +13,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from notary import __version__
 from notary.config import Settings
+from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.fingerprint import Fingerprint
 from notary.core.request import parse_form_fingerprint
@@ -32,12 +34,13 @@ from notary.errors import (
 from notary.keys import Identity
 from notary.probe import Prober, TLSProber
 from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
-from notary.service import Answer, CacheOutcome, NotaryService, ServiceSettings
+from notary.service import Answer, CacheOutcome, ExtSigner, NotaryService, ServiceSettings
 from notary.store.base import Store
 from notary.store.lru import CachedStore
 from notary.store.sqlite import SQLiteStore
 
 SERVICE = web.AppKey("service", NotaryService)
+MAX_EXT_BODY = extended.MAX_REQUEST
 INFO = web.AppKey("info", dict)
 
 CACHE_STATUS = {
@@ -108,6 +111,24 @@ async def handle_target(request: web.Request) -> web.StreamResponse:
     return _answer_response(answer)
 
 
+async def handle_answer(request: web.Request) -> web.StreamResponse:
+    """``POST /v2/answer``: the extended format (JSON request, signed JSON answer)."""
+    try:
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise TooLarge("request body too large") from None
+        answer = await request.app[SERVICE].validate_ext(extended.parse_request(body))
+    except NotaryError as exc:
+        return error_response(exc)
+    return web.Response(
+        status=answer.status,
+        body=answer.body,
+        content_type=extended.MEDIA_TYPE,
+        headers={"Cache-Status": CACHE_STATUS[answer.cache]},
+    )
+
+
 async def handle_missing_target(request: web.Request) -> web.Response:
     return error_response(BadInput("You must specify a target."))
 
@@ -133,10 +154,14 @@ async def handle_info(request: web.Request) -> web.Response:
     return web.Response(text=page, content_type="text/html")
 
 
-def info_document(settings: Settings, identity: Identity) -> dict[str, object]:
+def info_document(
+    settings: Settings, identity: Identity, ext_key_id: str | None = None
+) -> dict[str, object]:
     return {
         "version": __version__,
-        "protocols": ["convergence-v1"],
+        "protocols": ["convergence-v1", extended.FORMAT] if ext_key_id else ["convergence-v1"],
+        "answer_url": "/v2/answer" if ext_key_id else None,
+        "signing_key_id": ext_key_id,
         "pin_sha1": identity.pin_sha1,
         "pin_sha256": identity.pin_sha256,
         "policy": {
@@ -171,12 +196,14 @@ def create_app(
     clock: Callable[[], float] = time.time,
     prober: Prober | None = None,
     store: Store | None = None,
+    signing_key: Ed25519PrivateKey | None = None,
 ) -> web.Application:
     """The notary's aiohttp application. Nothing is opened until the app starts."""
     policy = AddressPolicy(parse_networks(settings.allow_target))
     the_prober = prober or TLSProber(build_resolver(settings), policy, settings.probe_timeout)
     app = web.Application(client_max_size=settings.max_body)
-    app[INFO] = info_document(settings, identity)
+    ext_signer = ExtSigner(signing_key) if signing_key is not None else None
+    app[INFO] = info_document(settings, identity, ext_signer.key_id if ext_signer else None)
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         backend = store if store is not None else await SQLiteStore.open(settings.db_path)
@@ -189,8 +216,10 @@ def create_app(
                 recheck_after=settings.recheck_after,
                 negative_ttl=settings.negative_ttl,
                 max_probes=settings.max_probes,
+                ext_reuse=settings.ext_reuse,
             ),
             clock,
+            ext_signer,
         )
         yield
         await cached.close()
@@ -198,6 +227,7 @@ def create_app(
     app.cleanup_ctx.append(service_ctx)
     app.router.add_route("*", "/target/{spec:.*}", handle_target)
     app.router.add_route("*", "/target", handle_missing_target)
+    app.router.add_post("/v2/answer", handle_answer)
     app.router.add_get("/", handle_info)
     return app
 
