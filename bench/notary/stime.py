@@ -1,0 +1,70 @@
+"""The local TLS target (``openssl s_server``) and its raw handshake rate (``openssl s_time``).
+
+``s_time -new`` makes one full handshake after another from a single client; its own
+"real seconds" figure is whole seconds, so the rate here divides its connection count by the
+wall-clock time of the run measured around it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+
+from bench.notary.certs import CertFiles
+from bench.notary.procs import BenchError
+
+_CONNS = re.compile(r"^(\d+) connections in ([\d.]+)s;", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class HandshakeRate:
+    connections: int
+    seconds: float
+    rate: float  # full handshakes per second
+    user_seconds: float  # client CPU time as s_time reports it
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def openssl_path() -> str:
+    path = shutil.which("openssl")
+    if path is None:
+        raise BenchError("openssl is not installed")
+    return path
+
+
+def s_server_argv(cert: CertFiles, host: str, port: int) -> list[str]:
+    return [
+        openssl_path(), "s_server",
+        "-accept", f"{host}:{port}",
+        "-cert", str(cert.cert),
+        "-key", str(cert.key),
+        "-www", "-quiet",
+    ]
+
+
+def parse_s_time(text: str, wall_seconds: float) -> HandshakeRate:
+    m = _CONNS.search(text)
+    if m is None:
+        raise BenchError(f"cannot read s_time output:\n{text[-2000:]}")
+    n = int(m.group(1))
+    return HandshakeRate(n, wall_seconds, n / wall_seconds if wall_seconds > 0 else 0.0,
+                         float(m.group(2)))
+
+
+def s_time(host: str, port: int, seconds: int = 5) -> HandshakeRate:
+    """Full (``-new``) handshakes against ``host:port`` for about ``seconds`` seconds."""
+    if seconds < 1:
+        raise ValueError("s_time needs at least one second")
+    argv = [openssl_path(), "s_time", "-connect", f"{host}:{port}", "-new",
+            "-time", str(seconds)]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise BenchError(f"s_time failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return parse_s_time(proc.stdout, wall)
