@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.errors import ReplayInputError, ReplayIOError
-from replay.pki import SyntheticPKI, first_cert_der, fingerprint_sha1
+from replay.pki import SyntheticPKI, fingerprint_sha1, first_cert_der
 from replay.synth import ROLES
 from replay.workload import write_targets
 
@@ -245,7 +245,7 @@ class FarmServer:
                         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
                                      b"Connection: close\r\n\r\n" % len(body) + body)
                         await asyncio.wait_for(writer.drain(), IDLE_TIMEOUT)
-            except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError):
+            except (TimeoutError, OSError, ssl.SSLError, ConnectionError):
                 self.stats.failed += 1
             finally:
                 writer.close()

@@ -1,0 +1,348 @@
+"""``replay``: the command line. Subcommands: synth, farm, workload, run, report.
+
+Exit codes: 0 success, 1 an IO step failed, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import csv
+import datetime as dt
+import json
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from replay.errors import ReplayInputError, ReplayIOError
+from replay.flows import CANONICAL_COLUMNS, FlowRecord, format_canonical, utc_offset_zone
+from replay.ingest import ErrorLog, read_flows, stderr_emit
+
+LEGACY_HEADER = [
+    "ts", "te", "td", "sa", "da", "sp", "dp", "pr", "flg", "fwd", "stos", "ipkt", "ibyt", "opkt",
+    "obyt", "in", "out", "sas", "das", "smk", "dmk", "dtos", "dir", "nh", "nhb", "svln", "dvln",
+    "ismc", "odmc", "idmc", "osmc", "mpls1", "mpls2", "mpls3", "mpls4", "mpls5", "mpls6",
+    "mpls7", "mpls8", "mpls9", "mpls10", "cl", "sl", "al", "ra", "eng", "exid", "tr",
+]
+NEW_HEADER = ["firstSeen", "duration", "proto", "srcAddr", "srcPort", "dstAddr", "dstPort",
+              "packets", "bytes", "flows"]
+FLOW_FORMATS = ("canonical", "nfdump-legacy", "nfdump-new")
+
+
+def _stamp(t: float, ms: bool) -> str:
+    d = dt.datetime.fromtimestamp(t, dt.UTC)
+    return d.strftime("%Y-%m-%d %H:%M:%S") + (f".{d.microsecond // 1000:03d}" if ms else "")
+
+
+def nfdump_legacy_row(r: FlowRecord) -> list[str]:
+    """A row in nfdump <= 1.7.4 ``-o csv`` layout (48 columns, second-resolution times)."""
+    row = ["0"] * len(LEGACY_HEADER)
+    row[0], row[1] = _stamp(r.start, False), _stamp(r.end, False)
+    row[2] = f"{r.end - r.start:.3f}"
+    row[3], row[4], row[5], row[6] = r.src, r.dst, str(r.sport), str(r.dport)
+    row[7] = {6: "TCP", 17: "UDP"}.get(r.proto, str(r.proto))
+    row[8] = "...AP.SF"
+    row[11], row[12] = str(r.packets), str(r.bytes)
+    return row
+
+
+def nfdump_new_row(r: FlowRecord) -> list[str]:
+    """A row in nfdump >= 1.7.5 ``-o csv`` layout."""
+    return [_stamp(r.start, True), f"{r.end - r.start:.3f}", str(r.proto), r.src, str(r.sport),
+            r.dst, str(r.dport), str(r.packets), str(r.bytes), "1"]
+
+
+# -- synth ---------------------------------------------------------------------------------
+def cmd_synth(a: argparse.Namespace) -> int:
+    from replay.synth import SynthConfig, SyntheticTrace
+
+    formats = [f.strip() for f in a.formats.split(",") if f.strip()]
+    for f in formats:
+        if f not in FLOW_FORMATS:
+            raise ReplayInputError(f"unknown flow format {f!r}; choose from {FLOW_FORMATS}")
+    cfg = SynthConfig(seed=a.seed, scale=a.scale, duration=a.duration,
+                      unnamed_share=a.unnamed_share, dead_visit_share=a.dead_share,
+                      mitm_share=a.mitm_share, slow_share=a.slow_share,
+                      rotating_share=a.rotating_share, min_role_sites=a.min_role_sites)
+    trace = SyntheticTrace(cfg)
+    out: Path = a.out
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "names.txt").open("w", encoding="utf-8") as fh:
+        fh.write("# address name (synthetic reverse-DNS map)\n")
+        for addr, host in trace.name_map():
+            fh.write(f"{addr} {host}\n")
+    (out / "farm-spec.json").write_text(json.dumps(trace.farm_spec()) + "\n", encoding="utf-8")
+    files = {"canonical": out / "flows.csv", "nfdump-legacy": out / "flows-nfdump-legacy.csv",
+             "nfdump-new": out / "flows-nfdump-new.csv"}
+    with contextlib.ExitStack() as stack:
+        writers = []
+        for f in formats:
+            fh = stack.enter_context(files[f].open("w", encoding="utf-8", newline=""))
+            w = csv.writer(fh, lineterminator="\n")
+            if f == "canonical":
+                w.writerow(CANONICAL_COLUMNS)
+                writers.append((w, format_canonical))
+            elif f == "nfdump-legacy":
+                w.writerow(LEGACY_HEADER)
+                writers.append((w, nfdump_legacy_row))
+            else:
+                w.writerow(NEW_HEADER)
+                writers.append((w, nfdump_new_row))
+        for rec in trace.flows():
+            for w, fmt in writers:
+                w.writerow(fmt(rec))
+    s = trace.summary
+    info = {"config": {k: v for k, v in cfg.__dict__.items()},
+            "summary": s.as_dict(),
+            "peak_named_flows_per_s": max(s.per_second_named, default=0),
+            "mean_named_flows_per_s": s.named_flows / cfg.duration,
+            "files": {f: str(files[f]) for f in formats}}
+    (out / "synth.json").write_text(json.dumps(info, indent=2, default=str) + "\n",
+                                    encoding="utf-8")
+    print(f"wrote {s.flows} flows ({s.named_flows} to named sites) to {out}", file=sys.stderr)
+    return 0
+
+
+# -- farm ----------------------------------------------------------------------------------
+def cmd_farm(a: argparse.Namespace) -> int:
+    from replay.farm import FarmPorts, FarmServer, prepare
+
+    ports = FarmPorts(a.port, a.slow_port, a.dead_port)
+    info = prepare(a.spec, a.state, ports, dt.datetime.now(dt.UTC))
+    print(f"farm prepared: {info['sites']} sites, {info['certificates_made']} new "
+          f"certificates; hosts file {info['hosts_file']}; targets {info['targets']}",
+          file=sys.stderr)
+    if a.print_hosts:
+        sys.stdout.write((a.state / "hosts").read_text(encoding="utf-8"))
+        sys.stdout.flush()
+    if a.prepare_only:
+        return 0
+
+    async def serve() -> None:
+        server = FarmServer(a.state, ports, slow_delay=a.slow_delay,
+                            rotate_period=a.rotate_period)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"farm serving on {ports.host}:{ports.main} (slow {ports.slow}, dead "
+              f"{ports.dead})", file=sys.stderr, flush=True)
+        (a.state / "ready").write_text("ready\n", encoding="utf-8")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), a.duration)
+        await server.stop()
+        st = server.stats
+        print(f"farm stopped: {st.accepted} connections, handshakes {dict(st.handshakes)}, "
+              f"failed {st.failed}", file=sys.stderr)
+
+    _run_async(serve())
+    return 0
+
+
+# -- workload ------------------------------------------------------------------------------
+def _int_set(text: str) -> frozenset[int]:
+    try:
+        return frozenset(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ReplayInputError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def cmd_workload(a: argparse.Namespace) -> int:
+    from replay.pipeline import FlowFilter, Namer, StageCounters, WorkloadConfig, build_workload
+    from replay.workload import read_name_map, read_targets, write_stages, write_workload
+
+    errors = ErrorLog(strict=a.strict, emit=stderr_emit)
+    tz = utc_offset_zone(a.tz_offset)
+    name_map = read_name_map(a.names, errors) if a.names else {}
+    targets = read_targets(a.targets) if a.targets else {}
+    flt = FlowFilter(_int_set(a.protocols), _int_set(a.ports))
+    rdns: dict[str, str | None] = {}
+    if a.rdns:
+        from replay.rdns import load_cache, resolve_many, save_cache
+
+        cache_path = a.rdns_cache or a.output.with_suffix(".rdns.csv")
+        rdns = load_cache(cache_path)
+
+        def unnamed() -> Iterator[str]:
+            for r in read_flows(a.inputs, ErrorLog(emit=None), a.format, a.nfdump_output, tz):
+                if flt.keep(r) and not r.sni and r.dst not in name_map:
+                    yield r.dst
+
+        _run_async(resolve_many(unnamed(), rdns, a.rdns_concurrency, a.rdns_timeout,
+                                a.rdns_max))
+        save_cache(cache_path, rdns)
+    counters = StageCounters()
+    config = WorkloadConfig(flow_filter=flt, client_cache_lifetime=a.client_cache_lifetime,
+                            reorder_window=a.reorder_window,
+                            include_client_hits=not a.no_client_hits,
+                            salt=a.salt.encode())
+    records = read_flows(a.inputs, errors, a.format, a.nfdump_output, tz, a.nfdump_filter)
+    rows = write_workload(build_workload(records, Namer(name_map, rdns), config, counters,
+                                         targets), a.output)
+    counters.malformed = errors.count
+    stages = a.stages or a.output.with_name(a.output.name + ".stages.json")
+    write_stages(counters, stages, {"malformed_examples": errors.messages[:20],
+                                    "inputs": [str(p) for p in a.inputs]})
+    c = counters
+    print(f"flows read {c.flows_read}, malformed {c.malformed}, filtered out "
+          f"{c.filtered_out}, late {c.late_dropped}, kept {c.kept}, named {c.named}, "
+          f"unnamed dropped {c.unnamed_dropped}, client-cache hits {c.client_cache_hits}, "
+          f"notary requests {c.notary_requests}; {rows} workload rows -> {a.output}; "
+          f"stages -> {stages}", file=sys.stderr)
+    return 0
+
+
+# -- run -----------------------------------------------------------------------------------
+def cmd_run(a: argparse.Namespace) -> int:
+    import aiohttp
+
+    from replay.runner import RunConfig, replay_file, tls_pin_from_cert, tls_pin_from_server
+    from replay.workload import read_workload
+
+    tls: aiohttp.Fingerprint | bool | None = None
+    if a.insecure:
+        tls = False
+    elif a.pin_cert:
+        tls = tls_pin_from_cert(a.pin_cert.read_bytes())
+    elif a.pin_sha1:
+        tls = tls_pin_from_server(a.notary[0], a.pin_sha1)
+    cfg = RunConfig(notaries=tuple(a.notary), speed=a.speed, timeout=a.timeout,
+                    max_inflight=a.max_inflight, connections=a.connections, route=a.route,
+                    tls=tls, limit=a.limit, max_duration=a.max_duration,
+                    progress_interval=0 if a.quiet else a.progress_interval)
+    cfg.validate()
+    log = (lambda m: None) if a.quiet else None
+    errors = ErrorLog(strict=a.strict, emit=stderr_emit)
+    summary = _run_async(replay_file(read_workload(a.workload, errors), cfg, a.output, log))
+    print(json.dumps(summary.as_dict()), file=sys.stderr)
+    return 0
+
+
+# -- report --------------------------------------------------------------------------------
+def cmd_report(a: argparse.Namespace) -> int:
+    from replay.report import build_report
+    from replay.workload import read_stages
+
+    stages = read_stages(a.stages) if a.stages else None
+    errors = ErrorLog(strict=a.strict, emit=stderr_emit)
+    summary = build_report(a.results, a.output, stages, plots=not a.no_plots, errors=errors)
+    print(f"report written to {a.output / 'report.md'} ({summary['requests']} requests, "
+          f"{summary['client_hits']} client hits)", file=sys.stderr)
+    return 0
+
+
+def _run_async(coro):  # type: ignore[no-untyped-def]
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="replay", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("synth", help="generate a synthetic university hour of flows")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--scale", type=float, default=1.0)
+    s.add_argument("--duration", type=float, default=3600.0)
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--formats", default="canonical,nfdump-legacy")
+    s.add_argument("--unnamed-share", type=float, default=0.46)
+    s.add_argument("--dead-share", type=float, default=0.16,
+                   help="share of visits to dead sites (default gives ~20%% 503s)")
+    s.add_argument("--mitm-share", type=float, default=0.005)
+    s.add_argument("--slow-share", type=float, default=0.01)
+    s.add_argument("--rotating-share", type=float, default=0.01)
+    s.add_argument("--min-role-sites", type=int, default=1)
+    s.set_defaults(func=cmd_synth)
+
+    f = sub.add_parser("farm", help="serve the synthetic sites over TLS on loopback")
+    f.add_argument("--spec", type=Path, required=True)
+    f.add_argument("--state", type=Path, required=True)
+    f.add_argument("--port", type=int, default=18443)
+    f.add_argument("--slow-port", type=int, default=18444)
+    f.add_argument("--dead-port", type=int, default=18445)
+    f.add_argument("--slow-delay", type=float, default=1.0)
+    f.add_argument("--rotate-period", type=float, default=30.0)
+    f.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    f.add_argument("--prepare-only", action="store_true")
+    f.add_argument("--print-hosts", action="store_true")
+    f.set_defaults(func=cmd_farm)
+
+    w = sub.add_parser("workload", help="turn flow files into a workload file")
+    w.add_argument("inputs", type=Path, nargs="+")
+    w.add_argument("-o", "--output", type=Path, required=True)
+    w.add_argument("--names", type=Path, help="address-to-name map")
+    w.add_argument("--targets", type=Path, help="farm targets.csv (port, fingerprint)")
+    w.add_argument("--format", choices=("auto", "nfdump", "csv"), default="auto")
+    w.add_argument("--nfdump-output", choices=("fmt", "csv"), default="fmt")
+    w.add_argument("--nfdump-filter", default=None)
+    w.add_argument("--ports", default="443")
+    w.add_argument("--protocols", default="6")
+    w.add_argument("--client-cache-lifetime", type=float, default=None)
+    w.add_argument("--no-client-hits", action="store_true")
+    w.add_argument("--reorder-window", type=float, default=600.0)
+    w.add_argument("--tz-offset", type=float, default=0.0,
+                   help="hours east of UTC for naive timestamps in CSV inputs")
+    w.add_argument("--salt", default="converge-replay")
+    w.add_argument("--strict", action="store_true")
+    w.add_argument("--stages", type=Path)
+    w.add_argument("--rdns", action="store_true")
+    w.add_argument("--rdns-cache", type=Path)
+    w.add_argument("--rdns-concurrency", type=int, default=64)
+    w.add_argument("--rdns-timeout", type=float, default=2.0)
+    w.add_argument("--rdns-max", type=int, default=100_000)
+    w.set_defaults(func=cmd_workload)
+
+    r = sub.add_parser("run", help="replay a workload against notaries (open loop)")
+    r.add_argument("workload", type=Path)
+    r.add_argument("--notary", action="append", required=True)
+    r.add_argument("-o", "--output", type=Path, required=True)
+    r.add_argument("--speed", type=float, default=1.0)
+    r.add_argument("--timeout", type=float, default=10.0)
+    r.add_argument("--max-inflight", type=int, default=20_000)
+    r.add_argument("--connections", type=int, default=512)
+    r.add_argument("--route", choices=("round-robin", "client-hash"), default="round-robin")
+    r.add_argument("--insecure", action="store_true")
+    r.add_argument("--pin-cert", type=Path)
+    r.add_argument("--pin-sha1")
+    r.add_argument("--limit", type=int)
+    r.add_argument("--max-duration", type=float)
+    r.add_argument("--progress-interval", type=float, default=1.0)
+    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--strict", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    o = sub.add_parser("report", help="tables and figures from a results file")
+    o.add_argument("results", type=Path)
+    o.add_argument("-o", "--output", type=Path, required=True)
+    o.add_argument("--stages", type=Path)
+    o.add_argument("--no-plots", action="store_true")
+    o.add_argument("--strict", action="store_true")
+    o.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ReplayInputError as exc:
+        print(f"replay: error: {exc}", file=sys.stderr)
+        return 2
+    except ReplayIOError as exc:
+        print(f"replay: failed: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"replay: failed: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,112 @@
+"""The open-loop pacer: when each request should be sent, and how late it was.
+
+Pure: the caller passes the clock value. A request's intended send time depends only on the
+schedule (``start + offset / speed``), never on how earlier requests fared; that is what keeps
+a slow server from hiding its slowness (no coordinated omission).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from replay.errors import ReplayInputError
+
+
+@dataclass(frozen=True)
+class Pacer:
+    """Maps workload offsets to clock times. ``speed`` 2.0 replays twice as fast."""
+
+    start: float
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.speed > 0 and math.isfinite(self.speed)):
+            raise ReplayInputError("speed must be a positive number")
+
+    def intended(self, offset: float) -> float:
+        return self.start + offset / self.speed
+
+    def wait(self, offset: float, now: float) -> float:
+        """Seconds to wait before sending (0 when due or late)."""
+        return max(0.0, self.intended(offset) - now)
+
+
+class LogHistogram:
+    """Bounded-memory histogram of non-negative values with ~1% relative precision."""
+
+    def __init__(self, min_value: float = 1e-6, growth: float = 1.01) -> None:
+        self.min_value = min_value
+        self.log_growth = math.log(growth)
+        self.counts: dict[int, int] = {}
+        self.n = 0
+        self.total = 0.0
+        self.max = 0.0
+
+    def add(self, value: float) -> None:
+        v = max(value, 0.0)
+        b = -1 if v < self.min_value else int(math.log(v / self.min_value) / self.log_growth)
+        self.counts[b] = self.counts.get(b, 0) + 1
+        self.n += 1
+        self.total += v
+        self.max = max(self.max, v)
+
+    def merge(self, other: LogHistogram) -> None:
+        for b, c in other.counts.items():
+            self.counts[b] = self.counts.get(b, 0) + c
+        self.n += other.n
+        self.total += other.total
+        self.max = max(self.max, other.max)
+
+    def _value(self, b: int) -> float:
+        if b < 0:
+            return 0.0
+        return self.min_value * math.exp((b + 0.5) * self.log_growth)
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile (0..1); 0.0 for an empty histogram."""
+        if self.n == 0:
+            return 0.0
+        rank = q * (self.n - 1)
+        seen = 0
+        for b in sorted(self.counts):
+            seen += self.counts[b]
+            if seen > rank:
+                return min(self._value(b), self.max)
+        return self.max
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+
+@dataclass
+class ScheduleMonitor:
+    """Tracks send lateness and decides when to warn that the sender is behind schedule.
+
+    ``observe(lateness, now)`` returns a warning string at most once per ``interval`` seconds
+    while lateness exceeds ``threshold``.
+    """
+
+    threshold: float = 0.05
+    interval: float = 5.0
+    lateness: LogHistogram = field(default_factory=LogHistogram)
+    window: LogHistogram = field(default_factory=LogHistogram)
+    behind: int = 0
+    _last_warn: float = float("-inf")
+
+    def observe(self, lateness: float, now: float) -> str | None:
+        self.lateness.add(lateness)
+        self.window.add(lateness)
+        if lateness <= self.threshold:
+            return None
+        self.behind += 1
+        if now - self._last_warn < self.interval:
+            return None
+        self._last_warn = now
+        return (f"behind schedule: a request went out {lateness * 1000:.0f} ms late "
+                f"({self.behind} late by more than {self.threshold * 1000:.0f} ms so far)")
+
+    def take_window(self) -> LogHistogram:
+        w, self.window = self.window, LogHistogram()
+        return w

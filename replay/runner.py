@@ -1,0 +1,332 @@
+"""The open-loop replayer: send each workload request at its scheduled time to a notary.
+
+Open loop: a dispatcher walks the workload in order, sleeps until each request's intended
+time (``Pacer``) and starts it as its own task; it never waits for a response before sending
+the next one. Every request is bounded by the client timeout; the number in flight is bounded
+by ``max_inflight`` (a request that would exceed it is recorded as ``not-sent/overload``
+instead of delaying the schedule). Client-cache hits in the workload are recorded without
+any network traffic.
+
+Per request it records intended and actual send time, status or error kind (``connect``,
+``reset``, ``timeout``, ``other``), latency, cache layer (from ``Cache-Status``) and bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import hashlib
+import json
+import ssl
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from replay.aggregate import RESULT_COLUMNS, ResultRow, classify_cache_status
+from replay.errors import ReplayInputError, ReplayIOError
+from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
+from replay.pipeline import KIND_CLIENT_HIT, WorkloadEvent
+
+ROUTES = ("round-robin", "client-hash")
+MAX_BODY_BYTES = 64 * 1024
+START_LEAD = 0.05
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    notaries: tuple[str, ...]
+    speed: float = 1.0
+    timeout: float = 10.0
+    connect_timeout: float = 5.0
+    max_inflight: int = 20_000
+    connections: int = 512
+    route: str = "round-robin"
+    tls: ssl.SSLContext | aiohttp.Fingerprint | bool | None = None
+    limit: int | None = None
+    max_duration: float | None = None
+    progress_interval: float = 1.0
+    behind_threshold: float = 0.05
+    method: str = "POST"
+
+    def validate(self) -> None:
+        if not self.notaries:
+            raise ReplayInputError("at least one notary URL is needed")
+        for url in self.notaries:
+            u = urlsplit(url)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ReplayInputError(f"bad notary URL {url!r}")
+        if self.route not in ROUTES:
+            raise ReplayInputError(f"route must be one of {ROUTES}")
+        if self.timeout <= 0 or self.max_inflight < 1 or self.connections < 1:
+            raise ReplayInputError("timeout, max-inflight and connections must be positive")
+        if self.method not in ("POST", "GET"):
+            raise ReplayInputError("method must be POST or GET")
+
+
+@dataclass
+class RunSummary:
+    events: int = 0
+    requests: int = 0
+    client_hits: int = 0
+    sent: int = 0
+    completed: int = 0
+    not_sent: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    statuses: dict[int, int] = field(default_factory=dict)
+    lateness_p50: float = 0.0
+    lateness_p99: float = 0.0
+    lateness_max: float = 0.0
+    behind: int = 0
+    wall_seconds: float = 0.0
+    stopped_early: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        d = dict(self.__dict__)
+        d["statuses"] = {str(k): v for k, v in self.statuses.items()}
+        return d
+
+
+class ResultWriter:
+    """Streams result rows to a CSV file (header first); flushes every ``flush_every`` rows."""
+
+    def __init__(self, fh: TextIO, flush_every: int = 1000) -> None:
+        self._fh = fh
+        self._w = csv.writer(fh, lineterminator="\n")
+        self._w.writerow(RESULT_COLUMNS)
+        self._n = 0
+        self._flush_every = flush_every
+
+    def write(self, row: ResultRow) -> None:
+        self._w.writerow(row.as_row())
+        self._n += 1
+        if self._n % self._flush_every == 0:
+            self._fh.flush()
+
+
+def error_kind(exc: BaseException) -> str:
+    """Map a client exception to ``connect`` / ``reset`` / ``timeout`` / ``other``."""
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect"
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError
+                  | ConnectionResetError | aiohttp.ClientOSError):
+        return "reset"
+    return "other"
+
+
+def _header_bytes(headers: Iterable[tuple[str, str]]) -> int:
+    return sum(len(k) + len(v) + 4 for k, v in headers) + 2
+
+
+def tls_pin_from_cert(pem_or_der: bytes) -> aiohttp.Fingerprint:
+    """An aiohttp pin (SHA-256 of the DER certificate) from a PEM or DER file's bytes."""
+    der = pem_or_der
+    if b"-----BEGIN" in pem_or_der:
+        der = ssl.PEM_cert_to_DER_cert(pem_or_der.decode("ascii", "replace"))
+    return aiohttp.Fingerprint(hashlib.sha256(der).digest())
+
+
+def tls_pin_from_server(url: str, expect_sha1: str | None, timeout: float = 5.0,
+                        ) -> aiohttp.Fingerprint:
+    """Fetch a notary's certificate and pin it; if ``expect_sha1`` is given (the
+    ``pin_sha1`` the operator published), the certificate must match it."""
+    u = urlsplit(url)
+    if u.scheme != "https" or not u.hostname:
+        raise ReplayInputError(f"pinning needs an https URL, got {url!r}")
+    try:
+        pem = ssl.get_server_certificate((u.hostname, u.port or 443), timeout=timeout)
+    except (OSError, ssl.SSLError) as exc:
+        raise ReplayIOError(f"cannot fetch the certificate of {url}: {exc}") from exc
+    der = ssl.PEM_cert_to_DER_cert(pem)
+    if expect_sha1 is not None:
+        got = hashlib.sha1(der).hexdigest()
+        want = expect_sha1.replace(":", "").strip().lower()
+        if got != want:
+            raise ReplayInputError(f"{url}: certificate SHA-1 {got} does not match pin {want}")
+    return aiohttp.Fingerprint(hashlib.sha256(der).digest())
+
+
+class Replayer:
+    """One replay run. ``clock`` is the event loop's monotonic clock unless given."""
+
+    def __init__(self, config: RunConfig, writer: ResultWriter,
+                 log: Callable[[str], None] | None = None) -> None:
+        config.validate()
+        self.config = config
+        self.writer = writer
+        self.log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+        self.summary = RunSummary()
+        self.monitor = ScheduleMonitor(threshold=config.behind_threshold)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._rr = 0
+        self._bases = [u.rstrip("/") for u in config.notaries]
+
+    def _notary_for(self, ev: WorkloadEvent) -> str:
+        n = len(self._bases)
+        if n == 1:
+            return self._bases[0]
+        if self.config.route == "client-hash":
+            return self._bases[zlib.crc32(ev.client.encode()) % n]
+        self._rr = (self._rr + 1) % n
+        return self._bases[self._rr]
+
+    async def _send(self, session: aiohttp.ClientSession, seq: int, ev: WorkloadEvent,
+                    intended: float, start: float) -> None:
+        loop = asyncio.get_running_loop()
+        actual = loop.time()
+        self._observe(actual - intended, actual)
+        base = self._notary_for(ev)
+        path = f"/target/{ev.host}+{ev.port}"
+        status: int | None = None
+        err = ""
+        layer = ""
+        cache_status = ""
+        sent = received = 0
+        latency: float | None = None
+        body = f"fingerprint={ev.fingerprint}".encode() if ev.fingerprint else b""
+        method = self.config.method if ev.fingerprint else "GET"
+        try:
+            async with session.request(
+                    method, base + path, data=body if method == "POST" else None,
+                    headers={"Content-Type": "application/x-www-form-urlencoded"}
+                    if method == "POST" else None) as resp:
+                payload = await resp.content.read(MAX_BODY_BYTES)
+                latency = loop.time() - actual
+                status = resp.status
+                cache_status = resp.headers.get("Cache-Status", "")
+                layer = classify_cache_status(cache_status)
+                req_headers = list(resp.request_info.headers.items())
+                sent = (len(method) + len(path) + 11 + _header_bytes(req_headers)
+                        + (len(body) if method == "POST" else 0))
+                received = (len(resp.reason or "") + 15
+                            + _header_bytes((k.decode("latin-1"), v.decode("latin-1"))
+                                            for k, v in resp.raw_headers) + len(payload))
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            err = error_kind(exc)
+            latency = loop.time() - actual
+        self.summary.completed += 1
+        if status is not None:
+            self.summary.statuses[status] = self.summary.statuses.get(status, 0) + 1
+        if err:
+            self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
+        self.writer.write(ResultRow(seq, ev.kind, ev.client, ev.host, ev.port, base,
+                                    intended - start, actual - start, status, err, latency,
+                                    layer, cache_status, sent, received, ev.ssl_bytes))
+
+    def _observe(self, lateness: float, now: float) -> None:
+        warning = self.monitor.observe(max(0.0, lateness), now)
+        if warning:
+            self.log(f"warning: {warning}")
+
+    def _record_local(self, seq: int, ev: WorkloadEvent, intended: float, start: float,
+                      error: str) -> None:
+        layer = "client" if ev.kind == KIND_CLIENT_HIT else ""
+        latency = 0.0 if ev.kind == KIND_CLIENT_HIT else None
+        self.writer.write(ResultRow(seq, ev.kind, ev.client, ev.host, ev.port, "",
+                                    intended - start, intended - start, None, error, latency,
+                                    layer, "", 0, 0, ev.ssl_bytes))
+
+    async def _progress(self, start: float) -> None:
+        loop = asyncio.get_running_loop()
+        last_sent = 0
+        while True:
+            await asyncio.sleep(self.config.progress_interval)
+            s = self.summary
+            w = self.monitor.take_window()
+            rate = (s.sent - last_sent) / self.config.progress_interval
+            last_sent = s.sent
+            self.log(f"[{loop.time() - start:7.1f}s] events {s.events} sent {s.sent} "
+                     f"({rate:.0f}/s) done {s.completed} in-flight {len(self._inflight)} "
+                     f"client-hits {s.client_hits} errors {sum(s.errors.values())} "
+                     f"late p99 {w.quantile(0.99) * 1000:.1f} ms")
+
+    async def run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        timeout = aiohttp.ClientTimeout(total=cfg.timeout, sock_connect=cfg.connect_timeout)
+        connector = aiohttp.TCPConnector(limit=cfg.connections, ssl=cfg.tls
+                                         if cfg.tls is not None else True,
+                                         enable_cleanup_closed=False)
+        wall0 = time.monotonic()
+        start = loop.time() + START_LEAD
+        pacer = Pacer(start, cfg.speed)
+        progress = (asyncio.create_task(self._progress(start))
+                    if cfg.progress_interval > 0 else None)
+        s = self.summary
+        try:
+            async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                             auto_decompress=False) as session:
+                for seq, ev in enumerate(events):
+                    if cfg.limit is not None and seq >= cfg.limit:
+                        s.stopped_early = True
+                        break
+                    intended = pacer.intended(ev.offset)
+                    if cfg.max_duration is not None and intended - start > cfg.max_duration:
+                        s.stopped_early = True
+                        break
+                    s.events += 1
+                    delay = intended - loop.time()
+                    if delay > 0.0005:
+                        await asyncio.sleep(delay)
+                    if ev.kind == KIND_CLIENT_HIT:
+                        s.client_hits += 1
+                        self._record_local(seq, ev, intended, start, "")
+                        continue
+                    s.requests += 1
+                    if len(self._inflight) >= cfg.max_inflight:
+                        s.not_sent += 1
+                        s.errors["overload"] = s.errors.get("overload", 0) + 1
+                        self._record_local(seq, ev, intended, start, "overload")
+                        continue
+                    s.sent += 1
+                    task = asyncio.create_task(self._send(session, seq, ev, intended, start))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._inflight.discard)
+                if self._inflight:
+                    await asyncio.wait(set(self._inflight), timeout=cfg.timeout + 5)
+                for t in list(self._inflight):
+                    t.cancel()
+        finally:
+            if progress is not None:
+                progress.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await progress
+        s.lateness_p50 = self.monitor.lateness.quantile(0.5)
+        s.lateness_p99 = self.monitor.lateness.quantile(0.99)
+        s.lateness_max = self.monitor.lateness.max
+        s.behind = self.monitor.behind
+        s.wall_seconds = time.monotonic() - wall0
+        return s
+
+
+async def replay_file(events: Iterable[WorkloadEvent], config: RunConfig, results: Path,
+                      log: Callable[[str], None] | None = None) -> RunSummary:
+    """Run a replay and stream its results to ``results`` (CSV); write a summary JSON next
+    to it (``<results>.summary.json``)."""
+    try:
+        fh = results.open("w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise ReplayIOError(f"cannot write {results}: {exc}") from exc
+    with fh:
+        replayer = Replayer(config, ResultWriter(fh), log)
+        summary = await replayer.run(events)
+    results.with_name(results.name + ".summary.json").write_text(
+        json.dumps(summary.as_dict(), indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def lateness_histogram(rows: Iterable[ResultRow]) -> LogHistogram:
+    h = LogHistogram()
+    for r in rows:
+        if r.kind != KIND_CLIENT_HIT and r.error != "overload":
+            h.add(max(0.0, r.actual - r.intended))
+    return h
