@@ -52,6 +52,18 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--negative-ttl", {"type": float, "metavar": "SECONDS",
                         "help": "remember unreachable targets this long (default 60)"}),
     ("--lru-entries", {"type": int, "help": "in-process cache size (default 100000)"}),
+    ("--redis", {"metavar": "URL", "help": "share records through Redis "
+                 "(redis://HOST:PORT/DB) instead of the SQLite file"}),
+    ("--redis-prefix", {"help": "prefix of every Redis key (default converge:)"}),
+    ("--metrics-listen", {"metavar": "HOST:PORT", "help": "serve /metrics, /healthz and "
+                          "/readyz on this plain-HTTP address (off by default; worker i of "
+                          "--workers uses PORT+i)"}),
+    ("--rate-limit", {"type": float, "metavar": "RPS", "help": "requests per second per "
+                      "client address, 429 beyond (default 10000; 0 turns it off)"}),
+    ("--rate-burst", {"type": int, "metavar": "N", "help": "token-bucket size per client "
+                      "address (default 20000)"}),
+    ("--max-connections", {"type": int, "metavar": "N", "help": "open connections per "
+                           "process before answering 503 (default 10000; 0 turns it off)"}),
 ]
 
 

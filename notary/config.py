@@ -42,6 +42,14 @@ class Settings:
     keepalive_timeout: float = 15.0
     ext_reuse: int = 1
     log_client_addresses: bool = False
+    redis: str | None = None  # redis://host:port/db: share records through Redis
+    redis_prefix: str = "converge:"
+    redis_timeout: float = 1.0
+    metrics_listen: str | None = None  # HOST:PORT for /metrics, /healthz, /readyz
+    rate_limit: float = 10_000.0  # requests per second per client address (0: off)
+    rate_burst: int = 20_000
+    rate_clients: int = 100_000  # client addresses remembered by the rate limiter
+    max_connections: int = 10_000  # open connections per process (0: off)
 
     @property
     def db_path(self) -> Path:
@@ -79,6 +87,16 @@ class Settings:
             raise BadConfig("recheck_after and negative_ttl must not be negative")
         if self.workers > 64:
             raise BadConfig("workers must be at most 64")
+        if self.rate_limit < 0 or self.max_connections < 0:
+            raise BadConfig("rate_limit and max_connections must not be negative")
+        if self.rate_burst < 1 or self.rate_clients < 1 or self.redis_timeout <= 0:
+            raise BadConfig("rate_burst, rate_clients and redis_timeout must be positive")
+        if self.metrics_listen is not None:
+            parse_listen(self.metrics_listen)
+        if self.redis is not None and not self.redis.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise BadConfig(f"redis must be a redis://, rediss:// or unix:// URL: {self.redis!r}")
 
 
 def parse_listen(spec: str) -> tuple[str, int]:

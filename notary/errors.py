@@ -55,6 +55,16 @@ class TargetRefused(BadInput):
     status = 403
 
 
+class RateLimited(BadInput):
+    """The client sent more requests than its per-address rate limit allows."""
+
+    status = 429
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class BadConfig(BadInput):
     """A configuration value or file is invalid."""
 
@@ -88,6 +98,14 @@ class StoreUnavailable(IOFailure):
     """The durable store failed."""
 
 
+class TooManyConnections(IOFailure):
+    """The notary holds more open connections than its cap; the client should retry."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 __all__ = [
     "BadConfig",
     "BadData",
@@ -98,8 +116,10 @@ __all__ = [
     "MissingFingerprint",
     "NotaryError",
     "ProbeCapacityFull",
+    "RateLimited",
     "StoreUnavailable",
     "TargetRefused",
     "TargetUnreachable",
     "TooLarge",
+    "TooManyConnections",
 ]

@@ -9,6 +9,7 @@ stops them all on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import multiprocessing
@@ -21,10 +22,13 @@ from collections.abc import Callable
 from aiohttp import web
 
 from notary import keys
-from notary.config import Settings
+from notary.config import Settings, parse_listen
 from notary.keys import Identity
+from notary.metrics import Metrics, create_metrics_app, worker_listen
 from notary.store.sqlite import SQLiteStore
-from notary.web import create_app
+from notary.web import CONNS, SERVICE, create_app
+
+READY_KEY = "readyz.invalid:0"  # /readyz reads this (absent) record through to the store
 
 log = logging.getLogger("notary")
 
@@ -52,7 +56,8 @@ def prepare(settings: Settings) -> Identity:
         store = await SQLiteStore.open(settings.db_path)
         await store.close()
 
-    asyncio.run(init_db())
+    if not settings.redis:
+        asyncio.run(init_db())
     return identity
 
 
@@ -65,8 +70,10 @@ async def serve(
     access_log: bool = False,
 ) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None)."""
+    metrics = Metrics() if settings.metrics_listen else None
     app = create_app(
-        settings, identity, signing_key=keys.load_signing_key(settings.signing_key_path)
+        settings, identity, signing_key=keys.load_signing_key(settings.signing_key_path),
+        metrics=metrics,
     )
     runner = web.AppRunner(
         app,
@@ -79,9 +86,24 @@ async def serve(
         keepalive_timeout=settings.keepalive_timeout,
     )
     await runner.setup()
+    if runner.server is not None:
+        app[CONNS].watch(runner.server)
     ssl_ctx = server_ssl_context(identity) if settings.tls else None
     urls: list[str] = []
+    metrics_runner: web.AppRunner | None = None
     try:
+        if metrics is not None and settings.metrics_listen:
+            backend = app[SERVICE].store.backend
+            metrics_runner = web.AppRunner(
+                create_metrics_app(metrics, lambda: backend.get(READY_KEY)),
+                handle_signals=False, access_log=None,
+            )
+            await metrics_runner.setup()
+            mhost, mport = parse_listen(settings.metrics_listen)
+            msite = web.TCPSite(metrics_runner, mhost, mport)
+            await msite.start()
+            for url in _site_urls(msite, False):
+                log.info("metrics and health on %s/metrics", url)
         for host, port in settings.listen_addrs():
             site = web.TCPSite(
                 runner,
@@ -102,6 +124,8 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         await runner.cleanup()
 
 
@@ -160,12 +184,17 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    def start() -> multiprocessing.process.BaseProcess:
-        p = ctx.Process(target=_worker_main, args=(settings, access_log), daemon=False)
+    def start(index: int) -> multiprocessing.process.BaseProcess:
+        mine = settings
+        if settings.metrics_listen:  # each worker serves its own metrics on PORT + index
+            mine = dataclasses.replace(
+                settings, metrics_listen=worker_listen(settings.metrics_listen, index)
+            )
+        p = ctx.Process(target=_worker_main, args=(mine, access_log), daemon=False)
         p.start()
         return p
 
-    workers = [start() for _ in range(settings.workers)]
+    workers = [start(i) for i in range(settings.workers)]
     for url in settings.listen:
         scheme = "https" if settings.tls else "http"
         print(f"notary: serving {scheme}://{url} with {settings.workers} workers",
@@ -184,7 +213,7 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
                 stopping = True
                 break
             log.warning("worker %d exited with code %s; restarting", p.pid, p.exitcode)
-            workers[i] = start()
+            workers[i] = start(i)
     for p in workers:
         if p.is_alive() and p.pid is not None:
             p.terminate()

@@ -27,21 +27,30 @@ from notary.errors import (
     BadInput,
     NotaryError,
     ProbeCapacityFull,
+    RateLimited,
+    StoreUnavailable,
     TargetRefused,
     TargetUnreachable,
     TooLarge,
+    TooManyConnections,
 )
 from notary.keys import Identity
+from notary.limits import ConnectionCap, RateLimiter
+from notary.metrics import Metrics, TimedProber
 from notary.probe import Prober, TLSProber
 from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
 from notary.service import Answer, CacheOutcome, ExtSigner, NotaryService, ServiceSettings
 from notary.store.base import Store
 from notary.store.lru import CachedStore
+from notary.store.redis import RedisStore
 from notary.store.sqlite import SQLiteStore
 
 SERVICE = web.AppKey("service", NotaryService)
 MAX_EXT_BODY = extended.MAX_REQUEST
 INFO = web.AppKey("info", dict)
+RATE = web.AppKey("rate_limiter", RateLimiter)
+CONNS = web.AppKey("connection_cap", ConnectionCap)
+METRICS = web.AppKey("metrics", Metrics)
 
 CACHE_STATUS = {
     CacheOutcome.HIT: "converge-notary; hit",
@@ -53,6 +62,9 @@ CS_CAPACITY = "converge-notary; fwd=miss; detail=capacity"
 CS_REFUSED = "converge-notary; fwd=miss; detail=refused"
 CS_PROBE_FAILED = "converge-notary; fwd=miss; detail=unreachable"
 CS_BAD_REQUEST = "converge-notary; fwd=bypass"
+CS_RATE_LIMITED = "converge-notary; fwd=bypass; detail=rate-limited"
+CS_OVERLOADED = "converge-notary; fwd=bypass; detail=overloaded"
+CS_STORE = "converge-notary; fwd=miss; detail=store-unavailable"
 
 _ALLOW = "GET, POST"
 
@@ -63,6 +75,15 @@ def error_response(exc: NotaryError) -> web.Response:
     if isinstance(exc, ProbeCapacityFull):
         headers["Retry-After"] = str(exc.retry_after)
         headers["Cache-Status"] = CS_CAPACITY
+    elif isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after)
+        headers["Cache-Status"] = CS_RATE_LIMITED
+    elif isinstance(exc, TooManyConnections):
+        headers["Retry-After"] = str(exc.retry_after)
+        headers["Cache-Status"] = CS_OVERLOADED
+    elif isinstance(exc, StoreUnavailable):
+        headers["Retry-After"] = "1"
+        headers["Cache-Status"] = CS_STORE
     elif isinstance(exc, TargetUnreachable):
         headers["Cache-Status"] = CS_NEGATIVE if getattr(exc, "from_cache", False) else (
             CS_PROBE_FAILED
@@ -71,9 +92,27 @@ def error_response(exc: NotaryError) -> web.Response:
         headers["Cache-Status"] = CS_REFUSED
     elif isinstance(exc, BadInput):
         headers["Cache-Status"] = CS_BAD_REQUEST
-    return web.Response(
+    resp = web.Response(
         status=exc.status, text=exc.message + "\n", content_type="text/plain", headers=headers
     )
+    if isinstance(exc, TooManyConnections):
+        resp.force_close()  # shed the connection so the count falls
+    return resp
+
+
+def _admit(request: web.Request) -> None:
+    """Apply the connection cap and the client's rate limit (raises when over)."""
+    app = request.app
+    app[CONNS].check()
+    app[RATE].check(request.remote or "", time.monotonic())
+
+
+def _failed(request: web.Request, exc: NotaryError) -> web.Response:
+    resp = error_response(exc)
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.failed(exc, resp.status)
+    return resp
 
 
 def _answer_response(answer: Answer) -> web.Response:
@@ -95,6 +134,7 @@ async def handle_target(request: web.Request) -> web.StreamResponse:
         )
     service = request.app[SERVICE]
     try:
+        _admit(request)
         target = parse_target_path(request.match_info["spec"])
         fp: Fingerprint | None = None
         if method == "POST":
@@ -107,20 +147,27 @@ async def handle_target(request: web.Request) -> web.StreamResponse:
             fp = parse_form_fingerprint(body)
         answer = await service.validate(target, fp)
     except NotaryError as exc:
-        return error_response(exc)
+        return _failed(request, exc)
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.answered(answer.status, answer.cache.value)
     return _answer_response(answer)
 
 
 async def handle_answer(request: web.Request) -> web.StreamResponse:
     """``POST /v2/answer``: the extended format (JSON request, signed JSON answer)."""
     try:
+        _admit(request)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise TooLarge("request body too large") from None
         answer = await request.app[SERVICE].validate_ext(extended.parse_request(body))
     except NotaryError as exc:
-        return error_response(exc)
+        return _failed(request, exc)
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.answered(answer.status, answer.cache.value)
     return web.Response(
         status=answer.status,
         body=answer.body,
@@ -197,16 +244,32 @@ def create_app(
     prober: Prober | None = None,
     store: Store | None = None,
     signing_key: Ed25519PrivateKey | None = None,
+    metrics: Metrics | None = None,
 ) -> web.Application:
     """The notary's aiohttp application. Nothing is opened until the app starts."""
     policy = AddressPolicy(parse_networks(settings.allow_target))
-    the_prober = prober or TLSProber(build_resolver(settings), policy, settings.probe_timeout)
+    the_prober: Prober = prober or TLSProber(
+        build_resolver(settings), policy, settings.probe_timeout
+    )
     app = web.Application(client_max_size=settings.max_body)
+    app[RATE] = RateLimiter(settings.rate_limit, settings.rate_burst, settings.rate_clients)
+    app[CONNS] = ConnectionCap(settings.max_connections)
+    if metrics is not None:
+        app[METRICS] = metrics
+        the_prober = TimedProber(the_prober, metrics)
     ext_signer = ExtSigner(signing_key) if signing_key is not None else None
     app[INFO] = info_document(settings, identity, ext_signer.key_id if ext_signer else None)
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
-        backend = store if store is not None else await SQLiteStore.open(settings.db_path)
+        backend: Store
+        if store is not None:
+            backend = store
+        elif settings.redis:
+            backend = RedisStore.from_url(
+                settings.redis, prefix=settings.redis_prefix, timeout=settings.redis_timeout
+            )
+        else:
+            backend = await SQLiteStore.open(settings.db_path)
         cached = CachedStore(backend, settings.lru_entries)
         app[SERVICE] = NotaryService(
             cached,
@@ -221,6 +284,11 @@ def create_app(
             clock,
             ext_signer,
         )
+        if metrics is not None:
+            service = app[SERVICE]
+            metrics.probes_in_flight.set_function(lambda: service.probes_in_flight)
+            metrics.lru_entries.set_function(lambda: len(cached))
+            metrics.open_connections.set_function(lambda: app[CONNS].open)
         yield
         await cached.close()
 
@@ -232,4 +300,5 @@ def create_app(
     return app
 
 
-__all__ = ["CACHE_STATUS", "INFO", "SERVICE", "create_app", "error_response"]
+__all__ = ["CACHE_STATUS", "CONNS", "INFO", "METRICS", "RATE", "SERVICE", "create_app",
+           "error_response"]

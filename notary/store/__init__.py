@@ -4,12 +4,14 @@
   raises :class:`~notary.errors.StoreUnavailable` only on failure).
 * :class:`~notary.store.memory.MemoryStore` -- in-memory, for unit tests.
 * :class:`~notary.store.sqlite.SQLiteStore` -- the embedded default (aiosqlite, WAL).
+* :class:`~notary.store.redis.RedisStore` -- shared by several processes and machines.
 * :class:`~notary.store.lru.CachedStore` -- an in-process LRU in front of any store.
 """
 
 from notary.store.base import Store, TargetRecord
 from notary.store.lru import CachedStore
 from notary.store.memory import MemoryStore
+from notary.store.redis import RedisStore
 from notary.store.sqlite import SQLiteStore
 
-__all__ = ["CachedStore", "MemoryStore", "SQLiteStore", "Store", "TargetRecord"]
+__all__ = ["CachedStore", "MemoryStore", "RedisStore", "SQLiteStore", "Store", "TargetRecord"]

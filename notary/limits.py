@@ -1,0 +1,123 @@
+"""Overload and abuse limits: a token bucket per client address and a connection cap.
+
+Rules:
+
+* Each client address has a bucket of at most ``burst`` tokens that refills at ``rate``
+  tokens per second; a request takes one token. An empty bucket means the request is refused
+  (429) with ``Retry-After`` = the whole seconds until one token is back (at least 1).
+  :func:`take` is pure: it receives the time, it never reads a clock.
+* The table of buckets is bounded (``max_clients``): the least recently seen address is
+  forgotten first. A forgotten address starts again with a full bucket, so the bound trades
+  a little leniency towards very many distinct addresses for bounded memory.
+* ``rate == 0`` turns rate limiting off.
+* The connection cap counts open connections of one process. While more than
+  ``max_connections`` are open, every request is answered at once with 503, ``Retry-After``
+  and ``Connection: close`` so the count falls; ``max_connections == 0`` turns the cap off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from notary.errors import RateLimited, TooManyConnections
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    tokens: float
+    stamp: float  # the time ``tokens`` was computed at
+
+
+def take(bucket: Bucket | None, now: float, rate: float, burst: int) -> tuple[Bucket, float]:
+    """Try to take one token at ``now``: (new bucket, seconds to wait; 0.0 when admitted)."""
+    if bucket is None:
+        tokens = float(burst)
+    else:
+        elapsed = max(0.0, now - bucket.stamp)
+        tokens = min(float(burst), bucket.tokens + elapsed * rate)
+    if tokens >= 1.0:
+        return Bucket(tokens - 1.0, now), 0.0
+    return Bucket(tokens, now), (1.0 - tokens) / rate
+
+
+class RateLimiter:
+    """Token buckets per client address in a bounded table (see module rules)."""
+
+    def __init__(self, rate: float, burst: int, max_clients: int = 100_000) -> None:
+        if rate < 0 or burst < 1 or max_clients < 1:
+            raise ValueError("rate >= 0, burst >= 1 and max_clients >= 1 are required")
+        self.rate = rate
+        self.burst = burst
+        self._max = max_clients
+        self._buckets: OrderedDict[str, Bucket] = OrderedDict()
+        self.refused = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def check(self, client: str, now: float) -> None:
+        """Admit one request from ``client`` at ``now`` or raise :class:`RateLimited`."""
+        if self.rate <= 0:
+            return
+        buckets = self._buckets
+        bucket, wait = take(buckets.get(client), now, self.rate, self.burst)
+        buckets[client] = bucket
+        buckets.move_to_end(client)
+        if len(buckets) > self._max:
+            buckets.popitem(last=False)
+        if wait > 0.0:
+            self.refused += 1
+            raise RateLimited(
+                f"too many requests from your address (limit {self.rate:g}/s, burst "
+                f"{self.burst}); retry later",
+                retry_after=max(1, math.ceil(wait)),
+            )
+
+
+class ConnectionCap:
+    """Counts the open connections of one aiohttp server (see module rules)."""
+
+    def __init__(self, max_connections: int, retry_after: int = 1) -> None:
+        if max_connections < 0:
+            raise ValueError("max_connections must not be negative")
+        self.max_connections = max_connections
+        self.retry_after = retry_after
+        self.open = 0
+        self.refused = 0
+
+    def watch(self, server: web.Server) -> None:
+        """Count ``server``'s connections by wrapping its connection hooks (call once)."""
+        made, lost = server.connection_made, server.connection_lost
+
+        def connection_made(handler: Any, transport: Any) -> None:
+            self.open += 1
+            made(handler, transport)
+
+        def connection_lost(handler: Any, exc: BaseException | None = None) -> None:
+            self.open -= 1
+            lost(handler, exc)
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
+        server.connection_lost = connection_lost  # type: ignore[method-assign]
+
+    def check(self) -> None:
+        """Raise :class:`TooManyConnections` while the cap is exceeded."""
+        if 0 < self.max_connections < self.open:
+            self.refused += 1
+            raise TooManyConnections(
+                f"this notary has more than {self.max_connections} open connections; "
+                "retry shortly",
+                retry_after=self.retry_after,
+            )
+
+
+__all__ = ["Bucket", "ConnectionCap", "RateLimiter", "take"]

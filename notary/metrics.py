@@ -1,0 +1,165 @@
+"""Prometheus metrics and health checks, served on a separate, plain-HTTP listener.
+
+* ``--metrics-listen HOST:PORT`` (off by default) serves ``/metrics`` (Prometheus text
+  format), ``/healthz`` (200 while the process runs its event loop) and ``/readyz`` (200 when
+  the durable store answers within :data:`READY_TIMEOUT`, else 503). Nothing of this is on
+  the public port: bind it to loopback or an operations network.
+* With ``--workers N`` every worker serves its own metrics on ``PORT + index`` (index 0 to
+  N-1): each worker has its own registry, so Prometheus scrapes N targets and sums. No shared
+  files, no locks between processes.
+* Each :class:`Metrics` has its own registry (nothing is created at import time). The
+  request path only increments pre-created counter children; labels are fixed small sets
+  (status codes, cache outcomes, probe outcomes). Gauges are read at scrape time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from notary.config import parse_listen
+from notary.core.target import Target
+from notary.errors import (
+    NotaryError,
+    ProbeCapacityFull,
+    StoreUnavailable,
+    TargetRefused,
+    TargetUnreachable,
+    TooManyConnections,
+)
+from notary.probe import Prober, ProbeResult
+
+READY_TIMEOUT = 2.0
+STATUSES = (200, 400, 403, 404, 405, 409, 413, 429, 500, 503)
+PROBE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        requests = Counter("notary_requests", "Target requests answered, by HTTP status",
+                           ["status"], registry=r)
+        self._status = {s: requests.labels(str(s)) for s in STATUSES}
+        self._status_other = requests.labels("other")
+        cache = Counter("notary_cache", "Notary cache lookups by outcome (hit answers without "
+                        "a probe; miss and stale probe)", ["result"], registry=r)
+        self._cache = {k: cache.labels(k) for k in ("hit", "miss", "stale")}
+        self.negative_hits = Counter("notary_negative_cache_hits",
+                                     "503s answered from the negative cache", registry=r)
+        self.store_errors = Counter("notary_store_errors",
+                                    "Requests that failed because the store was unavailable",
+                                    registry=r)
+        self.rate_limited = Counter("notary_rate_limited",
+                                    "Requests refused by the per-address rate limit (429)",
+                                    registry=r)
+        self.connection_refusals = Counter("notary_connection_cap_refusals",
+                                           "Requests refused while over the connection cap",
+                                           registry=r)
+        self.capacity_refusals = Counter("notary_probe_capacity_refusals",
+                                         "Requests refused because every probe slot was busy",
+                                         registry=r)
+        probe = Histogram("notary_probe_seconds", "Live probe duration by outcome",
+                          ["outcome"], buckets=PROBE_BUCKETS, registry=r)
+        self._probe = {k: probe.labels(k) for k in ("ok", "unreachable", "refused")}
+        self.probes_in_flight = Gauge("notary_probes_in_flight", "Live probes running now",
+                                      registry=r)
+        self.open_connections = Gauge("notary_open_connections", "Open client connections",
+                                      registry=r)
+        self.lru_entries = Gauge("notary_lru_entries", "Records in the in-process cache",
+                                 registry=r)
+
+    def answered(self, status: int, cache: str) -> None:
+        """One answered request (``cache`` is ``hit``, ``miss`` or ``stale``)."""
+        self._status.get(status, self._status_other).inc()
+        self._cache[cache].inc()
+
+    def failed(self, exc: NotaryError, status: int) -> None:
+        """One request that ended in an error response."""
+        self._status.get(status, self._status_other).inc()
+        if isinstance(exc, StoreUnavailable):
+            self.store_errors.inc()
+        elif isinstance(exc, ProbeCapacityFull):
+            self.capacity_refusals.inc()
+        elif isinstance(exc, TooManyConnections):
+            self.connection_refusals.inc()
+        elif getattr(exc, "from_cache", False):
+            self.negative_hits.inc()
+        if status == 429:
+            self.rate_limited.inc()
+
+    def probed(self, outcome: str, seconds: float) -> None:
+        self._probe[outcome].observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class TimedProber:
+    """A :class:`Prober` that records each probe's duration and outcome."""
+
+    def __init__(self, inner: Prober, metrics: Metrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    async def probe(self, target: Target) -> ProbeResult:
+        start = time.perf_counter()
+        outcome = "unreachable"
+        try:
+            result = await self._inner.probe(target)
+            outcome = "ok"
+            return result
+        except TargetRefused:
+            outcome = "refused"
+            raise
+        except TargetUnreachable:
+            outcome = "unreachable"
+            raise
+        finally:
+            self._metrics.probed(outcome, time.perf_counter() - start)
+
+
+def worker_listen(spec: str, index: int) -> str:
+    """The metrics address of worker ``index``: the same host, port ``PORT + index``."""
+    host, port = parse_listen(spec)
+    if port == 0:
+        return spec
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port + index}"
+
+
+def create_metrics_app(metrics: Metrics, ready: Callable[[], Awaitable[object]]) -> web.Application:
+    """``/metrics``, ``/healthz`` and ``/readyz`` (``ready`` raises StoreUnavailable if not)."""
+
+    async def handle_metrics(request: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def handle_healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def handle_readyz(request: web.Request) -> web.Response:
+        try:
+            async with asyncio.timeout(READY_TIMEOUT):
+                await ready()
+        except StoreUnavailable as exc:
+            return web.Response(status=503, text=f"not ready: {exc.message}\n")
+        except TimeoutError:
+            return web.Response(
+                status=503, text=f"not ready: the store did not answer in {READY_TIMEOUT:g} s\n"
+            )
+        return web.Response(text="ready\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/healthz", handle_healthz)
+    app.router.add_get("/readyz", handle_readyz)
+    return app
+
+
+__all__ = ["READY_TIMEOUT", "Metrics", "TimedProber", "create_metrics_app", "worker_listen"]
