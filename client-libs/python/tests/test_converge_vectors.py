@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from converge.vectors import SCHEMAS, compare, run_case
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors"
@@ -61,7 +60,9 @@ def test_compare_reports_a_wrong_result() -> None:
 def test_generator_verify_passes() -> None:
     proc = subprocess.run(
         [sys.executable, str(VECTORS / "generate.py"), "--verify"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert "ok    consensus.json" in proc.stdout
@@ -77,7 +78,9 @@ def test_generator_verify_catches_drift(tmp_path: Path) -> None:
     f.write_text(f.read_text().replace('"hit"', '"stale"', 1))
     proc = subprocess.run(
         [sys.executable, str(copy / "generate.py"), "--verify"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 1
     assert "STALE cache.json" in proc.stderr

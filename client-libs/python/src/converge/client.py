@@ -203,7 +203,8 @@ class Client:
         notaries = cfg.notaries()
         if not notaries:
             raise ConfigError("no notaries enabled")
-        chosen = self._rng.sample(notaries, min(cfg.quorum, len(notaries)))
+        picked = self._rng.sample(range(len(notaries)), min(cfg.quorum, len(notaries)))
+        chosen = [notaries[i] for i in sorted(picked)]  # results in configuration order
         tasks = {
             asyncio.create_task(
                 ask_notary(

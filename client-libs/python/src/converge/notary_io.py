@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .bundle import NotaryBundle, NotaryHost
-from .errors import BadInput, NotaryUnreachable, PinMismatch
+from .errors import BadInput, NotaryUnreachable, PinMismatch, ResponseError
 from .fingerprint import Fingerprint
 from .legacy import (
     Outcome,
@@ -153,7 +153,7 @@ async def _read_to_eof(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
             break
         total += len(chunk)
         if total > max_bytes:
-            raise NotaryUnreachable(f"response larger than {max_bytes} bytes")
+            raise ResponseError(f"response larger than {max_bytes} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
