@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeNotary, TlsTarget, dead_port, make_config
 from converge import Client, ConfigError, FingerprintError, Policy, TargetError, converge
 from converge.bundle import parse_bundle
 from converge.client import aconverge
+from converge_fixtures import FakeNotary, TlsTarget, dead_port, make_config
 
 
 def _votes(verdict: Any) -> list[tuple[str, str]]:

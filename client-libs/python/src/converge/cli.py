@@ -1,0 +1,290 @@
+"""The ``converge`` command.
+
+    converge [--config-dir DIR] check HOST[:PORT] [--fingerprint FP] [--json]
+    converge [--config-dir DIR] init
+    converge [--config-dir DIR] notary add FILE|URL [--disabled] [--cafile PEM]
+    converge [--config-dir DIR] notary list [--json]
+    converge [--config-dir DIR] notary enable|disable|remove NAME
+    converge [--config-dir DIR] cache list [--json]
+    converge [--config-dir DIR] cache clear [HOST[:PORT]]
+
+Exit status of ``check``: 0 trusted, 1 not trusted, 2 error (bad input, configuration, or
+the target could not be reached). Other commands: 0 on success, 2 on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import TextIO
+
+from . import __version__
+from .cache import LocalCache
+from .client import Client, Verdict
+from .config import (
+    CONFIG_FILE,
+    ENV_VAR,
+    add_notary,
+    default_user_dir,
+    discover_config_dir,
+    list_notaries,
+    load_config,
+    remove_notary,
+    set_enabled,
+)
+from .errors import ConfigError, ConvergeError, TargetError, TargetIOError
+from .fingerprint import fingerprint_of
+from .legacy import location
+from .tls import fetch_certificate
+
+MAX_BUNDLE_DOWNLOAD = 64 * 1024
+DEFAULT_CONFIG = {
+    "db": "cache.sqlite3",
+    "notaries-dir": ".",
+    "notary-agreement": "majority",
+    "quorum": 3,
+    "connect-timeout": 3,
+    "notary-timeout": 5,
+    "total-timeout": 10,
+    "cache-lifetime": 604800,
+    "stand-aside": True,
+    "early-return": True,
+}
+
+
+def _split_hostport(text: str, default_port: int = 443) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or "]" in port:
+        return text, default_port
+    if not port.isdigit():
+        raise TargetError(f"bad port in {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _config_dir(args: argparse.Namespace, *, create: bool = False) -> Path:
+    try:
+        return discover_config_dir(args.config_dir)
+    except ConfigError:
+        if not create or args.config_dir is not None:
+            raise
+        d = default_user_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+
+def _print_verdict(v: Verdict, out: TextIO, sha256: str | None) -> None:
+    print(f"target       {v.host}:{v.port}", file=out)
+    print(f"certificate  SHA-1   {v.fingerprint}", file=out)
+    if sha256:
+        print(f"             SHA-256 {sha256}", file=out)
+    print(
+        f"policy       {v.policy.value}, unreachable notaries "
+        f"{'stand aside' if v.stand_aside else 'count as failures'}",
+        file=out,
+    )
+    if v.from_cache:
+        print("answered by  local cache", file=out)
+    else:
+        rows = [("notary", "result", "why", "status", "host", "time")]
+        for r in v.results:
+            rows.append(
+                (
+                    r.name,
+                    r.vote,
+                    r.kind,
+                    str(r.status or "-"),
+                    r.host or "-",
+                    f"{r.elapsed * 1000:.1f} ms" if r.elapsed else "-",
+                )
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(6)]
+        for row in rows:
+            print(
+                "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out
+            )
+    print(f"verdict      {'TRUSTED' if v else 'NOT TRUSTED'} ({v.reason})", file=out)
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
+    host, port = _split_hostport(args.target)
+    client = Client(_config_dir(args))
+    sha256 = None
+    if args.fingerprint:
+        v = client.check(host, port, args.fingerprint)
+    else:
+        der = fetch_certificate(host, port, timeout=client.config.connect_timeout)
+        sha256 = fingerprint_of(der, "sha256").colon_hex()
+        v = client.check(host, port, fingerprint_of(der), certificate=der)
+    if args.json:
+        print(json.dumps(v.to_json()), file=out)
+    else:
+        _print_verdict(v, out, sha256)
+    client.close()
+    return 0 if v else 1
+
+
+def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
+    d = Path(args.config_dir) if args.config_dir else default_user_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "notaries-available").mkdir(exist_ok=True)
+    (d / "notaries-enabled").mkdir(exist_ok=True)
+    f = d / CONFIG_FILE
+    if not f.exists():
+        f.write_text(json.dumps(DEFAULT_CONFIG, indent=2) + "\n")
+    load_config(d)
+    print(f"configuration in {d}", file=out)
+    return 0
+
+
+def _fetch_bundle(url: str, cafile: str | None) -> bytes:
+    if not url.startswith("https://"):
+        raise ConfigError("bundles are fetched over https:// only")
+    ctx = ssl.create_default_context(cafile=cafile)
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=ctx) as resp:
+            data: bytes = resp.read(MAX_BUNDLE_DOWNLOAD + 1)
+    except (OSError, ssl.SSLError) as e:
+        raise TargetIOError(f"cannot fetch {url}: {e}") from e
+    if len(data) > MAX_BUNDLE_DOWNLOAD:
+        raise ConfigError(f"{url} is larger than {MAX_BUNDLE_DOWNLOAD} bytes")
+    return data
+
+
+def cmd_notary(args: argparse.Namespace, out: TextIO) -> int:
+    if args.notary_cmd == "add":
+        d = _config_dir(args, create=True)
+        ndir = load_config(d).notaries_dir or d
+        src = args.source
+        if src.startswith(("https://", "http://")):
+            data = _fetch_bundle(src, args.cafile)
+        else:
+            try:
+                data = Path(src).read_bytes()[: MAX_BUNDLE_DOWNLOAD + 1]
+            except OSError as e:
+                raise ConfigError(f"cannot read {src}: {e}") from e
+        bundle, path = add_notary(ndir, data, enable=not args.disabled)
+        state = "disabled" if args.disabled else "enabled"
+        print(
+            f"added {bundle.name!r} ({len(bundle.hosts)} host(s)) as {path.name}, {state}", file=out
+        )
+        return 0
+    d = _config_dir(args)
+    ndir = load_config(d).notaries_dir or d
+    if args.notary_cmd == "list":
+        items = list_notaries(ndir)
+        if args.json:
+            print(
+                json.dumps(
+                    [
+                        {
+                            "name": b.name,
+                            "enabled": en,
+                            "file": p.name,
+                            "hosts": [f"{h.host}:{h.ssl_port}" for h in b.hosts],
+                        }
+                        for b, en, p in items
+                    ]
+                ),
+                file=out,
+            )
+        else:
+            for b, en, p in items:
+                hosts = ", ".join(f"{h.host}:{h.ssl_port}" for h in b.hosts)
+                print(f"{'*' if en else ' '} {b.name}  [{p.name}]  {hosts}", file=out)
+            if not items:
+                print("no notaries; add one with: converge notary add FILE|URL", file=out)
+        return 0
+    if args.notary_cmd in ("enable", "disable"):
+        b = set_enabled(ndir, args.name, args.notary_cmd == "enable")
+        print(f"{args.notary_cmd}d {b.name!r}", file=out)
+        return 0
+    b = remove_notary(ndir, args.name)
+    print(f"removed {b.name!r}", file=out)
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace, out: TextIO) -> int:
+    cfg = load_config(_config_dir(args))
+    path = cfg.userdb or cfg.db
+    if path is None:
+        raise ConfigError("no cache database configured")
+    cache = LocalCache(path)
+    try:
+        if args.cache_cmd == "list":
+            rows = cache.entries()
+            if args.json:
+                print(
+                    json.dumps(
+                        [{"location": a, "fingerprint": b, "timestamp": c} for a, b, c in rows]
+                    ),
+                    file=out,
+                )
+            else:
+                for loc, fp, ts in rows:
+                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
+                    print(f"{loc}  {fp}  {when}Z", file=out)
+                print(f"{len(rows)} entries in {path}", file=out)
+        else:
+            where = None
+            if args.target:
+                where = location(*_split_hostport(args.target))
+            n = cache.clear(where)
+            print(f"removed {n} entries", file=out)
+    finally:
+        cache.close()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="converge",
+        description="Check TLS certificates with Convergence notaries.",
+        epilog=f"Configuration: --config-dir, ${ENV_VAR}, ~/.config/converge, "
+        "/usr/local/etc/converge.",
+    )
+    ap.add_argument("--version", action="version", version=f"converge {__version__}")
+    ap.add_argument("--config-dir", help="configuration directory")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="fetch HOST's certificate and ask the notaries")
+    c.add_argument("target", metavar="HOST[:PORT]")
+    c.add_argument("--fingerprint", help="check this SHA-1/SHA-256 instead of connecting")
+    c.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    sub.add_parser("init", help="create a configuration directory")
+    n = sub.add_parser("notary", help="manage notary bundles")
+    nsub = n.add_subparsers(dest="notary_cmd", required=True)
+    a = nsub.add_parser("add", help="import a .notary bundle from a file or https:// URL")
+    a.add_argument("source", metavar="FILE|URL")
+    a.add_argument("--disabled", action="store_true", help="import without enabling")
+    a.add_argument("--cafile", help="CA bundle for fetching the URL")
+    ls = nsub.add_parser("list", help="list bundles (* = enabled)")
+    ls.add_argument("--json", action="store_true")
+    for name in ("enable", "disable", "remove"):
+        p = nsub.add_parser(name, help=f"{name} a notary (by name or file name)")
+        p.add_argument("name")
+    k = sub.add_parser("cache", help="the local fingerprint cache")
+    ksub = k.add_subparsers(dest="cache_cmd", required=True)
+    kl = ksub.add_parser("list")
+    kl.add_argument("--json", action="store_true")
+    kc = ksub.add_parser("clear")
+    kc.add_argument("target", nargs="?", metavar="HOST[:PORT]")
+    return ap
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    handlers = {"check": cmd_check, "init": cmd_init, "notary": cmd_notary, "cache": cmd_cache}
+    try:
+        return handlers[args.cmd](args, out)
+    except ConvergeError as e:
+        print(f"converge: error ({e.kind}): {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
