@@ -64,6 +64,17 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
                       "address (default 20000)"}),
     ("--max-connections", {"type": int, "metavar": "N", "help": "open connections per "
                            "process before answering 503 (default 10000; 0 turns it off)"}),
+    ("--relay-listen", {"action": "append", "metavar": "HOST:PORT",
+                        "help": "plain-HTTP bounce relay (CONNECT to other notaries' port "
+                        "4242 only; repeatable; off by default)"}),
+    ("--relay-port", {"type": int, "metavar": "PORT",
+                      "help": "the only destination port the relay connects to (default 4242)"}),
+    ("--max-tunnels", {"type": int, "metavar": "N",
+                       "help": "open relay connections per process (default 256)"}),
+    ("--tunnel-idle-timeout", {"type": float, "metavar": "SECONDS",
+                               "help": "close a tunnel idle this long (default 60)"}),
+    ("--tunnel-max-bytes", {"type": int, "metavar": "BYTES",
+                            "help": "bytes per tunnel, both directions (default 16777216)"}),
 ]
 
 

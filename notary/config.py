@@ -12,6 +12,7 @@ from typing import Any
 
 from notary.core.target import parse_ip, parse_port
 from notary.errors import BadConfig, BadInput
+from notary.relay import RelaySettings, relay_settings_from
 
 MAX_CONFIG = 1024 * 1024
 
@@ -50,6 +51,12 @@ class Settings:
     rate_burst: int = 20_000
     rate_clients: int = 100_000  # client addresses remembered by the rate limiter
     max_connections: int = 10_000  # open connections per process (0: off)
+    relay_listen: list[str] = field(default_factory=list)  # plain-HTTP CONNECT relay ports
+    relay_port: int = 4242  # the only destination port the relay connects to
+    max_tunnels: int = 256  # open relay connections per process
+    tunnel_idle_timeout: float = 60.0  # seconds without a byte either way
+    tunnel_max_bytes: int = 16 * 1024 * 1024  # bytes per tunnel, both directions
+    relay_head_timeout: float = 10.0  # seconds to send the CONNECT head
 
     @property
     def db_path(self) -> Path:
@@ -66,6 +73,13 @@ class Settings:
     @property
     def signing_key_path(self) -> Path:
         return self.signing_key or self.data_dir / "signing.key"
+
+    def relay_settings(self) -> RelaySettings:
+        """The bounce relay's bounds (raises :class:`BadConfig` when out of range)."""
+        return relay_settings_from(
+            self.relay_port, self.max_tunnels, self.tunnel_idle_timeout, self.tunnel_max_bytes,
+            self.probe_timeout, self.relay_head_timeout,
+        )
 
     def listen_addrs(self) -> list[tuple[str, int]]:
         return [parse_listen(spec) for spec in self.listen]
@@ -93,6 +107,9 @@ class Settings:
             raise BadConfig("rate_burst, rate_clients and redis_timeout must be positive")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen)
+        for spec in self.relay_listen:
+            parse_listen(spec)
+        self.relay_settings()
         if self.redis is not None and not self.redis.startswith(
             ("redis://", "rediss://", "unix://")
         ):

@@ -23,10 +23,12 @@ from aiohttp import web
 
 from notary import keys
 from notary.config import Settings, parse_listen
+from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.keys import Identity
 from notary.metrics import Metrics, create_metrics_app, worker_listen
+from notary.relay import Relay
 from notary.store.sqlite import SQLiteStore
-from notary.web import CONNS, SERVICE, create_app
+from notary.web import CONNS, SERVICE, build_resolver, create_app
 
 READY_KEY = "readyz.invalid:0"  # /readyz reads this (absent) record through to the store
 
@@ -91,6 +93,7 @@ async def serve(
     ssl_ctx = server_ssl_context(identity) if settings.tls else None
     urls: list[str] = []
     metrics_runner: web.AppRunner | None = None
+    relay: Relay | None = None
     try:
         if metrics is not None and settings.metrics_listen:
             backend = app[SERVICE].store.backend
@@ -115,6 +118,17 @@ async def serve(
             )
             await site.start()
             urls.extend(_site_urls(site, settings.tls))
+        if settings.relay_listen:
+            relay = await Relay(
+                settings.relay_settings(),
+                build_resolver(settings),
+                AddressPolicy(parse_networks(settings.allow_target)),
+                [parse_listen(spec) for spec in settings.relay_listen],
+                reuse_port=settings.workers > 1,
+            ).start()
+            for rhost, rport in relay.addresses:
+                log.info("bounce relay on http://%s:%d (to port %d only)",
+                         rhost, rport, settings.relay_port)
         if on_ready is not None:
             on_ready(urls)
         if stop is None:
@@ -124,6 +138,8 @@ async def serve(
                 loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
+        if relay is not None:
+            await relay.close()
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await runner.cleanup()
