@@ -129,3 +129,71 @@ def running_notary(data_dir: Path, args: list[str], port: int | None = None
         yield n
     finally:
         n.stop()
+
+
+class TLSTarget:
+    """A loopback TLS server (trustme certificate) that completes handshakes and hangs up.
+
+    Answers any SNI name with one certificate, so many ``--resolve``/hosts-file names can
+    point at it. Runs in a thread until :meth:`stop`.
+    """
+
+    def __init__(self, tmp: Path) -> None:
+        import hashlib
+        import ssl
+        import threading
+
+        import trustme
+        from cryptography import x509
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        ca = trustme.CA()
+        issued = ca.issue_cert("*.test", "127.0.0.1")
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        issued.configure_cert(self.ctx)
+        der = x509.load_pem_x509_certificate(issued.cert_chain_pems[0].bytes()).public_bytes(
+            Encoding.DER)
+        self.sha1 = hashlib.sha1(der).digest().hex(":").upper()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(512)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import ssl
+
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            conn.settimeout(2)
+            try:
+                with self.ctx.wrap_socket(conn, server_side=True):
+                    pass
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def post_fp(base_url: str, host: str, port: int, fp: str, timeout: float = 10.0
+            ) -> tuple[int, dict[str, str], bytes]:
+    """POST fingerprint=FP to /target/host+port; (status, headers, body), errors included."""
+    import urllib.error
+    import urllib.parse
+
+    data = urllib.parse.urlencode({"fingerprint": fp}).encode()
+    req = urllib.request.Request(f"{base_url}/target/{host}+{port}", data=data, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()

@@ -1,0 +1,171 @@
+"""Faults with real processes: Redis stopped and restarted under load; SIGKILL during writes.
+
+* Redis down: the notary keeps answering what its in-process cache holds, answers 503 with
+  ``Retry-After`` and a message naming the store where it cannot, never drops a connection or
+  dies, reports not-ready, and recovers by itself when Redis is back on the same address.
+* SQLite: a notary killed with SIGKILL while writing loses no record it had confirmed to a
+  client (a 200 after a live probe is sent only after the commit).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scale_helpers import RedisServer, TLSTarget, free_port, post_fp, running_notary
+
+
+@pytest.fixture
+def tls_target(tmp_path: Path) -> Iterator[TLSTarget]:
+    t = TLSTarget(tmp_path)
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+def hosts_file(path: Path, n: int) -> Path:
+    path.write_text("127.0.0.1 " + " ".join(f"h{i}.test" for i in range(n)) + "\n")
+    return path
+
+
+def http_status(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+class Load:
+    """Background request loops (bounded by time and count) recording every outcome."""
+
+    def __init__(self, url: str, hosts: list[str], port: int, fp: str, threads: int = 3) -> None:
+        self.statuses: list[int] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(url, hosts[i::threads], port, fp))
+            for i in range(threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, url: str, hosts: list[str], port: int, fp: str) -> None:
+        deadline = time.monotonic() + 30
+        for n in range(5000):
+            if self._stop.is_set() or time.monotonic() > deadline:
+                return
+            try:
+                status, _, _ = post_fp(url, hosts[n % len(hosts)], port, fp, timeout=5)
+                self.statuses.append(status)
+            except OSError as exc:
+                self.errors.append(repr(exc))
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(15)
+
+
+def test_redis_outage_under_load_serves_cache_503s_the_rest_and_recovers(
+    tmp_path: Path, own_redis: RedisServer, tls_target: TLSTarget
+) -> None:
+    port, fp = tls_target.port, tls_target.sha1
+    mport = free_port()
+    args = ["--redis", own_redis.url, "--hosts-file", str(hosts_file(tmp_path / "hosts", 400)),
+            "--metrics-listen", f"127.0.0.1:{mport}", "--negative-ttl", "0"]
+    with running_notary(tmp_path / "n", args) as n:
+        for i in range(10):
+            assert post_fp(n.url, f"h{i}.test", port, fp)[0] == 200
+        assert http_status(f"http://127.0.0.1:{mport}/readyz")[0] == 200
+        # the load mixes cached names with many never-seen ones
+        mix = [f"h{i}.test" for i in [*range(10), *range(100, 400)]]
+        load = Load(n.url, mix, port, fp)
+        try:
+            time.sleep(0.1)
+            own_redis.stop()
+            time.sleep(1.0)
+            status, headers, _ = post_fp(n.url, "h3.test", port, fp)
+            assert status == 200 and headers["Cache-Status"] == "converge-notary; hit"
+            status, headers, body = post_fp(n.url, "h40.test", port, fp)
+            assert status == 503
+            assert headers["Retry-After"] == "1"
+            assert "store-unavailable" in headers["Cache-Status"]
+            assert b"shared store (Redis) is unavailable" in body
+            ready, text = http_status(f"http://127.0.0.1:{mport}/readyz")
+            assert ready == 503 and "Redis" in text
+            assert http_status(f"http://127.0.0.1:{mport}/healthz")[0] == 200
+            own_redis.start()  # same port, empty (no persistence)
+            deadline = time.monotonic() + 15
+            status = 0
+            while time.monotonic() < deadline:
+                status = post_fp(n.url, "h41.test", port, fp)[0]
+                if status == 200:
+                    break
+                time.sleep(0.2)
+            assert status == 200, "the notary did not recover after Redis came back"
+            assert http_status(f"http://127.0.0.1:{mport}/readyz")[0] == 200
+        finally:
+            load.stop()
+        assert n.proc is not None and n.proc.poll() is None, "the notary died"
+        assert load.errors == []  # no dropped connections
+        assert set(load.statuses) <= {200, 503}
+        assert 200 in load.statuses and 503 in load.statuses
+        _, metrics = http_status(f"http://127.0.0.1:{mport}/metrics")
+        assert "notary_store_errors_total" in metrics
+        errors = [line for line in metrics.splitlines()
+                  if line.startswith("notary_store_errors_total ")]
+        assert float(errors[0].split()[1]) > 0
+
+
+def test_sqlite_sigkill_during_writes_loses_no_committed_record(
+    tmp_path: Path, tls_target: TLSTarget
+) -> None:
+    port, fp = tls_target.port, tls_target.sha1
+    names = [f"h{i}.test" for i in range(400)]
+    args = ["--hosts-file", str(hosts_file(tmp_path / "hosts", len(names)))]
+    confirmed: list[str] = []
+    lock = threading.Lock()
+    with running_notary(tmp_path / "n", args) as n:
+        assert n.proc is not None
+
+        def writer(mine: list[str]) -> None:
+            for host in mine:
+                try:
+                    status, headers, _ = post_fp(n.url, host, port, fp, timeout=5)
+                except OSError:
+                    return  # the notary is gone
+                if status == 200 and headers.get("Cache-Status") == "converge-notary; fwd=miss":
+                    with lock:
+                        confirmed.append(host)
+
+        threads = [threading.Thread(target=writer, args=(names[i::8],)) for i in range(8)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        while len(confirmed) < 60 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(n.proc.pid, signal.SIGKILL)  # mid-write: eight writers are in flight
+        n.proc.wait(10)
+        for t in threads:
+            t.join(15)
+    assert len(confirmed) >= 60
+    db = sqlite3.connect(tmp_path / "n" / "notary.sqlite3")
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        stored = {row[0] for row in db.execute("SELECT location FROM targets")}
+        observed = {row[0] for row in db.execute("SELECT DISTINCT location FROM observations")}
+    finally:
+        db.close()
+    want = {f"{h}:{port}" for h in confirmed}
+    assert want <= stored and want <= observed
+    assert len(stored) < len(names)  # the kill really interrupted the run
