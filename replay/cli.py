@@ -65,7 +65,8 @@ def cmd_synth(a: argparse.Namespace) -> int:
     cfg = SynthConfig(seed=a.seed, scale=a.scale, duration=a.duration,
                       unnamed_share=a.unnamed_share, dead_visit_share=a.dead_share,
                       mitm_share=a.mitm_share, slow_share=a.slow_share,
-                      rotating_share=a.rotating_share, min_role_sites=a.min_role_sites)
+                      rotating_share=a.rotating_share, min_role_sites=a.min_role_sites,
+                      special_visits=a.special_visits)
     trace = SyntheticTrace(cfg)
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
@@ -260,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--slow-share", type=float, default=0.01)
     s.add_argument("--rotating-share", type=float, default=0.01)
     s.add_argument("--min-role-sites", type=int, default=1)
+    s.add_argument("--special-visits", type=int, default=1,
+                   help="guaranteed visits to each slow/rotating/mitm site")
     s.set_defaults(func=cmd_synth)
 
     f = sub.add_parser("farm", help="serve the synthetic sites over TLS on loopback")

@@ -168,10 +168,13 @@ class FarmServer:
         self.slow_delay = slow_delay
         self.rotate_period = rotate_period
         self.max_contexts = max_contexts
+        self.max_connections = max_connections
         self._contexts: OrderedDict[tuple[str, int], ssl.SSLContext] = OrderedDict()
         self._sem = asyncio.Semaphore(max_connections)
         self._servers: list[asyncio.base_events.Server] = []
         self._dead_sock: socket.socket | None = None
+        self._slow_sock: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.stats = FarmStats()
         self.default_context = self._site_context(next(iter(self.sites)), 0) if self.sites \
@@ -225,8 +228,8 @@ class FarmServer:
         self.stats.handshakes[self.sites[host]["role"]] += 1
         return None
 
-    async def _serve_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                          slow: bool) -> None:
+    async def _serve_conn(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
         self.stats.accepted += 1
         if self._sem.locked():
             self.stats.refused_overload += 1
@@ -234,10 +237,6 @@ class FarmServer:
             return
         async with self._sem:
             try:
-                if slow:
-                    await asyncio.sleep(self.slow_delay)
-                    await asyncio.wait_for(writer.start_tls(self.listen_context),
-                                           HANDSHAKE_TIMEOUT)
                 with contextlib.suppress(asyncio.TimeoutError):
                     data = await asyncio.wait_for(reader.read(MAX_REQUEST_BYTES), IDLE_TIMEOUT)
                     if data:
@@ -257,19 +256,65 @@ class FarmServer:
         p = self.ports
         try:
             main = await asyncio.start_server(
-                lambda r, w: self._serve_conn(r, w, False), p.host, p.main,
+                self._serve_conn, p.host, p.main,
                 ssl=self.listen_context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT, backlog=1024)
-            slow = await asyncio.start_server(
-                lambda r, w: self._serve_conn(r, w, True), p.host, p.slow, backlog=1024)
+            slow_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            slow_sock.bind((p.host, p.slow))
+            slow_sock.listen(1024)
+            slow_sock.setblocking(False)
             dead = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             dead.bind((p.host, p.dead))  # bound, never listening: connections are refused
         except OSError as exc:
             await self.stop()
             raise ReplayIOError(f"cannot listen on {p.host}: {exc}") from exc
-        self._servers = [main, slow]
+        self._servers = [main]
+        self._slow_sock = slow_sock
         self._dead_sock = dead
+        self._accept_task = asyncio.create_task(self._accept_slow(slow_sock))
+
+    async def _accept_slow(self, sock: socket.socket) -> None:
+        """Accept on the slow port; each connection's handshake starts ``slow_delay`` later.
+
+        The accepted socket is not read at all until it is handed to the TLS transport, so
+        the client's hello waits in the kernel, as behind a slow server.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(sock)
+            self.stats.accepted += 1
+            if len(self._tasks) >= self.max_connections:
+                self.stats.refused_overload += 1
+                conn.close()
+                continue
+            task = asyncio.create_task(self._slow_handshake(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _slow_handshake(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.sleep(self.slow_delay)
+            await loop.connect_accepted_socket(_Responder, conn, ssl=self.listen_context,
+                                               ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
+            self.stats.failed += 1
+            conn.close()
+        except asyncio.CancelledError:
+            conn.close()
+            raise
 
     async def stop(self) -> None:
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accept_task
+            self._accept_task = None
+        if self._slow_sock is not None:
+            self._slow_sock.close()
+            self._slow_sock = None
+        for t in list(self._tasks):
+            t.cancel()
         for s in self._servers:
             s.close()
         for s in self._servers:
@@ -279,6 +324,27 @@ class FarmServer:
         if self._dead_sock is not None:
             self._dead_sock.close()
             self._dead_sock = None
+
+
+class _Responder(asyncio.Protocol):
+    """After the handshake: answer one request with a tiny HTTP response, or close when idle."""
+
+    def __init__(self) -> None:
+        self.transport: Any = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.timer = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
+                             b"Connection: close\r\n\r\n")
+        self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 def site_fingerprints(state: Path, hosts: Iterable[str]) -> dict[str, list[str]]:

@@ -156,7 +156,7 @@ def tls_pin_from_server(url: str, expect_sha1: str | None, timeout: float = 5.0,
 
 
 class Replayer:
-    """One replay run. ``clock`` is the event loop's monotonic clock unless given."""
+    """One replay run. Send times come from ``time.perf_counter`` (sub-microsecond)."""
 
     def __init__(self, config: RunConfig, writer: ResultWriter,
                  log: Callable[[str], None] | None = None) -> None:
@@ -181,8 +181,8 @@ class Replayer:
 
     async def _send(self, session: aiohttp.ClientSession, seq: int, ev: WorkloadEvent,
                     intended: float, start: float) -> None:
-        loop = asyncio.get_running_loop()
-        actual = loop.time()
+        clock = time.perf_counter
+        actual = clock()
         self._observe(actual - intended, actual)
         base = self._notary_for(ev)
         path = f"/target/{ev.host}+{ev.port}"
@@ -200,7 +200,7 @@ class Replayer:
                     headers={"Content-Type": "application/x-www-form-urlencoded"}
                     if method == "POST" else None) as resp:
                 payload = await resp.content.read(MAX_BODY_BYTES)
-                latency = loop.time() - actual
+                latency = clock() - actual
                 status = resp.status
                 cache_status = resp.headers.get("Cache-Status", "")
                 layer = classify_cache_status(cache_status)
@@ -212,7 +212,7 @@ class Replayer:
                                             for k, v in resp.raw_headers) + len(payload))
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             err = error_kind(exc)
-            latency = loop.time() - actual
+            latency = clock() - actual
         self.summary.completed += 1
         if status is not None:
             self.summary.statuses[status] = self.summary.statuses.get(status, 0) + 1
@@ -236,7 +236,6 @@ class Replayer:
                                     layer, "", 0, 0, ev.ssl_bytes))
 
     async def _progress(self, start: float) -> None:
-        loop = asyncio.get_running_loop()
         last_sent = 0
         while True:
             await asyncio.sleep(self.config.progress_interval)
@@ -244,20 +243,20 @@ class Replayer:
             w = self.monitor.take_window()
             rate = (s.sent - last_sent) / self.config.progress_interval
             last_sent = s.sent
-            self.log(f"[{loop.time() - start:7.1f}s] events {s.events} sent {s.sent} "
+            self.log(f"[{time.perf_counter() - start:7.1f}s] events {s.events} sent {s.sent} "
                      f"({rate:.0f}/s) done {s.completed} in-flight {len(self._inflight)} "
                      f"client-hits {s.client_hits} errors {sum(s.errors.values())} "
                      f"late p99 {w.quantile(0.99) * 1000:.1f} ms")
 
     async def run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
         cfg = self.config
-        loop = asyncio.get_running_loop()
+        clock = time.perf_counter
         timeout = aiohttp.ClientTimeout(total=cfg.timeout, sock_connect=cfg.connect_timeout)
         connector = aiohttp.TCPConnector(limit=cfg.connections, ssl=cfg.tls
                                          if cfg.tls is not None else True,
                                          enable_cleanup_closed=False)
         wall0 = time.monotonic()
-        start = loop.time() + START_LEAD
+        start = clock() + START_LEAD
         pacer = Pacer(start, cfg.speed)
         progress = (asyncio.create_task(self._progress(start))
                     if cfg.progress_interval > 0 else None)
@@ -274,7 +273,7 @@ class Replayer:
                         s.stopped_early = True
                         break
                     s.events += 1
-                    delay = intended - loop.time()
+                    delay = intended - clock()
                     if delay > 0.0005:
                         await asyncio.sleep(delay)
                     if ev.kind == KIND_CLIENT_HIT:

@@ -74,6 +74,7 @@ class SynthConfig:
     min_role_sites: int = 1
     mean_flow_bytes: float = 700_000.0
     sni_share: float = 0.0
+    special_visits: int = 1
 
     def validate(self) -> None:
         if not 0 < self.scale <= 10:
@@ -187,6 +188,9 @@ class SyntheticTrace:
                                   self._root()))
                 idx += 1
             self.sites_by_category[cat] = sites
+        total = idx + c.scaled(c.dead_sites)
+        if total > NAMED_NET.num_addresses - 2:
+            raise ReplayInputError(f"{total} sites do not fit in {NAMED_NET}; lower --scale")
         for i in range(c.scaled(c.dead_sites)):
             cat = "cloud" if i % 4 else "other"
             host = f"vm{i}.gone-{'xy'[i % 2]}.test" if cat == "cloud" else f"old{i}.gone.test"
@@ -214,6 +218,10 @@ class SyntheticTrace:
         for cat in CATEGORIES:
             yield from self.sites_by_category[cat]
         yield from self.dead
+
+    def special_sites(self) -> list[Site]:
+        return [s for cat in CATEGORIES for s in self.sites_by_category[cat]
+                if s.role in ("slow", "rotating", "mitm")]
 
     def name_map(self) -> Iterator[tuple[str, str]]:
         for s in self.sites():
@@ -275,10 +283,16 @@ class SyntheticTrace:
         per_visit = (c.dead_visit_share * DEAD_FLOWS_PER_VISIT
                      + (1 - c.dead_visit_share) * c.flows_per_visit)
         self.summary.per_second_named = [0] * len(rates)
+        # every slow/rotating/mitm site is visited at least ``special_visits`` times, so even
+        # tiny traces exercise each farm role
+        forced: dict[int, list[Site]] = {}
+        for site in self.special_sites():
+            for _ in range(c.special_visits):
+                forced.setdefault(rng.randrange(max(1, len(rates) // 2)), []).append(site)
         for sec, rate in enumerate(rates):
             t0 = c.start + sec
-            for _ in range(_poisson(rng, rate / per_visit)):
-                site = self._visit_site()
+            visits = [self._visit_site() for _ in range(_poisson(rng, rate / per_visit))]
+            for site in visits + forced.get(sec, []):
                 src = self._client()
                 self.summary.visits += 1
                 k = 1
