@@ -1,0 +1,430 @@
+"""One full notary benchmark run: start everything, measure, write JSON and Markdown.
+
+    python -m bench.notary.run [--seconds 3] [--trials 7] [--quick]
+
+Scenarios (see docs/benchmarks.md, "Method"): cached validations over keep-alive, cached
+validations with a new TLS connection per request, and forced live probes; each against a
+baseline measured in the same run, trials interleaved, medians reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.notary import report, stime, wrk
+from bench.notary.certs import CertFiles, make_rsa_cert
+from bench.notary.procs import BenchError, Processes, free_port, http_request
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+SITE = "site.test"
+HIT = "converge-notary; hit"
+MISS = "converge-notary; fwd=miss"
+
+
+@dataclass(frozen=True)
+class Options:
+    seconds: int = 3
+    trials: int = 7
+    threads: int = 2
+    connections: int = 64
+    probe_connections: int = 16
+    distinct_hosts: int = 4096
+    rate_limit: float = 1e9
+    scenarios: tuple[str, ...] = ("cached_keepalive", "cached_tls_per_request", "forced_probes")
+    out_json: Path | None = ROOT / "bench" / "results" / "notary.json"
+    out_md: Path | None = ROOT / "docs" / "benchmarks.md"
+    work_dir: Path | None = None
+
+
+def _python() -> str:
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def notary_argv(data_dir: Path, port: int, *, tls: bool, rate_limit: float,
+                extra: Sequence[str] = ()) -> list[str]:
+    argv = [
+        _python(), "-m", "notary.cli", "serve",
+        "--data-dir", str(data_dir),
+        "--listen", f"{HOST}:{port}",
+        "--allow-target", "127.0.0.0/8",
+        "--resolve", f"{SITE}={HOST}",
+        "--workers", "1",
+        "--rate-limit", f"{rate_limit:g}",
+        "--rate-burst", str(int(min(rate_limit, 2**31 - 1))),
+    ]
+    if not tls:
+        argv.append("--no-tls")
+    return argv + list(extra)
+
+
+def trivial_argv(port: int, body_size: int, cert: tuple[Path, Path] | None = None) -> list[str]:
+    argv = [_python(), "-m", "bench.notary.trivial", "--listen", f"{HOST}:{port}",
+            "--body-size", str(body_size)]
+    if cert is not None:
+        argv += ["--cert", str(cert[0]), "--key", str(cert[1])]
+    return argv
+
+
+def warm(port: int, target_port: int, cert: CertFiles, *, tls: bool) -> int:
+    """Put the target in the notary's cache; return the size of a cached answer's body."""
+    path = f"/target/{SITE}+{target_port}"
+    body = f"fingerprint={cert.sha1}".encode()
+    status, _, _ = http_request(HOST, port, "POST", path, body=body, tls=tls, timeout=10)
+    if status != 200:
+        raise BenchError(f"warming the notary on port {port}: status {status}, expected 200")
+    status, headers, data = http_request(HOST, port, "POST", path, body=body, tls=tls)
+    if status != 200 or headers.get("Cache-Status") != HIT:
+        raise BenchError(f"notary on port {port} did not answer from cache: {status} {headers}")
+    return len(data)
+
+
+def unexpected(result: wrk.WrkResult, status: str, cache: str) -> int:
+    """Answers that are not the expected status with the expected Cache-Status."""
+    return max(result.statuses.get(status, 0) and 0, 0) + (
+        result.requests - min(result.statuses.get(status, 0), result.cache_status.get(cache, 0))
+    )
+
+
+def probe_count(metrics_port: int) -> int | None:
+    """Live probes done so far (``notary_probe_seconds_count``, all outcomes), or None."""
+    try:
+        status, _, data = http_request(HOST, metrics_port, "GET", "/metrics", timeout=5)
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    total = 0.0
+    found = False
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.startswith("notary_probe_seconds_count"):
+            total += float(line.rsplit(" ", 1)[1])
+            found = True
+    return int(total) if found else None
+
+
+def machine_info() -> dict[str, Any]:
+    def tool_version(argv: list[str]) -> str | None:
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0].strip() if text else None
+
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import aiohttp
+        import uvloop
+
+        libs = {"aiohttp": aiohttp.__version__, "uvloop": uvloop.__version__}
+    except ImportError:
+        libs = {}
+    return {
+        "nproc": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "wrk": tool_version(["wrk", "-v"]),
+        "openssl": tool_version(["openssl", "version"]),
+        "libraries": libs,
+        "loadavg_before": _loadavg(),
+    }
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _log(msg: str) -> None:
+    print(f"bench/notary: {msg}", flush=True)
+
+
+def run(opts: Options) -> dict[str, Any]:
+    """Measure every scenario in ``opts.scenarios``; return the results document."""
+    started = _now()
+    machine = machine_info()
+    with tempfile.TemporaryDirectory(prefix="converge-bench-") as tmp:
+        work = opts.work_dir or Path(tmp)
+        with Processes(work / "logs") as ps:
+            scenarios = _measure(ps, work, opts)
+    machine["loadavg_after"] = _loadavg()
+    return {
+        "schema": 1,
+        "benchmark": "notary",
+        "started_at": started,
+        "finished_at": _now(),
+        "commit": _commit(),
+        "machine": machine,
+        "settings": {
+            "seconds": opts.seconds,
+            "trials": opts.trials,
+            "threads": opts.threads,
+            "connections": opts.connections,
+            "probe_connections": opts.probe_connections,
+            "distinct_hosts": opts.distinct_hosts,
+            "rate_limit": opts.rate_limit,
+            "workers": 1,
+        },
+        "study": report.STUDY,
+        "scenarios": scenarios,
+    }
+
+
+def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
+    want = set(opts.scenarios)
+    target = make_rsa_cert(work / "target", SITE)
+    tport = free_port()
+    ps.start("s_server", stime.s_server_argv(target, HOST, tport))
+    ps.wait_tcp("s_server", HOST, tport)
+
+    Trial = Callable[[], dict[str, Any]]
+    plans: dict[str, tuple[Trial, Trial]] = {}
+    meta: dict[str, dict[str, Any]] = {}
+
+    if want & {"cached_keepalive", "cached_tls_per_request"}:
+        script_ka = wrk.write_script(work / "cached.lua", target_host=SITE, target_port=tport,
+                                     fingerprint=target.sha1)
+        script_close = wrk.write_script(work / "cached-close.lua", target_host=SITE,
+                                        target_port=tport, fingerprint=target.sha1, close=True)
+
+    def wrk_trial(port: int, script: Path, tls: bool, conns: int, status: str,
+                  cache: str) -> Trial:
+        url = f"{'https' if tls else 'http'}://{HOST}:{port}"
+
+        def go() -> dict[str, Any]:
+            r = wrk.run_wrk(url, script, threads=opts.threads, connections=conns,
+                            seconds=opts.seconds)
+            d = r.as_dict()
+            d["unexpected"] = unexpected(r, status, cache)
+            return d
+
+        return go
+
+    if "cached_keepalive" in want:
+        np = free_port()
+        ps.start("notary-plain", notary_argv(work / "notary-plain", np, tls=False,
+                                             rate_limit=opts.rate_limit))
+        ps.wait_http("notary-plain", HOST, np)
+        size = warm(np, tport, target, tls=False)
+        bp = free_port()
+        ps.start("trivial-plain", trivial_argv(bp, size))
+        ps.wait_http("trivial-plain", HOST, bp)
+        plans["cached_keepalive"] = (
+            wrk_trial(np, script_ka, False, opts.connections, "200", HIT),
+            wrk_trial(bp, script_ka, False, opts.connections, "200", HIT),
+        )
+        meta["cached_keepalive"] = {
+            "title": "Cached, keep-alive (HTTP)",
+            "baseline_title": "trivial aiohttp+uvloop app",
+            "target": 0.60, "body_bytes": size,
+        }
+
+    if "cached_tls_per_request" in want:
+        ntp = free_port()
+        ntls_dir = work / "notary-tls"
+        ps.start("notary-tls", notary_argv(ntls_dir, ntp, tls=True, rate_limit=opts.rate_limit))
+        ps.wait_http("notary-tls", HOST, ntp, tls=True)
+        size = warm(ntp, tport, target, tls=True)
+        btp = free_port()
+        ps.start("trivial-tls", trivial_argv(btp, size, (ntls_dir / "notary.pem",
+                                                         ntls_dir / "notary.key")))
+        ps.wait_http("trivial-tls", HOST, btp, tls=True)
+        plans["cached_tls_per_request"] = (
+            wrk_trial(ntp, script_close, True, opts.connections, "200", HIT),
+            wrk_trial(btp, script_close, True, opts.connections, "200", HIT),
+        )
+        meta["cached_tls_per_request"] = {
+            "title": "Cached, new TLS connection per request",
+            "baseline_title": "trivial app over TLS, same key",
+            "target": None, "body_bytes": size,
+        }
+
+    probe_metrics: int | None = None
+    if "forced_probes" in want:
+        names = wrk.probe_host_names(opts.threads, opts.distinct_hosts)
+        hosts_file = work / "probe-hosts"
+        hosts_file.write_text("".join(f"{HOST} {n}\n" for n in names))
+        pp = free_port()
+        probe_metrics = free_port()
+        ps.start("notary-probe", notary_argv(
+            work / "notary-probe", pp, tls=False, rate_limit=opts.rate_limit,
+            extra=["--hosts-file", str(hosts_file), "--negative-ttl", "0",
+                   "--metrics-listen", f"{HOST}:{probe_metrics}"],
+        ))
+        ps.wait_http("notary-probe", HOST, pp)
+        script_probe = wrk.write_script(work / "probe.lua", target_host=SITE, target_port=tport,
+                                        fingerprint=target.wrong_sha1,
+                                        distinct_hosts=opts.distinct_hosts)
+        probe_trial = wrk_trial(pp, script_probe, False, opts.probe_connections, "409", MISS)
+
+        def counted_probe_trial() -> dict[str, Any]:
+            before = probe_count(probe_metrics) if probe_metrics else None
+            d = probe_trial()
+            after = probe_count(probe_metrics) if probe_metrics else None
+            d["probes_counted"] = None if before is None or after is None else after - before
+            return d
+
+        def stime_trial() -> dict[str, Any]:
+            return stime.s_time(HOST, tport, opts.seconds).as_dict()
+
+        plans["forced_probes"] = (counted_probe_trial, stime_trial)
+        meta["forced_probes"] = {
+            "title": "Forced live probes (409 every time)",
+            "baseline_title": "target's raw handshakes (openssl s_time -new)",
+            "target": 0.70,
+        }
+
+    # A short warm-up of every side (first connections, caches, page faults), not recorded.
+    for name, (subject, baseline) in plans.items():
+        _log(f"warm-up: {name}")
+        subject()
+        baseline()
+
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {
+        k: {"notary": [], "baseline": []} for k in plans
+    }
+    for i in range(opts.trials):
+        for name, (subject, baseline) in plans.items():
+            order = [("notary", subject), ("baseline", baseline)]
+            if i % 2:
+                order.reverse()
+            for side, fn in order:
+                results[name][side].append(fn())
+            n, b = results[name]["notary"][-1], results[name]["baseline"][-1]
+            _log(f"trial {i + 1}/{opts.trials} {name}: notary {n['rate']:,.0f}/s, "
+                 f"baseline {b['rate']:,.0f}/s, ratio {n['rate'] / b['rate']:.2f}")
+
+    out: dict[str, Any] = {}
+    for name in plans:
+        m = meta[name]
+        n_trials, b_trials = results[name]["notary"], results[name]["baseline"]
+        n_sum, b_sum = report.summarize(n_trials), report.summarize(b_trials)
+        n_sum["unexpected"] = sum(int(t.get("unexpected", 0)) for t in n_trials)
+        entry: dict[str, Any] = {
+            "title": m["title"],
+            "baseline_title": m["baseline_title"],
+            "notary": n_sum,
+            "baseline": b_sum,
+            "compare": report.compare(n_trials, b_trials, m["target"]),
+            "trials": {"notary": n_trials, "baseline": b_trials},
+        }
+        if "body_bytes" in m:
+            entry["body_bytes"] = m["body_bytes"]
+        if name == "cached_tls_per_request":
+            entry["mean_ms_incl_handshake"] = {
+                side: opts.connections / s["rate"] * 1000 if s.get("rate") else None
+                for side, s in (("notary", n_sum), ("baseline", b_sum))
+            }
+        if name == "forced_probes":
+            counted = [t.get("probes_counted") for t in n_trials]
+            answered = sum(int(t["requests"]) for t in n_trials)
+            ok = all(c is not None for c in counted)
+            entry["verification"] = {
+                "requests": answered,
+                "probes_counted": sum(c for c in counted if c is not None) if ok else None,
+                "fwd_miss": n_sum["cache_status"].get(MISS, 0),
+                "note": "each answered request made its own probe" if ok and sum(
+                    c for c in counted if c is not None) >= answered else
+                "probe count unavailable or below the request count",
+            }
+        out[name] = entry
+    return out
+
+
+def write_outputs(doc: dict[str, Any], out_json: Path | None, out_md: Path | None) -> None:
+    if out_json is not None:
+        out_json.parent.mkdir(parents=True, exist_ok=True)
+        out_json.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        _log(f"wrote {out_json}")
+    if out_md is not None:
+        out_md.parent.mkdir(parents=True, exist_ok=True)
+        out_md.write_text(report.render_markdown(doc))
+        _log(f"wrote {out_md}")
+
+
+def print_summary(doc: dict[str, Any]) -> None:
+    for name, row in doc["scenarios"].items():
+        n, b, c = row["notary"], row["baseline"], row["compare"]
+        tgt = "" if c["target"] is None else (
+            f" (target {c['target']:.0%}: {'met' if c['meets_target'] else 'NOT met'})")
+        print(f"{name}: notary {n['rate']:,.0f}/s p50 {n.get('p50_ms', 0):.2f} ms "
+              f"p99 {n.get('p99_ms', 0):.2f} ms errors {report.error_count(n)}; "
+              f"baseline {b['rate']:,.0f}/s; ratio {c['ratio']:.2f}{tgt}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.notary.run", description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=int, default=Options.seconds, help="per trial and side")
+    p.add_argument("--trials", type=int, default=Options.trials)
+    p.add_argument("--connections", type=int, default=Options.connections)
+    p.add_argument("--probe-connections", type=int, default=Options.probe_connections)
+    p.add_argument("--scenario", action="append", choices=Options.scenarios,
+                   help="run only this scenario (repeatable)")
+    p.add_argument("--quick", action="store_true", help="1 s trials, 3 trials (a smoke run)")
+    p.add_argument("--no-write", action="store_true", help="print only; keep results files")
+    p.add_argument("--work-dir", type=Path, help="keep logs and scripts here")
+    args = p.parse_args(argv)
+    if not 1 <= args.seconds <= 60 or not 1 <= args.trials <= 50:
+        p.error("--seconds must be 1..60 and --trials 1..50")
+    opts = Options(
+        seconds=1 if args.quick else args.seconds,
+        trials=3 if args.quick else args.trials,
+        connections=args.connections,
+        probe_connections=args.probe_connections,
+        scenarios=tuple(args.scenario) if args.scenario else Options.scenarios,
+        out_json=None if args.no_write else Options.out_json,
+        out_md=None if args.no_write else Options.out_md,
+        work_dir=args.work_dir,
+    )
+    t0 = time.monotonic()
+    try:
+        doc = run(opts)
+    except BenchError as exc:
+        print(f"bench/notary: failed: {exc}", file=sys.stderr)
+        return 1
+    doc["elapsed_seconds"] = round(time.monotonic() - t0, 1)
+    write_outputs(doc, opts.out_json, opts.out_md)
+    print_summary(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
