@@ -1,0 +1,363 @@
+"""The conformance environment: real notaries, real TLS targets, all on loopback.
+
+* Three notaries (``notary serve``), organisations Org A, B and C, on free 127.0.0.1 ports
+  with ``--allow-target 127.0.0.0/8``. A and B resolve ``split.test`` to 127.0.0.1 (the
+  genuine server), C to 127.0.0.2 (a forged certificate on the same port): a
+  man-in-the-middle on C's path.
+* "Org Dead": a bundle whose host port has nothing listening.
+* "Org Wrongpin": Org C's host with Org A's certificate in the bundle.
+* "Org Replay": a relay presenting Org B's own certificate (so the pin holds) that forwards
+  each request to Org A and returns A's signed bytes: the signature cannot verify against
+  B's key.
+* HTTPS targets made with trustme: the genuine one on 127.0.0.1:P, the forged one on
+  127.0.0.2:P.
+
+Everything is started once per session. When ``notary`` (the console script) is missing the
+live cases are skipped with that reason; the vector cases still run.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import socketserver
+import ssl
+import subprocess
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = ROOT / ".venv"
+HERE = Path(__file__).resolve().parent
+NOTARY_STARTUP_TIMEOUT = 30.0
+
+
+def notary_command() -> str | None:
+    exe = VENV / "bin" / "notary"
+    if exe.exists():
+        return str(exe)
+    return shutil.which("notary")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------ clients
+
+
+@dataclass
+class ClientCli:
+    language: str
+    command: list[str]
+    expected_failures: set[str]
+    skip_reason: str | None = None
+
+    def run(self, *args: str, timeout: float = 60) -> tuple[int, list[dict[str, Any]], str]:
+        proc = subprocess.run(
+            [*self.command, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        )
+        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        return proc.returncode, lines, proc.stderr
+
+
+def load_clients() -> list[ClientCli]:
+    raw = tomllib.loads((HERE / "clients.toml").read_text())
+    out = []
+    for lang, spec in raw.items():
+        cmd = [c.replace("{root}", str(ROOT)).replace("{venv}", str(VENV)) for c in spec["command"]]
+        reason = None
+        if not Path(cmd[0]).exists() and shutil.which(cmd[0]) is None:
+            reason = f"{lang} conformance CLI {cmd[0]} is not built"
+        out.append(ClientCli(lang, cmd, set(spec.get("expected_failures", [])), reason))
+    return out
+
+
+CLIENTS = load_clients()
+
+
+# ------------------------------------------------------------------------ servers
+
+
+class _Threaded(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def _tls_server(addr: tuple[str, int], ctx: ssl.SSLContext, handle: Any) -> socketserver.TCPServer:
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            try:
+                with ctx.wrap_socket(self.request, server_side=True) as s:
+                    s.settimeout(10)
+                    handle(s)
+            except (OSError, ssl.SSLError):
+                pass
+
+    server = _Threaded(addr, Handler)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    return server
+
+
+def _read_request(s: ssl.SSLSocket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 16384:
+        chunk = s.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        if line.lower().startswith(b"content-length:"):
+            length = min(int(line.split(b":", 1)[1]), 16384)
+    while len(body) < length:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+@dataclass
+class Notary:
+    name: str
+    data_dir: Path
+    port: int
+    bundle_file: Path
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+
+@dataclass
+class Environment:
+    tmp: Path
+    target_port: int
+    genuine_sha1: str
+    genuine_sha256: str
+    forged_sha1: str
+    bundles: dict[str, Path] = field(default_factory=dict)
+    notaries: list[Notary] = field(default_factory=list)
+
+
+def _wait_ready(n: Notary) -> None:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + NOTARY_STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if n.proc is not None and n.proc.poll() is not None:
+            log = n.log.read_text() if n.log else ""
+            raise RuntimeError(f"notary {n.name} exited: {log[-2000:]}")
+        conn = http.client.HTTPSConnection("127.0.0.1", n.port, timeout=2, context=ctx)
+        try:
+            conn.request("GET", "/", headers={"Accept": "application/json"})
+            if conn.getresponse().status == 200:
+                return
+        except (OSError, ssl.SSLError, http.client.HTTPException):
+            time.sleep(0.1)
+        finally:
+            conn.close()
+    raise RuntimeError(f"notary {n.name} not ready after {NOTARY_STARTUP_TIMEOUT} s")
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
+
+
+def _bundle(notary: str, data_dir: Path, port: int, name: str, out: Path) -> Path:
+    _run(
+        [
+            notary,
+            "bundle",
+            "--data-dir",
+            str(data_dir),
+            "--host",
+            "127.0.0.1",
+            "--ssl-port",
+            str(port),
+            "--name",
+            name,
+            "-o",
+            str(out),
+        ]
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    notary = notary_command()
+    if notary is None:
+        pytest.skip(
+            "the notary console script (.venv/bin/notary) is missing; "
+            "run `make setup` once notary/ is installed"
+        )
+    tmp = tmp_path_factory.mktemp("conformance")
+    ca = trustme.CA()
+    genuine = ca.issue_cert("split.test", "127.0.0.1", "localhost")
+    forged = ca.issue_cert("split.test", "127.0.0.1", "localhost")
+
+    def der(leaf: trustme.LeafCert) -> bytes:
+        return ssl.PEM_cert_to_DER_cert(leaf.cert_chain_pems[0].bytes().decode())
+
+    import hashlib
+
+    def colon(d: bytes) -> str:
+        return ":".join(f"{b:02X}" for b in d)
+
+    servers: list[socketserver.TCPServer] = []
+    procs: list[Notary] = []
+    try:
+        # the genuine target on 127.0.0.1:P, the forged one on 127.0.0.2:P
+        forged_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        forged.configure_cert(forged_ctx)
+        forged_srv = _tls_server(("127.0.0.2", 0), forged_ctx, lambda s: s.recv(1))
+        servers.append(forged_srv)
+        port = forged_srv.server_address[1]
+        genuine_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        genuine.configure_cert(genuine_ctx)
+        servers.append(_tls_server(("127.0.0.1", port), genuine_ctx, lambda s: s.recv(1)))
+        e = Environment(
+            tmp,
+            port,
+            colon(hashlib.sha1(der(genuine)).digest()),
+            colon(hashlib.sha256(der(genuine)).digest()),
+            colon(hashlib.sha1(der(forged)).digest()),
+        )
+
+        for letter, split_ip in (("A", "127.0.0.1"), ("B", "127.0.0.1"), ("C", "127.0.0.2")):
+            d = tmp / f"notary-{letter}"
+            p = free_port()
+            log = tmp / f"notary-{letter}.log"
+            n = Notary(f"Org {letter}", d, p, tmp / f"org-{letter.lower()}.notary", log=log)
+            with log.open("wb") as fh:
+                n.proc = subprocess.Popen(
+                    [
+                        notary,
+                        "serve",
+                        "--data-dir",
+                        str(d),
+                        "--listen",
+                        f"127.0.0.1:{p}",
+                        "--allow-target",
+                        "127.0.0.0/8",
+                        "--resolve",
+                        f"split.test={split_ip}",
+                        "--probe-timeout",
+                        "2",
+                        "--negative-ttl",
+                        "1",
+                    ],
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    cwd=tmp,
+                )
+            procs.append(n)
+        for n in procs:
+            _wait_ready(n)
+            _bundle(notary, n.data_dir, n.port, n.name, n.bundle_file)
+            e.bundles[n.name] = n.bundle_file
+        e.notaries = procs
+
+        # Org Dead: a real key, nothing listening
+        dead_dir = tmp / "notary-dead"
+        _run([notary, "keygen", "--data-dir", str(dead_dir)])
+        e.bundles["Org Dead"] = _bundle(
+            notary, dead_dir, free_port(), "Org Dead", tmp / "org-dead.notary"
+        )
+        e.bundles["Org Dead2"] = _bundle(
+            notary, dead_dir, free_port(), "Org Dead2", tmp / "org-dead2.notary"
+        )
+
+        # Org Wrongpin: C's address, A's certificate
+        a = json.loads(e.bundles["Org A"].read_text())
+        c = json.loads(e.bundles["Org C"].read_text())
+        wp = {**c, "name": "Org Wrongpin"}
+        wp["hosts"] = [{**c["hosts"][0], "certificate": a["hosts"][0]["certificate"]}]
+        e.bundles["Org Wrongpin"] = tmp / "org-wrongpin.notary"
+        e.bundles["Org Wrongpin"].write_text(json.dumps(wp))
+
+        # Org Replay: presents B's certificate, answers with A's signed bytes
+        relay_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        relay_ctx.load_cert_chain(
+            str(procs[1].data_dir / "notary.pem"), str(procs[1].data_dir / "notary.key")
+        )
+        upstream_port = procs[0].port
+
+        def relay(s: ssl.SSLSocket) -> None:
+            req = _read_request(s)
+            up_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            up_ctx.check_hostname = False
+            up_ctx.verify_mode = ssl.CERT_NONE
+            with (
+                socket.create_connection(("127.0.0.1", upstream_port), timeout=10) as raw,
+                up_ctx.wrap_socket(raw) as up,
+            ):
+                up.sendall(req)
+                while chunk := up.recv(65536):
+                    s.sendall(chunk)
+
+        relay_srv = _tls_server(("127.0.0.1", 0), relay_ctx, relay)
+        servers.append(relay_srv)
+        b = json.loads(e.bundles["Org B"].read_text())
+        rp = {**b, "name": "Org Replay"}
+        rp["hosts"] = [{**b["hosts"][0], "ssl_port": relay_srv.server_address[1]}]
+        e.bundles["Org Replay"] = tmp / "org-replay.notary"
+        e.bundles["Org Replay"].write_text(json.dumps(rp))
+        yield e
+    finally:
+        for n in procs:
+            if n.proc is not None and n.proc.poll() is None:
+                n.proc.terminate()
+                try:
+                    n.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    n.proc.kill()
+                    n.proc.wait(timeout=10)
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()
+
+
+def make_config_dir(
+    base: Path, env: Environment, notaries: list[str], settings: dict[str, Any]
+) -> Path:
+    """A fresh configuration directory enabling ``notaries`` (file names keep their order)."""
+    d = base
+    (d / "notaries-available").mkdir(parents=True)
+    (d / "notaries-enabled").mkdir()
+    for i, name in enumerate(notaries):
+        fname = f"{i:02d}-{name.lower().replace(' ', '-')}.notary"
+        shutil.copy(env.bundles[name], d / "notaries-available" / fname)
+        os.symlink(Path("..") / "notaries-available" / fname, d / "notaries-enabled" / fname)
+    cfg = {
+        "db": "cache.sqlite3",
+        "early-return": False,
+        "connect-timeout": 3,
+        "notary-timeout": 5,
+        "total-timeout": 10,
+        **settings,
+    }
+    (d / "converge.config").write_text(json.dumps(cfg))
+    return d
+
+
+__all__ = ["CLIENTS", "ClientCli", "Environment", "env", "make_config_dir"]

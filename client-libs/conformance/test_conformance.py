@@ -1,0 +1,343 @@
+"""The conformance runner: every registered client CLI through the same live cases and the
+same vector files. See CLIENT-CLI.md. Expected failures are strict: one that passes fails."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conformance_env import CLIENTS, ClientCli, Environment, make_config_dir
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+
+S, F, U = "success", "failure", "unreachable"
+
+
+@dataclass(frozen=True)
+class Step:
+    fingerprint: str  # genuine | genuine256 | genuine-plain | forged | a literal
+    exit: int
+    verdict: bool | None = None
+    cache: bool | None = None
+    outcomes: tuple[tuple[str, str], ...] | None = None  # (outcome, kind) per notary
+    error: str | None = None
+    host: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    comment: str
+    notaries: tuple[str, ...]
+    steps: tuple[Step, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+ABC = ("Org A", "Org B", "Org C")
+LISTED = (S, "listed")
+MISMATCH = (F, "mismatch")
+DOWN = (U, "unreachable")
+
+CASES = [
+    Case(
+        "genuine",
+        "three notaries see the certificate the client sees",
+        ABC,
+        (Step("genuine", 0, True, False, (LISTED,) * 3),),
+    ),
+    Case(
+        "forged",
+        "the client is shown a forged certificate; every notary sees the real one",
+        ABC,
+        (Step("forged", 1, False, False, (MISMATCH,) * 3),),
+    ),
+    Case(
+        "fingerprint-plain-lower",
+        "SHA-1 in lower case without colons",
+        ABC,
+        (Step("genuine-plain", 0, True, False, (LISTED,) * 3),),
+    ),
+    Case(
+        "fingerprint-sha256",
+        "SHA-256 alone: v1 lists are SHA-1, the pinned 200 decides",
+        ABC,
+        (Step("genuine256", 0, True, False, ((S, "status-only"),) * 3),),
+    ),
+    Case(
+        "fingerprint-invalid",
+        "a malformed fingerprint is an error, not a verdict",
+        ABC,
+        (Step("AB:CD:EF", 2, error="fingerprint"),),
+    ),
+    Case(
+        "no-notaries",
+        "no notary enabled is a configuration error",
+        (),
+        (Step("genuine", 2, error="config"),),
+    ),
+    Case(
+        "consensus-dead-stands-aside",
+        "consensus; the unreachable notary stands aside",
+        ("Org A", "Org B", "Org Dead"),
+        (Step("genuine", 0, True, False, (LISTED, LISTED, DOWN)),),
+        {"notary-agreement": "consensus", "stand-aside": True},
+    ),
+    Case(
+        "consensus-dead-counts",
+        "consensus; unreachable counts as failure",
+        ("Org A", "Org B", "Org Dead"),
+        (Step("genuine", 1, False, False, (LISTED, LISTED, DOWN)),),
+        {"notary-agreement": "consensus", "stand-aside": False},
+    ),
+    Case(
+        "majority-two-dead-count",
+        "majority; 1 of 3 counted is not a majority",
+        ("Org A", "Org Dead", "Org Dead2"),
+        (Step("genuine", 1, False, False, (LISTED, DOWN, DOWN)),),
+        {"notary-agreement": "majority", "stand-aside": False},
+    ),
+    Case(
+        "majority-two-dead-stand-aside",
+        "majority; 1 of 1 counted",
+        ("Org A", "Org Dead", "Org Dead2"),
+        (Step("genuine", 0, True, False, (LISTED, DOWN, DOWN)),),
+        {"notary-agreement": "majority", "stand-aside": True},
+    ),
+    Case(
+        "all-dead",
+        "nobody reachable is never trusted, even with minority and stand-aside",
+        ("Org Dead", "Org Dead2"),
+        (Step("genuine", 1, False, False, (DOWN, DOWN)),),
+        {"notary-agreement": "minority", "stand-aside": True},
+    ),
+    Case(
+        "wrong-pin-consensus",
+        "a notary whose certificate is not the pinned one fails",
+        ("Org A", "Org B", "Org Wrongpin"),
+        (Step("genuine", 1, False, False, (LISTED, LISTED, (F, "pin"))),),
+        {"notary-agreement": "consensus", "stand-aside": True},
+    ),
+    Case(
+        "wrong-pin-majority",
+        "twin: the two good notaries are a majority",
+        ("Org A", "Org B", "Org Wrongpin"),
+        (Step("genuine", 0, True, False, (LISTED, LISTED, (F, "pin"))),),
+        {"notary-agreement": "majority"},
+    ),
+    Case(
+        "replayed-signature-consensus",
+        "a relay with B's certificate returns A's signed bytes: bad signature, a failure",
+        ("Org A", "Org C", "Org Replay"),
+        (Step("genuine", 1, False, False, (LISTED, LISTED, (F, "signature"))),),
+        {"notary-agreement": "consensus", "stand-aside": True},
+    ),
+    Case(
+        "replayed-signature-majority",
+        "twin: two good notaries are a majority",
+        ("Org A", "Org C", "Org Replay"),
+        (Step("genuine", 0, True, False, (LISTED, LISTED, (F, "signature"))),),
+        {"notary-agreement": "majority"},
+    ),
+    Case(
+        "split-view-majority",
+        "a man-in-the-middle on notary C's path: 2 of 3 confirm",
+        ABC,
+        (Step("genuine", 0, True, False, (LISTED, LISTED, MISMATCH), host="split.test"),),
+        {"notary-agreement": "majority"},
+    ),
+    Case(
+        "split-view-consensus",
+        "twin: consensus needs all three",
+        ABC,
+        (Step("genuine", 1, False, False, (LISTED, LISTED, MISMATCH), host="split.test"),),
+        {"notary-agreement": "consensus"},
+    ),
+    Case(
+        "split-view-forged-majority",
+        "the client and notary C behind the same attacker",
+        ABC,
+        (Step("forged", 1, False, False, (MISMATCH, MISMATCH, LISTED), host="split.test"),),
+        {"notary-agreement": "majority"},
+    ),
+    Case(
+        "split-view-forged-minority",
+        "minority trusts one notary: the attacker wins",
+        ABC,
+        (Step("forged", 0, True, False, (MISMATCH, MISMATCH, LISTED), host="split.test"),),
+        {"notary-agreement": "minority"},
+    ),
+    Case(
+        "local-cache",
+        "a trusted verdict is cached; the next check needs no notary",
+        ABC,
+        (Step("genuine", 0, True, False, (LISTED,) * 3), Step("genuine-plain", 0, True, True, ())),
+        {"cache-lifetime": 3600},
+    ),
+    Case(
+        "local-cache-untrusted",
+        "twin: an untrusted verdict is never cached",
+        ABC,
+        (
+            Step("forged", 1, False, False, (MISMATCH,) * 3),
+            Step("forged", 1, False, False, (MISMATCH,) * 3),
+        ),
+    ),
+    Case(
+        "quorum",
+        "quorum 2 asks two of the three notaries",
+        ABC,
+        (Step("genuine", 0, True, False, (LISTED,) * 2),),
+        {"quorum": 2},
+    ),
+    Case(
+        "early-return",
+        "with early return the verdict is the same",
+        ABC,
+        (Step("genuine", 0, True, False),),
+        {"early-return": True},
+    ),
+    Case(
+        "early-return-forged",
+        "twin: early return on a forged certificate",
+        ABC,
+        (Step("forged", 1, False, False),),
+        {"early-return": True, "notary-agreement": "consensus"},
+    ),
+    Case(
+        "target-down",
+        "notaries cannot reach the target: they answer 503",
+        ABC,
+        (Step("genuine", 1, False, False, ((U, "status"),) * 3, host="localhost"),),
+    ),
+]
+
+
+def _fingerprint(env: Environment, key: str) -> str:
+    return {
+        "genuine": env.genuine_sha1,
+        "genuine256": env.genuine_sha256,
+        "genuine-plain": env.genuine_sha1.replace(":", "").lower(),
+        "forged": env.forged_sha1,
+    }.get(key, key)
+
+
+def _check_step(
+    client: ClientCli, env: Environment, cfg: Path, case: Case, step: Step
+) -> list[str]:
+    port = env.target_port
+    if step.host == "localhost":
+        port = 1  # nothing listens there; notaries see a refused connection
+    code, lines, stderr = client.run(
+        "check", "--config-dir", str(cfg), step.host, str(port), _fingerprint(env, step.fingerprint)
+    )
+    problems = []
+    if code != step.exit:
+        problems.append(f"exit {code}, expected {step.exit} (stderr: {stderr[-300:]})")
+    if len(lines) != 1:
+        return [*problems, f"expected one JSON line, got {lines!r}"]
+    out = lines[0]
+    if step.error is not None:
+        if out.get("error") != step.error:
+            problems.append(f"error {out.get('error')!r}, expected {step.error!r}")
+        return problems
+    if out.get("verdict") is not step.verdict:
+        problems.append(f"verdict {out.get('verdict')!r}, expected {step.verdict!r}")
+    if step.cache is not None and out.get("cache") is not step.cache:
+        problems.append(f"cache {out.get('cache')!r}, expected {step.cache!r}")
+    if step.outcomes is not None:
+        got = tuple((n.get("outcome"), n.get("kind")) for n in out.get("notaries", []))
+        if got != step.outcomes:
+            problems.append(f"notaries {got}, expected {step.outcomes}")
+    return problems
+
+
+def _strict(client: ClientCli, case_id: str, problems: list[str]) -> None:
+    if case_id in client.expected_failures:
+        if not problems:
+            pytest.fail(
+                f"{case_id} is listed as an expected failure of {client.language} "
+                "but passes: remove it from clients.toml"
+            )
+        pytest.xfail(f"expected failure: {'; '.join(problems)}")
+    assert not problems, "; ".join(problems)
+
+
+def _skip_unbuilt(client: ClientCli) -> None:
+    if client.skip_reason:
+        pytest.skip(client.skip_reason)
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=[c.language for c in CLIENTS])
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_check(client: ClientCli, case: Case, env: Environment, tmp_path: Path) -> None:
+    _skip_unbuilt(client)
+    cfg = make_config_dir(tmp_path / "cfg", env, list(case.notaries), case.settings)
+    problems: list[str] = []
+    for i, step in enumerate(case.steps):
+        problems += [f"step {i + 1}: {p}" for p in _check_step(client, env, cfg, case, step)]
+    _strict(client, f"check:{case.id}", problems)
+
+
+VECTOR_FILES = sorted(VECTORS.glob("*.json"))
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=[c.language for c in CLIENTS])
+@pytest.mark.parametrize("vector_file", VECTOR_FILES, ids=[f.name for f in VECTOR_FILES])
+def test_vectors(client: ClientCli, vector_file: Path) -> None:
+    _skip_unbuilt(client)
+    from converge.vectors import compare  # the comparison rule of CLIENT-CLI.md
+
+    doc = json.loads(vector_file.read_text())
+    code, lines, stderr = client.run("vector", str(vector_file))
+    assert code == 0, stderr
+    by_id = {line.get("id"): line for line in lines}
+    failed_ids = []
+    problems = []
+    for case in doc["tests"]:
+        case_key = f"vector:{vector_file.name}#{case['id']}"
+        actual = by_id.get(case["id"])
+        diff = ["no output"] if actual is None else compare(case, actual)
+        expected_fail = case_key in client.expected_failures
+        if diff and not expected_fail:
+            failed_ids.append(case_key)
+            problems.append(f"{case_key} ({case['comment']}): {'; '.join(diff)}")
+        elif not diff and expected_fail:
+            problems.append(
+                f"{case_key} is an expected failure of {client.language} but "
+                "passes: remove it from clients.toml"
+            )
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=[c.language for c in CLIENTS])
+def test_info_and_usage(client: ClientCli) -> None:
+    _skip_unbuilt(client)
+    code, lines, _ = client.run("info")
+    assert code == 0 and lines[0]["language"] == client.language
+    assert set(lines[0]["schemas"]) >= {json.loads(f.read_text())["schema"] for f in VECTOR_FILES}
+    code, _, _ = client.run("frobnicate")
+    assert code == 2
+
+
+def test_every_case_id_is_unique_and_expected_failures_exist() -> None:
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+    known = {f"check:{i}" for i in ids}
+    for f in VECTOR_FILES:
+        known |= {f"vector:{f.name}#{c['id']}" for c in json.loads(f.read_text())["tests"]}
+    for client in CLIENTS:
+        assert client.expected_failures <= known, client.expected_failures - known
+
+
+def test_expected_failure_lists_are_strict() -> None:
+    strict = ClientCli("demo", ["true"], {"check:genuine"})
+    with pytest.raises(pytest.fail.Exception, match="remove it from clients.toml"):
+        _strict(strict, "check:genuine", [])  # listed but passing: an error
+    with pytest.raises(pytest.xfail.Exception):
+        _strict(strict, "check:genuine", ["verdict False, expected True"])
+    with pytest.raises(AssertionError):
+        _strict(strict, "check:forged", ["verdict True, expected False"])  # not listed
+    _strict(strict, "check:forged", [])  # not listed and passing
