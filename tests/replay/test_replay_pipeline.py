@@ -1,0 +1,178 @@
+"""The pure pipeline: filter, naming, reorder buffer, per-source client cache, counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay.errors import MalformedRow, ReplayInputError
+from replay.flows import FlowRecord
+from replay.ingest import ErrorLog
+from replay.pipeline import (
+    KIND_CLIENT_HIT,
+    KIND_REQUEST,
+    ClientCache,
+    FlowFilter,
+    Namer,
+    ReorderBuffer,
+    StageCounters,
+    Target,
+    WorkloadConfig,
+    anonymise,
+    build_workload,
+)
+from replay.workload import read_name_map, read_workload, write_workload
+
+
+def flow(t: float, src: str, dst: str, dport: int = 443, proto: int = 6, size: int = 1000,
+         sni: str | None = None) -> FlowRecord:
+    return FlowRecord(t, t + 1, src, dst, 40000, dport, proto, 10, size, sni)
+
+
+NAMES = {"192.0.2.1": "a.test", "192.0.2.2": "b.test"}
+
+# Worked by hand: 10 flows -> 1 filtered (port 80), 1 filtered (UDP), 1 unnamed,
+# 7 named: (c1,a) x3, (c2,a) x1, (c1,b) x2, (c2,b via SNI) x1.
+# Client cache (whole trace): requests = distinct pairs = (c1,a) (c2,a) (c1,b) (c2,b) = 4,
+# client hits = 7 - 4 = 3.
+TRACE = [
+    flow(0.0, "10.0.0.1", "192.0.2.1"),
+    flow(1.0, "10.0.0.1", "192.0.2.1"),
+    flow(2.0, "10.0.0.2", "192.0.2.1"),
+    flow(3.0, "10.0.0.1", "192.0.2.2"),
+    flow(4.0, "10.0.0.1", "192.0.2.9"),              # no name
+    flow(5.0, "10.0.0.1", "192.0.2.1", dport=80),    # not 443
+    flow(6.0, "10.0.0.1", "192.0.2.1", proto=17),    # not TCP
+    flow(7.0, "10.0.0.2", "192.0.2.7", sni="b.test"),
+    flow(8.0, "10.0.0.1", "192.0.2.2"),
+    flow(900.0, "10.0.0.1", "192.0.2.1"),
+]
+
+
+def run(trace: list[FlowRecord], **kw: object) -> tuple[list, StageCounters]:  # type: ignore[type-arg]
+    counters = StageCounters()
+    events = list(build_workload(trace, Namer(NAMES), WorkloadConfig(**kw), counters))  # type: ignore[arg-type]
+    return events, counters
+
+
+def test_stage_counts_by_hand() -> None:
+    events, c = run(TRACE)
+    assert (c.flows_read, c.filtered_out, c.kept, c.named, c.unnamed_dropped) == (10, 2, 8, 7, 1)
+    assert (c.notary_requests, c.client_cache_hits) == (4, 3)
+    assert c.named_by == {"map": 6, "sni": 1}
+    assert [e.kind for e in events].count(KIND_REQUEST) == 4
+    assert [e.kind for e in events].count(KIND_CLIENT_HIT) == 3
+    assert c.ssl_bytes_kept == 8000 and c.ssl_bytes_named == 7000
+    assert [e.offset for e in events] == [0.0, 1.0, 2.0, 3.0, 7.0, 8.0, 900.0]
+
+
+def test_client_cache_lifetime_turns_late_repeats_into_requests() -> None:
+    # with a 60 s lifetime the (c1, a) flow at t=900 is a new request: 5 requests, 2 hits
+    _, c = run(TRACE, client_cache_lifetime=60.0)
+    assert (c.notary_requests, c.client_cache_hits) == (5, 2)
+
+
+def test_client_hits_can_be_left_out_of_the_workload() -> None:
+    events, c = run(TRACE, include_client_hits=False)
+    assert len(events) == 4 and c.client_cache_hits == 3
+
+
+def test_configurable_filter() -> None:
+    _, c = run(TRACE, flow_filter=FlowFilter(frozenset({6}), frozenset({443, 80})))
+    assert c.filtered_out == 1 and c.kept == 9
+
+
+def test_client_cache_is_per_source_address() -> None:
+    cache = ClientCache()
+    assert cache.lookup("c1", "a.test", 443, 0.0) is False
+    assert cache.lookup("c1", "a.test", 443, 1.0) is True
+    assert cache.lookup("c2", "a.test", 443, 1.0) is False   # another client: its own cache
+    assert cache.lookup("c1", "a.test", 8443, 1.0) is False  # another port: another entry
+
+
+def test_client_cache_bound_evicts_least_recently_used() -> None:
+    cache = ClientCache(max_entries=2)
+    cache.lookup("c", "a", 443, 0)
+    cache.lookup("c", "b", 443, 1)
+    cache.lookup("c", "a", 443, 2)   # hit, a becomes most recent
+    cache.lookup("c", "x", 443, 3)   # evicts b
+    assert cache.evictions == 1 and len(cache) == 2
+    assert cache.lookup("c", "a", 443, 4) is True
+    assert cache.lookup("c", "b", 443, 5) is False
+
+
+def test_client_cache_rejects_bad_settings() -> None:
+    with pytest.raises(ReplayInputError):
+        ClientCache(lifetime=0)
+    with pytest.raises(ReplayInputError):
+        ClientCache(max_entries=0)
+
+
+def test_namer_precedence_sni_then_map_then_rdns() -> None:
+    namer = Namer({"192.0.2.1": "map.test"}, {"192.0.2.1": "ptr.test", "192.0.2.5": "ptr5.test"})
+    assert namer.name(flow(0, "10.0.0.1", "192.0.2.1", sni="sni.test")) == ("sni.test", "sni")
+    assert namer.name(flow(0, "10.0.0.1", "192.0.2.1")) == ("map.test", "map")
+    assert namer.name(flow(0, "10.0.0.1", "192.0.2.5")) == ("ptr5.test", "rdns")
+    assert namer.name(flow(0, "10.0.0.1", "192.0.2.6")) is None
+
+
+def test_reorder_buffer_sorts_within_window_and_reports_late_flows() -> None:
+    buf = ReorderBuffer(window=10)
+    out: list[float] = []
+    late: list[float] = []
+    for t in (5, 3, 8, 12, 4, 30, 1):
+        released, dropped = buf.push(flow(t, "10.0.0.1", "192.0.2.1"))
+        out += [r.start for r in released]
+        late += [r.start for r in dropped]
+    out += [r.start for r in buf.flush()]
+    assert out == [3, 4, 5, 8, 12, 30]
+    assert late == [1]  # older than flows already released
+
+
+def test_out_of_order_input_is_replayed_in_time_order() -> None:
+    events, c = run(list(reversed(TRACE[:4])))
+    assert [e.offset for e in events] == [0.0, 1.0, 2.0, 3.0]
+    assert c.late_dropped == 0
+
+
+def test_targets_set_port_and_fingerprint() -> None:
+    c = StageCounters()
+    events = list(build_workload(TRACE[:1], Namer(NAMES), WorkloadConfig(), c,
+                                 {"a.test": Target(18443, "AA:BB")}))
+    assert (events[0].port, events[0].fingerprint) == (18443, "AA:BB")
+
+
+def test_anonymise_is_stable_and_keyed() -> None:
+    assert anonymise("10.0.0.1", b"k1") == anonymise("10.0.0.1", b"k1")
+    assert anonymise("10.0.0.1", b"k1") != anonymise("10.0.0.1", b"k2")
+    assert "10.0.0.1" not in anonymise("10.0.0.1", b"k1")
+
+
+def test_workload_file_round_trip(tmp_path: Path) -> None:
+    events, _ = run(TRACE)
+    path = tmp_path / "w.csv"
+    assert write_workload(events, path) == len(events)
+    assert list(read_workload(path)) == events
+
+
+def test_workload_file_malformed_rows(tmp_path: Path) -> None:
+    path = tmp_path / "w.csv"
+    path.write_text("offset,kind,client,host,port,fingerprint,ssl_bytes\n"
+                    "0.5,request,c1,a.test,443,AA,10\n"
+                    "0.7,teleport,c1,a.test,443,AA,10\n"
+                    "0.9,request,c1,a.test,99999,AA,10\n")
+    with pytest.raises(MalformedRow) as info:
+        list(read_workload(path))
+    assert info.value.line == 3
+    errors = ErrorLog()
+    assert len(list(read_workload(path, errors))) == 1
+    assert errors.count == 2
+
+
+def test_name_map_file(tmp_path: Path) -> None:
+    path = tmp_path / "names.txt"
+    path.write_text("# comment\n192.0.2.1 a.test\n192.0.2.2,B.Test.\nnot-an-ip x.test\n")
+    errors = ErrorLog()
+    assert read_name_map(path, errors) == {"192.0.2.1": "a.test", "192.0.2.2": "b.test"}
+    assert errors.count == 1 and ":4:" in errors.messages[0]
