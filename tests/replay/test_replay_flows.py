@@ -16,15 +16,22 @@ from replay.flows import (
     utc_offset_zone,
 )
 
-LEGACY_HEADER = ("ts,te,td,sa,da,sp,dp,pr,flg,fwd,stos,ipkt,ibyt,opkt,obyt,in,out,sas,das,smk,"
+
+def fields(text: str, sep: str = ",") -> list[str]:
+    return text.split(sep)
+
+
+LEGACY_HEADER = fields(
+    "ts,te,td,sa,da,sp,dp,pr,flg,fwd,stos,ipkt,ibyt,opkt,obyt,in,out,sas,das,smk,"
                  "dmk,dtos,dir,nh,nhb,svln,dvln,ismc,odmc,idmc,osmc,mpls1,mpls2,mpls3,mpls4,"
-                 "mpls5,mpls6,mpls7,mpls8,mpls9,mpls10,cl,sl,al,ra,eng,exid,tr").split(",")
+                 "mpls5,mpls6,mpls7,mpls8,mpls9,mpls10,cl,sl,al,ra,eng,exid,tr")
 # A row as nfdump 1.7.1 printed it for a flow made in a test run (second-resolution times).
-LEGACY_ROW = ("2013-04-21 17:00:00,2013-04-21 17:00:00,0.003,10.0.0.1,93.184.216.34,40000,443,"
+LEGACY_ROW = fields(
+    "2013-04-21 17:00:00,2013-04-21 17:00:00,0.003,10.0.0.1,93.184.216.34,40000,443,"
               "TCP,...AP.SF,0,0,4,260,0,0,0,0,0,0,0,0,0,0,0.0.0.0,0.0.0.0,0,0,00:00:00:00:00:00,"
               "00:00:00:00:00:00,00:00:00:00:00:00,00:00:00:00:00:00,0-0-0,0-0-0,0-0-0,0-0-0,"
               "0-0-0,0-0-0,0-0-0,0-0-0,0-0-0,0-0-0,    0.000,    0.000,    0.000,0.0.0.0,17/1,0,"
-              "2026-11-22 04:59:10.907").split(",")
+              "2026-11-22 04:59:10.907")
 NEW_HEADER = "firstSeen,duration,proto,srcAddr,srcPort,dstAddr,dstPort,packets,bytes,flows"
 T0 = 1366563600.0  # 2013-04-21 17:00:00 UTC
 
@@ -65,10 +72,10 @@ def test_legacy_layout_row() -> None:
 
 
 def test_new_layout_row() -> None:
-    layout = detect_layout(NEW_HEADER.split(","))
+    layout = detect_layout(fields(NEW_HEADER))
     assert layout.name == "nfdump-new"
-    rec = layout.parse("2013-04-21 17:00:00.123,1.500,6,10.0.0.2,40001,2001:db8::1,443,7,900,1"
-                       .split(","), "f.csv", 2)
+    rec = layout.parse(fields("2013-04-21 17:00:00.123,1.500,6,10.0.0.2,40001,2001:db8::1,"
+                              "443,7,900,1"), "f.csv", 2)
     assert rec.start == pytest.approx(T0 + 0.123)
     assert rec.end == pytest.approx(T0 + 1.623)
     assert (rec.dst, rec.dport, rec.proto, rec.packets, rec.bytes) == (
@@ -78,16 +85,16 @@ def test_new_layout_row() -> None:
 def test_canonical_round_trip() -> None:
     rec = FlowRecord(T0 + 0.5, T0 + 2, "10.0.0.3", "198.18.0.9", 50000, 443, 6, 10, 12345,
                      "www.example.test")
-    header = "start,end,src,dst,sport,dport,proto,packets,bytes,sni".split(",")
+    header = fields("start,end,src,dst,sport,dport,proto,packets,bytes,sni")
     layout = detect_layout(header)
     assert layout.name == "canonical"
     assert layout.parse(format_canonical(rec), "c.csv", 2) == rec
 
 
 def test_fmt_layout_row() -> None:
-    fields = ("2013-04-21 17:00:02.123|2013-04-21 17:00:02.126|        10.0.0.1|"
-              "         1.2.3.4| 40002|    80|TCP  |       4|     260|       0").split("|")
-    rec = nfdump_fmt_layout().parse(fields, "x (nfdump)", 1)
+    row = fields("2013-04-21 17:00:02.123|2013-04-21 17:00:02.126|        10.0.0.1|"
+                 "         1.2.3.4| 40002|    80|TCP  |       4|     260|       0", "|")
+    rec = nfdump_fmt_layout().parse(row, "x (nfdump)", 1)
     assert rec.start == pytest.approx(T0 + 2.123)
     assert (rec.src, rec.dst, rec.dport, rec.bytes) == ("10.0.0.1", "1.2.3.4", 80, 260)
 
@@ -100,16 +107,16 @@ def test_fmt_layout_row() -> None:
     ("2013-04-21 17:00:00.1,-1.0,6,10.0.0.1,1,10.0.0.2,443,1,1,1", "negative duration"),
 ])
 def test_malformed_rows_carry_source_and_line(row: str, reason: str) -> None:
-    layout = detect_layout(NEW_HEADER.split(","))
+    layout = detect_layout(fields(NEW_HEADER))
     with pytest.raises(MalformedRow) as info:
-        layout.parse(row.split(","), "trace.csv", 17)
+        layout.parse(fields(row), "trace.csv", 17)
     assert info.value.source == "trace.csv"
     assert info.value.line == 17
     assert reason in info.value.reason
 
 
 def test_canonical_end_before_start_is_malformed() -> None:
-    layout = detect_layout("start,end,src,dst,sport,dport,proto,packets,bytes".split(","))
+    layout = detect_layout(fields("start,end,src,dst,sport,dport,proto,packets,bytes"))
     with pytest.raises(MalformedRow, match="ends before it starts"):
         layout.parse(["10", "5", "10.0.0.1", "10.0.0.2", "1", "443", "6", "1", "1"], "c", 3)
 
