@@ -138,7 +138,7 @@ class Client:
         forms = [fp]
         if certificate is not None:
             for alg in ("sha1", "sha256"):
-                alt = fingerprint_of(certificate, alg)  # type: ignore[arg-type]
+                alt = fingerprint_of(certificate, alg)
                 if alt.algorithm == fp.algorithm and alt != fp:
                     raise FingerprintError("the certificate does not match the fingerprint")
                 if alt not in forms:
@@ -233,7 +233,7 @@ class Client:
                         votes: list[Vote] = [
                             r.vote
                             for r in results.values()
-                            if r.vote != "skipped"  # type: ignore[misc]
+                            if r.vote != "skipped"
                         ]
                         verdict = settled(
                             cfg.agreement, votes, len(pending), stand_aside=cfg.stand_aside
@@ -268,7 +268,7 @@ class Client:
                 "verdict settled before this notary answered",
             )
         ordered = tuple(results[b.name] for b in chosen)
-        votes = [r.vote for r in ordered if r.vote != "skipped"]  # type: ignore[misc]
+        votes = [r.vote for r in ordered if r.vote != "skipped"]
         if verdict is None:
             verdict = decide(cfg.agreement, votes, stand_aside=cfg.stand_aside)
         s = votes.count("success")
@@ -296,8 +296,11 @@ _CLIENTS: dict[object, Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def get_client(config: ConfigArg = None) -> Client:
-    """The shared :class:`Client` for a configuration (kept open across calls)."""
+def get_client(config: ConfigArg | Client = None) -> Client:
+    """The shared :class:`Client` for a configuration (kept open across calls); a
+    :class:`Client` is returned as is."""
+    if isinstance(config, Client):
+        return config
     key: object = (
         config if isinstance(config, Config) else (None if config is None else os.fspath(config))
     )
@@ -318,12 +321,13 @@ def converge(
     port: int,
     fingerprint: str | Fingerprint,
     *,
-    config: ConfigArg = None,
+    config: ConfigArg | Client = None,
     certificate: bytes | None = None,
 ) -> Verdict:
     """Is ``fingerprint`` the certificate the notaries see for ``host:port``?
 
-    ``config`` is a :class:`Config`, a configuration directory, or ``None`` (discover).
+    ``config`` is a :class:`Client`, a :class:`Config`, a configuration directory, or
+    ``None`` (discover).
     ``certificate`` (DER), when given, lets the cache and the notaries' lists be matched by
     both SHA-1 and SHA-256. Raises :class:`~converge.errors.BadInput` for bad arguments or
     configuration; notary failures are votes in the verdict, not exceptions.
@@ -336,7 +340,7 @@ async def aconverge(
     port: int,
     fingerprint: str | Fingerprint,
     *,
-    config: ConfigArg = None,
+    config: ConfigArg | Client = None,
     certificate: bytes | None = None,
 ) -> Verdict:
     """The asynchronous :func:`converge`."""

@@ -162,7 +162,7 @@ async def afetch_certificate(host: str, port: int, *, timeout: float = 5.0) -> b
                 host, port, ssl=_plain_context(), server_hostname=host
             )
         sslobj = writer.get_extra_info("ssl_object")
-        der = sslobj.getpeercert(binary_form=True) if sslobj else None
+        der: bytes | None = sslobj.getpeercert(binary_form=True) if sslobj else None
     except (OSError, ssl.SSLError, TimeoutError) as e:
         raise TargetIOError(f"cannot fetch the certificate of {host}:{port}: {e}") from e
     finally:
@@ -173,14 +173,16 @@ async def afetch_certificate(host: str, port: int, *, timeout: float = 5.0) -> b
     return der
 
 
-def verify_server(host: str, port: int, *, config: ConfigArg = None) -> tuple[Verdict, bytes]:
+def verify_server(
+    host: str, port: int, *, config: ConfigArg | Client = None
+) -> tuple[Verdict, bytes]:
     """Fetch ``host:port``'s certificate and ask converge about it."""
     der = fetch_certificate(host, port)
     verdict = get_client(config).check(host, port, fingerprint_of(der), certificate=der)
     return verdict, der
 
 
-async def prefetch(host: str, port: int, *, config: ConfigArg = None) -> Verdict:
+async def prefetch(host: str, port: int, *, config: ConfigArg | Client = None) -> Verdict:
     """Ask the notaries about ``host:port`` without blocking the event loop, so that a
     following handshake through :func:`converge_ssl_context` is answered by the cache."""
     der = await afetch_certificate(host, port)
@@ -190,7 +192,9 @@ async def prefetch(host: str, port: int, *, config: ConfigArg = None) -> Verdict
 # --------------------------------------------------------------------- urllib
 
 
-def urlopen(url: str, *, config: ConfigArg = None, timeout: float = 30.0, **kw: Any) -> Any:
+def urlopen(
+    url: str, *, config: ConfigArg | Client = None, timeout: float = 30.0, **kw: Any
+) -> Any:
     """``urllib.request.urlopen`` with converge instead of CA validation."""
     import urllib.request
 
@@ -230,7 +234,7 @@ def _urllib3_classes() -> tuple[type, type]:
     return ConvergeHTTPSConnection, ConvergeHTTPSConnectionPool
 
 
-def urllib3_pool_manager(config: ConfigArg = None, **kw: Any) -> Any:
+def urllib3_pool_manager(config: ConfigArg | Client = None, **kw: Any) -> Any:
     """A ``urllib3.PoolManager`` whose HTTPS connections are checked by converge."""
     import urllib3
 
@@ -240,7 +244,7 @@ def urllib3_pool_manager(config: ConfigArg = None, **kw: Any) -> Any:
     return pm
 
 
-def requests_adapter(config: ConfigArg = None, **kw: Any) -> Any:
+def requests_adapter(config: ConfigArg | Client = None, **kw: Any) -> Any:
     """A ``requests`` transport adapter checked by converge; mount it on ``https://``."""
     import requests.adapters
     import urllib3
@@ -262,7 +266,7 @@ def requests_adapter(config: ConfigArg = None, **kw: Any) -> Any:
     return ConvergeAdapter(**kw)
 
 
-def requests_session(config: ConfigArg = None) -> Any:
+def requests_session(config: ConfigArg | Client = None) -> Any:
     """A ``requests.Session`` whose ``https://`` requests are checked by converge."""
     import requests
 
