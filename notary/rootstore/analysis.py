@@ -1,0 +1,146 @@
+"""Root popularity and coverage (the 2015 thesis's Table 3/5 and Figures 17/18). Pure.
+
+Definitions (docs/rootstore.md):
+
+* Each site's chain is verified against the *full* store at one time ``now``. A site whose
+  chain verifies is *valid* and is attributed to the root that anchors its verified path.
+  Only valid sites enter the popularity table and the coverage denominator (the thesis
+  counted the sites "returning a valid certificate chain"); the others are counted by
+  verdict.
+* Popularity: roots ranked by the number of valid sites they anchor (ties by name, then
+  fingerprint, so the ranking is deterministic).
+* Coverage at k: the share of valid sites anchored by one of the k most popular roots.
+* Organisations: sites are grouped by an organisation key from the Public Suffix List:
+  ``registrable`` (the registrable domain: www.example.co.uk -> example.co.uk) or ``label``
+  (its first label: example.com and example.co.uk -> example). Each organisation counts
+  once, attributed to the root anchoring most of its valid sites (ties: the first site's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
+
+OrgMode = Literal["registrable", "label"]
+MAX_K = 50
+
+
+@dataclass(frozen=True, slots=True)
+class SiteChain:
+    host: str
+    port: int
+    chain: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SiteVerdict:
+    host: str
+    port: int
+    verdict: CAVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class RootCount:
+    rank: int
+    sha256: bytes
+    name: str
+    sites: int
+    share: float  # of valid sites
+    cumulative: float
+
+
+def attribute(sites: Iterable[SiteChain], full: RootStore, now: int) -> list[SiteVerdict]:
+    """Verify every site's chain against the full store at ``now``."""
+    return [SiteVerdict(s.host, s.port, verify_chain(s.chain, s.host, now, full)) for s in sites]
+
+
+def popularity(results: Sequence[SiteVerdict]) -> list[RootCount]:
+    """The root popularity table over the valid sites, most popular first."""
+    counts: Counter[bytes] = Counter()
+    names: dict[bytes, str] = {}
+    for r in results:
+        v = r.verdict
+        if v.ok and v.root_sha256 is not None:
+            counts[v.root_sha256] += 1
+            names[v.root_sha256] = v.root_name or v.root_sha256.hex()
+    total = sum(counts.values())
+    order = sorted(counts, key=lambda fp: (-counts[fp], names[fp], fp))
+    table: list[RootCount] = []
+    running = 0
+    for rank, fp in enumerate(order, 1):
+        running += counts[fp]
+        table.append(RootCount(rank, fp, names[fp], counts[fp], counts[fp] / total,
+                               running / total))
+    return table
+
+
+def coverage(table: Sequence[RootCount], max_k: int = MAX_K) -> list[tuple[int, float]]:
+    """``(k, share of valid sites)`` for k = 1..max_k (flat once every root is trusted)."""
+    out: list[tuple[int, float]] = []
+    for k in range(1, max_k + 1):
+        out.append((k, table[min(k, len(table)) - 1].cumulative if table else 0.0))
+    return out
+
+
+def verdict_counts(results: Sequence[SiteVerdict]) -> dict[str, int]:
+    return dict(Counter(r.verdict.verdict for r in results))
+
+
+def org_key(host: str, privatesuffix: Callable[[str], str | None], mode: OrgMode) -> str:
+    """The organisation key of a host name (IP literals and bare suffixes are their own)."""
+    reg = privatesuffix(host.rstrip(".").lower())
+    if reg is None:
+        return host.lower()
+    return reg if mode == "registrable" else reg.split(".", 1)[0]
+
+
+def merge_by_org(
+    results: Sequence[SiteVerdict], key: Callable[[str], str]
+) -> list[SiteVerdict]:
+    """One representative per organisation (see the module rules), in first-seen order."""
+    groups: dict[str, list[SiteVerdict]] = {}
+    for r in results:
+        groups.setdefault(key(r.host), []).append(r)
+    merged: list[SiteVerdict] = []
+    for members in groups.values():
+        valid = [m for m in members if m.verdict.ok]
+        if not valid:
+            merged.append(members[0])
+            continue
+        votes = Counter(m.verdict.root_sha256 for m in valid)
+        best = max(votes.values())
+        merged.append(next(m for m in valid if votes[m.verdict.root_sha256] == best))
+    return merged
+
+
+def privatesuffix_function() -> Callable[[str], str | None]:
+    """The registrable-domain function from the offline Public Suffix List package."""
+    from publicsuffixlist import PublicSuffixList
+
+    psl = PublicSuffixList()
+
+    def reg(host: str) -> str | None:
+        value = psl.privatesuffix(host)
+        return value if isinstance(value, str) else None
+
+    return reg
+
+
+__all__ = [
+    "MAX_K",
+    "OrgMode",
+    "RootCount",
+    "SiteChain",
+    "SiteVerdict",
+    "attribute",
+    "coverage",
+    "merge_by_org",
+    "org_key",
+    "popularity",
+    "privatesuffix_function",
+    "verdict_counts",
+]
