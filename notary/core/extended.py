@@ -73,7 +73,9 @@ def parse_request(raw: bytes) -> ExtRequest:
         raise BadInput(f"request larger than {MAX_REQUEST} bytes")
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: ~1000 nested brackets fit in the size bound and exhaust the
+        # decoder's recursion limit; without this a client could cause a 500.
         raise BadInput("request body is not JSON") from exc
     if not isinstance(doc, dict):
         raise BadInput("request body must be a JSON object")
@@ -199,7 +201,7 @@ def verify_answer(
         raise AnswerRejected("malformed", "answer too large")
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise AnswerRejected("malformed", "answer is not JSON") from exc
     if not isinstance(doc, dict) or set(doc) != {"statement", "signature"}:
         raise AnswerRejected("malformed", "answer must have exactly statement and signature")

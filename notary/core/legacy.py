@@ -57,7 +57,7 @@ def reserialise_without_signature(raw: bytes) -> bytes:
     """Recipe (a): parse preserving key order, drop ``signature``, dump with defaults."""
     try:
         obj = json.loads(raw, object_pairs_hook=OrderedDict)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadData("response body is not JSON") from exc
     if not isinstance(obj, OrderedDict) or "signature" not in obj:
         raise BadData("response body has no signature")
