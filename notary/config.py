@@ -173,6 +173,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise BadConfig(f"cannot read config file {path}: {exc.strerror}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise BadConfig(f"config file {path} is not valid TOML: {exc}") from exc
+    except RecursionError as exc:  # deeply nested arrays or tables
+        raise BadConfig(f"config file {path} is nested too deeply") from exc
     table = raw.get("notary", raw)
     if not isinstance(table, dict):
         raise BadConfig(f"config file {path}: [notary] must be a table")
