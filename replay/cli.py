@@ -13,8 +13,9 @@ import datetime as dt
 import json
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from replay.errors import ReplayInputError, ReplayIOError
 from replay.flows import CANONICAL_COLUMNS, FlowRecord, format_canonical, utc_offset_zone
@@ -29,6 +30,7 @@ LEGACY_HEADER = [
 NEW_HEADER = ["firstSeen", "duration", "proto", "srcAddr", "srcPort", "dstAddr", "dstPort",
               "packets", "bytes", "flows"]
 FLOW_FORMATS = ("canonical", "nfdump-legacy", "nfdump-new")
+T = TypeVar("T")
 
 
 def _stamp(t: float, ms: bool) -> str:
@@ -78,7 +80,7 @@ def cmd_synth(a: argparse.Namespace) -> int:
     files = {"canonical": out / "flows.csv", "nfdump-legacy": out / "flows-nfdump-legacy.csv",
              "nfdump-new": out / "flows-nfdump-new.csv"}
     with contextlib.ExitStack() as stack:
-        writers = []
+        writers: list[tuple[Any, Callable[[FlowRecord], list[str]]]] = []
         for f in formats:
             fh = stack.enter_context(files[f].open("w", encoding="utf-8", newline=""))
             w = csv.writer(fh, lineterminator="\n")
@@ -235,7 +237,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
-def _run_async(coro):  # type: ignore[no-untyped-def]
+def _run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on uvloop when it is installed (chosen only here, the entry point)."""
     try:
         import uvloop
 

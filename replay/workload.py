@@ -22,7 +22,8 @@ MAX_MAP_ENTRIES = 20_000_000
 
 def _open(path: Path, mode: str) -> TextIO:
     try:
-        return path.open(mode, encoding="utf-8", newline="")
+        fh: TextIO = path.open(mode, encoding="utf-8", newline="")  # type: ignore[assignment]
+        return fh
     except OSError as exc:
         raise ReplayIOError(f"cannot open {path}: {exc}") from exc
 
