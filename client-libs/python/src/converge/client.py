@@ -231,9 +231,7 @@ class Client:
                         results[r.name] = r
                     if cfg.early_return:
                         votes: list[Vote] = [
-                            r.vote
-                            for r in results.values()
-                            if r.vote != "skipped"
+                            r.vote for r in results.values() if r.vote != "skipped"
                         ]
                         verdict = settled(
                             cfg.agreement, votes, len(pending), stand_aside=cfg.stand_aside

@@ -54,6 +54,7 @@ ENV_VAR = "CONVERGE_CONFIG_DIR"
 SYSTEM_DIR = Path("/usr/local/etc/converge")
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_NOTARIES = 64
+DEFAULT_CACHE_LIFETIME = 7 * 24 * 3600
 
 _KNOWN_KEYS = {
     "db",
@@ -85,7 +86,7 @@ class Config:
     connect_timeout: float = 3.0
     notary_timeout: float = 5.0
     total_timeout: float = 10.0
-    cache_lifetime: float | None = 7 * 24 * 3600
+    cache_lifetime: float | None = DEFAULT_CACHE_LIFETIME
     stand_aside: bool = True
     early_return: bool = True
     max_response_bytes: int = 256 * 1024
@@ -172,9 +173,11 @@ def parse_config(directory: Path, raw: Mapping[str, Any]) -> Config:
         raise ConfigError(f"unknown configuration keys: {', '.join(sorted(unknown))}")
     if _bool(raw, "bounce", False):
         raise ConfigError("bounce (relayed notary queries) is not supported by this client")
-    lifetime = raw.get("cache-lifetime", 7 * 24 * 3600)
+    lifetime = raw.get("cache-lifetime", DEFAULT_CACHE_LIFETIME)
     if lifetime is not None:
-        lifetime = _number(raw, "cache-lifetime", 0, low=0, high=10 * 365 * 86400)
+        lifetime = _number(
+            raw, "cache-lifetime", DEFAULT_CACHE_LIFETIME, low=0, high=10 * 365 * 86400
+        )
     quorum = raw.get("quorum", 3)
     if isinstance(quorum, bool) or not isinstance(quorum, int) or not 1 <= quorum <= 16:
         raise ConfigError("quorum must be an integer 1..16")

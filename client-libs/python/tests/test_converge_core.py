@@ -1,0 +1,274 @@
+"""Unit tests of the pure rules and the small IO pieces (config files, the SQLite cache) that
+the shared vectors do not cover."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from converge import ConfigError, Policy, decide, parse_fingerprint, settled
+from converge.cache import LocalCache
+from converge.cachepolicy import cache_decision
+from converge.config import (
+    ENV_VAR,
+    SYSTEM_DIR,
+    add_notary,
+    discover_config_dir,
+    list_notaries,
+    load_config,
+    parse_config,
+    remove_notary,
+    set_enabled,
+)
+from converge.errors import BundleError, CacheIOError
+from converge.legacy import parse_http_response, request_bytes
+from hypothesis import given
+from hypothesis import strategies as st
+
+VOTES = st.lists(st.sampled_from(["success", "failure", "unreachable"]), max_size=6)
+POLICIES = st.sampled_from(list(Policy))
+KEYS = Path(__file__).resolve().parents[2] / "vectors" / "keys"
+
+
+# ------------------------------------------------------------------ policy
+
+
+@given(POLICIES, VOTES, st.integers(0, 4), st.booleans())
+def test_settled_agrees_with_every_completion(
+    policy: Policy, votes: list[str], pending: int, stand_aside: bool
+) -> None:
+    v = settled(policy, votes, pending, stand_aside=stand_aside)  # type: ignore[arg-type]
+    finals = {
+        decide(policy, [*votes, *rest], stand_aside=stand_aside)  # type: ignore[list-item]
+        for rest in itertools.product(["success", "failure", "unreachable"], repeat=pending)
+    }
+    assert (v is None) == (len(finals) > 1)
+    if v is not None:
+        assert finals == {v}
+
+
+@given(VOTES, st.booleans())
+def test_policies_are_ordered(votes: list[str], stand_aside: bool) -> None:
+    # consensus => majority => minority
+    c, m, n = (decide(p, votes, stand_aside=stand_aside) for p in Policy)  # type: ignore[arg-type]
+    assert (not c or m) and (not m or n)
+
+
+def test_policy_parse() -> None:
+    assert Policy.parse(" Majority ") is Policy.MAJORITY
+    with pytest.raises(ConfigError):
+        Policy.parse("unanimous")
+    with pytest.raises(ValueError):
+        decide(Policy.MAJORITY, ["yes"], stand_aside=True)  # type: ignore[list-item]
+
+
+@given(st.integers(0, 2**40), st.integers(0, 2**40), st.one_of(st.none(), st.integers(0, 10**9)))
+def test_cache_decision_is_total(ts: int, now: int, lifetime: int | None) -> None:
+    assert cache_decision(ts, now, lifetime) in ("hit", "stale")
+    assert cache_decision(None, now, lifetime) == "miss"
+
+
+# ------------------------------------------------------------------ fingerprints, requests
+
+
+@given(st.binary(min_size=20, max_size=20), st.booleans(), st.booleans())
+def test_fingerprint_round_trip(digest: bytes, colons: bool, lower: bool) -> None:
+    text = (":" if colons else "").join(f"{b:02X}" for b in digest)
+    fp = parse_fingerprint(text.lower() if lower else text)
+    assert fp.digest == digest and fp.algorithm == "sha1"
+    assert parse_fingerprint(fp.colon_hex()) == fp
+
+
+def test_request_has_no_host_header_and_exact_length() -> None:
+    fp = parse_fingerprint("00" * 20)
+    raw = request_bytes("Example.COM", 443, fp)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"POST /target/example.com+443 HTTP/1.0"
+    assert b"host:" not in head.lower()
+    assert f"Content-Length: {len(body)}".encode() in head
+
+
+def test_http_response_limits() -> None:
+    from converge import ResponseError
+
+    ok = b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 100
+    assert parse_http_response(ok, max_bytes=len(ok)).body == b"x" * 100
+    with pytest.raises(ResponseError):
+        parse_http_response(ok, max_bytes=len(ok) - 1)  # one past the limit
+    with pytest.raises(ResponseError):
+        parse_http_response(b"HTTP/1.0 200 OK\r\n" + b"X: y\r\n" * 5000 + b"\r\n")
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def test_discovery_order(tmp_path: Path) -> None:
+    explicit, envdir, home = tmp_path / "explicit", tmp_path / "env", tmp_path / "home"
+    for d in (explicit, envdir, home / ".config" / "converge"):
+        d.mkdir(parents=True)
+    env = {ENV_VAR: str(envdir), "HOME": str(home)}
+    assert discover_config_dir(explicit, env) == explicit
+    assert discover_config_dir(None, env) == envdir
+    assert discover_config_dir(None, {"HOME": str(home)}) == home / ".config" / "converge"
+    xdg = tmp_path / "xdg"
+    (xdg / "converge").mkdir(parents=True)
+    assert discover_config_dir(None, {"HOME": str(home), "XDG_CONFIG_HOME": str(xdg)}) == (
+        xdg / "converge"
+    )
+    # twins: an explicit or environment directory that does not exist is an error
+    with pytest.raises(ConfigError):
+        discover_config_dir(tmp_path / "missing", env)
+    with pytest.raises(ConfigError):
+        discover_config_dir(None, {ENV_VAR: str(tmp_path / "missing"), "HOME": str(home)})
+    if not SYSTEM_DIR.exists():
+        with pytest.raises(ConfigError):
+            discover_config_dir(None, {"HOME": str(tmp_path / "nobody")})
+
+
+def test_config_keys(tmp_path: Path) -> None:
+    cfg = parse_config(
+        tmp_path,
+        {
+            "db": "/var/cache/converge.db",
+            "userdb": "mine.db",
+            "notaries-dir": "n",
+            "notary-agreement": "consensus",
+            "quorum": 5,
+            "cache-lifetime": None,
+            "stand-aside": False,
+            "early-return": False,
+            "notary-timeout": 1.5,
+        },
+    )
+    assert cfg.db == Path("/var/cache/converge.db") and cfg.userdb == tmp_path / "mine.db"
+    assert cfg.notaries_dir == tmp_path / "n" and cfg.agreement is Policy.CONSENSUS
+    assert cfg.quorum == 5 and cfg.cache_lifetime is None and not cfg.stand_aside
+    assert cfg.notary_timeout == 1.5
+    defaults = parse_config(tmp_path, {})
+    assert defaults.agreement is Policy.MAJORITY and defaults.stand_aside
+    assert defaults.cache_lifetime == 604800 and defaults.db == tmp_path / "cache.sqlite3"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"quorum": 0},
+        {"quorum": 17},
+        {"quorum": True},
+        {"notary-agreement": "all"},
+        {"stand-aside": "yes"},
+        {"cache-lifetime": -1},
+        {"notary-timeout": 0},
+        {"notary-timeout": 601},
+        {"bounce": True},
+        {"colour": "blue"},
+        {"db": ""},
+        {"max-response-bytes": 10},
+    ],
+)
+def test_config_rejects(tmp_path: Path, raw: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        parse_config(tmp_path, raw)
+
+
+def test_load_config_file_errors(tmp_path: Path) -> None:
+    (tmp_path / "converge.config").write_text("{not json")
+    with pytest.raises(ConfigError):
+        load_config(tmp_path)
+    (tmp_path / "converge.config").write_text("[]")
+    with pytest.raises(ConfigError):
+        load_config(tmp_path)
+    (tmp_path / "converge.config").write_text(json.dumps({"quorum": 2}))
+    assert load_config(tmp_path).quorum == 2
+
+
+def _bundle(name: str) -> bytes:
+    cert = (KEYS / "test-notary-cert.pem").read_text()
+    return json.dumps(
+        {
+            "version": 1,
+            "name": name,
+            "hosts": [
+                {"host": "notary.test", "ssl_port": 443, "http_port": 80, "certificate": cert}
+            ],
+        }
+    ).encode()
+
+
+def test_notary_files(tmp_path: Path) -> None:
+    _, p1 = add_notary(tmp_path, _bundle("Org One"))
+    _, p2 = add_notary(tmp_path, _bundle("Org Two"), enable=False)
+    assert [(b.name, en) for b, en, _ in list_notaries(tmp_path)] == [
+        ("Org One", True),
+        ("Org Two", False),
+    ]
+    # re-adding the same name replaces the file instead of duplicating it
+    _, again = add_notary(tmp_path, _bundle("Org One"))
+    assert again == p1 and len(list(tmp_path.glob("notaries-available/*.notary"))) == 2
+    set_enabled(tmp_path, "Org Two", True)
+    set_enabled(tmp_path, "Org One", False)
+    assert [(b.name, en) for b, en, _ in list_notaries(tmp_path)] == [
+        ("Org One", False),
+        ("Org Two", True),
+    ]
+    cfg = parse_config(tmp_path, {})
+    assert [b.name for b in cfg.notaries()] == ["Org Two"]
+    remove_notary(tmp_path, "Org Two")
+    assert not p2.exists() and cfg.notaries() == []
+    # a dangling symlink is ignored; a broken bundle file is an error naming it
+    (tmp_path / "notaries-enabled" / "gone.notary").symlink_to("../notaries-available/x.notary")
+    assert [b.name for b, _, _ in list_notaries(tmp_path)] == ["Org One"]
+    (tmp_path / "notaries-available" / "broken.notary").write_text("{}")
+    with pytest.raises(BundleError, match="broken.notary"):
+        list_notaries(tmp_path)
+
+
+# ------------------------------------------------------------------ SQLite cache
+
+
+def test_cache_reads_a_legacy_database(tmp_path: Path) -> None:
+    """A cache written by the 2011 add-on's schema (milliseconds timestamps) still works."""
+    db = tmp_path / "legacy.sqlite"
+    con = sqlite3.connect(db)
+    con.execute(
+        "CREATE TABLE fingerprints (id integer primary key, location TEXT, "
+        "fingerprint TEXT, timestamp INTEGER)"
+    )
+    con.execute("CREATE UNIQUE INDEX location_fingerprint on fingerprints (location, fingerprint)")
+    fp = parse_fingerprint("AB" * 20).colon_hex()
+    con.execute(
+        "INSERT INTO fingerprints (location, fingerprint, timestamp) VALUES (?,?,?)",
+        ("www.example.com:443", fp, 1_700_000_000_000),
+    )
+    con.commit()
+    con.close()
+    cache = LocalCache(db)
+    ts = cache.lookup("www.example.com:443", fp)
+    assert ts == 1_700_000_000_000
+    assert cache_decision(ts, 1_700_000_060, 3600) == "hit"
+    assert cache.lookup("www.example.com:443", parse_fingerprint("CD" * 20).colon_hex()) is None
+    cache.close()
+
+
+def test_cache_shared_between_connections(tmp_path: Path) -> None:
+    a, b = LocalCache(tmp_path / "c.sqlite3"), LocalCache(tmp_path / "c.sqlite3")
+    a.store("h:1", "F", 10)
+    assert b.lookup("h:1", "F") == 10
+    b.store("h:1", "F", 20)  # upsert, no duplicate row
+    assert a.lookup("h:1", "F") == 20 and len(a.entries()) == 1
+    assert a._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    ro = LocalCache(tmp_path / "c.sqlite3", readonly=True)
+    assert ro.lookup("h:1", "F") == 20
+    with pytest.raises(CacheIOError):
+        ro.store("h:1", "G", 1)
+    for c in (a, b, ro):
+        c.close()
+
+
+def test_cache_open_failure_is_an_io_error(tmp_path: Path) -> None:
+    (tmp_path / "dir.sqlite3").mkdir()
+    with pytest.raises(CacheIOError):
+        LocalCache(tmp_path / "dir.sqlite3")
