@@ -166,15 +166,15 @@ def parse_chain(chain: Sequence[bytes]) -> list[x509.Certificate]:
         raise BadData(f"a certificate in the chain does not parse ({exc})") from exc
 
 
-def subject_for(host: str) -> verification.DNSName | verification.IPAddress:
+def subject_for(host: str) -> x509.DNSName | x509.IPAddress:
     """The verification subject for a host: an IP address or a DNS name."""
     text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
-        return verification.IPAddress(ipaddress.ip_address(text))
+        return x509.IPAddress(ipaddress.ip_address(text))
     except ValueError:
         pass
     try:
-        return verification.DNSName(host.rstrip(".").lower())
+        return x509.DNSName(host.rstrip(".").lower())
     except ValueError as exc:
         raise BadData(f"{host!r} is not a valid DNS name or IP address") from exc
 
@@ -187,7 +187,7 @@ def _attempt(
     store: RootStore,
     leaf: x509.Certificate,
     rest: Sequence[x509.Certificate],
-    subject: verification.DNSName | verification.IPAddress,
+    subject: x509.DNSName | x509.IPAddress,
     at: dt.datetime,
 ) -> list[x509.Certificate] | str:
     builder = verification.PolicyBuilder().store(store.store).time(at)
@@ -294,7 +294,7 @@ def verify_chain(
 def _diagnose(
     certs: list[x509.Certificate],
     host: str,
-    subject: verification.DNSName | verification.IPAddress,
+    subject: x509.DNSName | x509.IPAddress,
     at: dt.datetime,
     store: RootStore,
     pool: Sequence[x509.Certificate],

@@ -9,12 +9,18 @@ Contract (one suite tests every implementation: ``tests/notary/test_store_contra
 * ``save_body(location, version, body)`` stores the signed response bytes for that version;
   it does nothing if the record has moved on to another version meanwhile.
 * Failures of the backing service raise :class:`notary.errors.StoreUnavailable`.
+
+Optional, :class:`ChainStore` (memory, SQLite and Redis implement it; other stores need not):
+
+* ``save_chain(location, sha256, chain, now)`` keeps the chain presented with the leaf of
+  that SHA-256 (last write wins); ``get_chain`` returns it or ``None``; ``chains(limit)``
+  returns at most ``limit`` stored chains, for analysis.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import History
@@ -38,4 +44,23 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
-__all__ = ["Store", "TargetRecord"]
+@dataclass(frozen=True, slots=True)
+class StoredChain:
+    location: str
+    sha256: bytes  # of the leaf
+    chain: tuple[bytes, ...]  # DER, leaf first
+    seen: int
+
+
+@runtime_checkable
+class ChainStore(Protocol):
+    async def save_chain(
+        self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
+    ) -> None: ...
+
+    async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None: ...
+
+    async def chains(self, limit: int) -> list[StoredChain]: ...
+
+
+__all__ = ["ChainStore", "Store", "StoredChain", "TargetRecord"]

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from notary.core.fingerprint import CertDigests
-from notary.store.base import Store, TargetRecord
+from notary.store.base import ChainStore, Store, StoredChain, TargetRecord
 
 
 class CachedStore:
@@ -56,6 +56,23 @@ class CachedStore:
         rec = self._lru.get(location)
         if rec is not None and rec.version == version:
             self._lru[location] = replace(rec, body=body)
+
+    async def save_chain(
+        self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
+    ) -> None:
+        """Pass through to the backend when it keeps chains; otherwise do nothing."""
+        if isinstance(self.backend, ChainStore):
+            await self.backend.save_chain(location, sha256, chain, now)
+
+    async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
+        if isinstance(self.backend, ChainStore):
+            return await self.backend.get_chain(location, sha256)
+        return None
+
+    async def chains(self, limit: int) -> list[StoredChain]:
+        if isinstance(self.backend, ChainStore):
+            return await self.backend.chains(limit)
+        return []
 
     async def close(self) -> None:
         self._lru.clear()

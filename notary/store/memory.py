@@ -6,12 +6,13 @@ from dataclasses import replace
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import observe
-from notary.store.base import TargetRecord
+from notary.store.base import StoredChain, TargetRecord
 
 
 class MemoryStore:
     def __init__(self) -> None:
         self._records: dict[str, TargetRecord] = {}
+        self._chains: dict[tuple[str, bytes], StoredChain] = {}
 
     async def get(self, location: str) -> TargetRecord | None:
         return self._records.get(location)
@@ -28,8 +29,21 @@ class MemoryStore:
         if rec is not None and rec.version == version:
             self._records[location] = replace(rec, body=body)
 
+    async def save_chain(
+        self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
+    ) -> None:
+        self._chains[(location, sha256)] = StoredChain(location, sha256, tuple(chain), now)
+
+    async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
+        found = self._chains.get((location, sha256))
+        return found.chain if found is not None else None
+
+    async def chains(self, limit: int) -> list[StoredChain]:
+        return list(self._chains.values())[: max(0, limit)]
+
     async def close(self) -> None:
         self._records.clear()
+        self._chains.clear()
 
 
 __all__ = ["MemoryStore"]

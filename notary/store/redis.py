@@ -16,6 +16,9 @@ Several notary processes on one or more machines share one Redis. Rules:
 * Every Redis or socket failure becomes :class:`~notary.errors.StoreUnavailable` here, with a
   message that names the shared store but not its address. Every wait is bounded by the
   socket and connect timeouts. The connection pool reconnects by itself when Redis returns.
+* Chains (optional, :class:`~notary.store.base.ChainStore`): one hash per target, key
+  ``<prefix>c:<host:port>``, field = leaf SHA-256 hex, value = 8-byte big-endian time seen
+  then :func:`notary.rootstore.chain.encode_chain`. Last write wins; no transaction needed.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from redis.exceptions import RedisError, WatchError
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, Observation, observe, ordered
 from notary.errors import BadData, StoreUnavailable
-from notary.store.base import TargetRecord
+from notary.rootstore.chain import decode_chain, encode_chain
+from notary.store.base import StoredChain, TargetRecord
 
 MAX_ATTEMPTS = 32  # optimistic-transaction retries before giving up on a hot key
 DEFAULT_PREFIX = "converge:"
@@ -160,6 +164,56 @@ class RedisStore:
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from exc
         # Every attempt lost to a writer: the record has moved on, so the body is stale anyway.
+
+    def chain_key(self, location: str) -> str:
+        return f"{self._prefix}c:{location}"
+
+    async def save_chain(
+        self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
+    ) -> None:
+        value = struct.pack(">q", now) + encode_chain(chain)
+        try:
+            await self._r.hset(self.chain_key(location), sha256.hex(), value)
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
+        try:
+            raw = await self._r.hget(self.chain_key(location), sha256.hex())
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        return self._chain(location, sha256, raw).chain if raw is not None else None
+
+    @staticmethod
+    def _chain(location: str, sha256: bytes, raw: Any) -> StoredChain:
+        data = bytes(raw)
+        try:
+            if len(data) < 8:
+                raise BadData("stored chain is truncated")
+            return StoredChain(location, sha256, decode_chain(data[8:]),
+                               struct.unpack(">q", data[:8])[0])
+        except BadData as exc:
+            raise StoreUnavailable(f"{location}: stored chain is corrupt ({exc.message})") from exc
+
+    async def chains(self, limit: int) -> list[StoredChain]:
+        out: list[StoredChain] = []
+        prefix = self.chain_key("")
+        try:
+            async for key in self._r.scan_iter(match=f"{prefix}*", count=500):
+                if len(out) >= limit:
+                    break
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                location = name[len(prefix) :]
+                for field, raw in (await self._r.hgetall(key)).items():
+                    if len(out) >= limit:
+                        break
+                    hexfp = field.decode() if isinstance(field, bytes) else str(field)
+                    out.append(self._chain(location, bytes.fromhex(hexfp), raw))
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        except ValueError as exc:
+            raise StoreUnavailable("a stored chain has a malformed field name") from exc
+        return out
 
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` unless Redis answers."""

@@ -5,6 +5,9 @@ Safe for several worker processes on one file: writes take the database's write 
 observations of one target from different processes all land in one consistent history.
 With WAL and ``synchronous=NORMAL`` a committed transaction survives the death of the
 process (SIGKILL); only an operating-system crash can lose the last commits.
+
+Schema version 2 adds the ``chains`` table (the chain presented with each observed leaf);
+opening a version-1 database creates it and records version 2, nothing else changes.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import aiosqlite
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import History, Observation, observe, ordered
-from notary.errors import StoreUnavailable
-from notary.store.base import TargetRecord
+from notary.errors import BadData, StoreUnavailable
+from notary.rootstore.chain import decode_chain, encode_chain
+from notary.store.base import StoredChain, TargetRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS targets (
@@ -35,6 +39,13 @@ CREATE TABLE IF NOT EXISTS observations (
     sha1 BLOB NOT NULL,
     first_seen INTEGER NOT NULL,
     last_seen INTEGER NOT NULL,
+    PRIMARY KEY (location, sha256)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chains (
+    location TEXT NOT NULL,
+    sha256 BLOB NOT NULL,
+    chain BLOB NOT NULL,
+    seen INTEGER NOT NULL,
     PRIMARY KEY (location, sha256)
 ) WITHOUT ROWID;
 """
@@ -72,6 +83,11 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
             )
+            await db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'"
+                " AND CAST(value AS INTEGER) < ?",
+                (str(SCHEMA_VERSION), SCHEMA_VERSION),
+            )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from exc
         return cls(db, path)
@@ -102,6 +118,9 @@ class SQLiteStore:
                     if gone:
                         await db.executemany(
                             "DELETE FROM observations WHERE location = ? AND sha256 = ?", gone
+                        )
+                        await db.executemany(
+                            "DELETE FROM chains WHERE location = ? AND sha256 = ?", gone
                         )
                     changed = [o for o in new if o not in old]
                     await db.executemany(
@@ -140,6 +159,52 @@ class SQLiteStore:
             await self._db.close()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"store close failed: {exc}") from exc
+
+    async def save_chain(
+        self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
+    ) -> None:
+        raw = encode_chain(chain)
+        try:
+            async with self._write_lock:
+                await self._db.execute(
+                    "INSERT INTO chains(location, sha256, chain, seen) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain,"
+                    " seen = excluded.seen",
+                    (location, sha256, raw, now),
+                )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"store write failed: {exc}") from exc
+
+    async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
+        try:
+            async with self._write_lock:
+                rows = list(await self._db.execute_fetchall(
+                    "SELECT chain FROM chains WHERE location = ? AND sha256 = ?",
+                    (location, sha256),
+                ))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"store read failed: {exc}") from exc
+        return _decode(location, rows[0][0]) if rows else None
+
+    async def chains(self, limit: int) -> list[StoredChain]:
+        try:
+            async with self._write_lock:
+                rows = list(await self._db.execute_fetchall(
+                    "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256"
+                    " LIMIT ?",
+                    (max(0, limit),),
+                ))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"store read failed: {exc}") from exc
+        return [StoredChain(str(r[0]), bytes(r[1]), _decode(str(r[0]), r[2]), int(r[3]))
+                for r in rows]
+
+
+def _decode(location: str, raw: bytes) -> tuple[bytes, ...]:
+    try:
+        return decode_chain(bytes(raw))
+    except BadData as exc:
+        raise StoreUnavailable(f"{location}: stored chain is corrupt ({exc.message})") from exc
 
 
 __all__ = ["SQLiteStore"]

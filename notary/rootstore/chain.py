@@ -1,0 +1,47 @@
+"""The stored form of a presented chain. Pure.
+
+``b"C1"`` then, per certificate (leaf first), a 4-byte big-endian length and the DER bytes.
+At most :data:`~notary.rootstore.verify.MAX_CHAIN_CERTS` certificates and
+:data:`~notary.rootstore.verify.MAX_CHAIN_BYTES` DER bytes; anything else is
+:class:`~notary.errors.BadData`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from notary.errors import BadData
+from notary.rootstore.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
+
+MAGIC = b"C1"
+_LEN = struct.Struct(">I")
+
+
+def encode_chain(chain: Sequence[bytes]) -> bytes:
+    if not chain or len(chain) > MAX_CHAIN_CERTS or sum(map(len, chain)) > MAX_CHAIN_BYTES:
+        raise BadData("a stored chain has 1 to 10 certificates and at most 64 KiB")
+    return MAGIC + b"".join(_LEN.pack(len(c)) + c for c in chain)
+
+
+def decode_chain(raw: bytes) -> tuple[bytes, ...]:
+    if not raw.startswith(MAGIC):
+        raise BadData("stored chain has an unknown format")
+    out: list[bytes] = []
+    pos, total = len(MAGIC), 0
+    while pos < len(raw):
+        if len(out) >= MAX_CHAIN_CERTS or pos + _LEN.size > len(raw):
+            raise BadData("stored chain is malformed")
+        (n,) = _LEN.unpack_from(raw, pos)
+        pos += _LEN.size
+        total += n
+        if n == 0 or total > MAX_CHAIN_BYTES or pos + n > len(raw):
+            raise BadData("stored chain is malformed")
+        out.append(raw[pos : pos + n])
+        pos += n
+    if not out:
+        raise BadData("stored chain is empty")
+    return tuple(out)
+
+
+__all__ = ["decode_chain", "encode_chain"]
