@@ -38,12 +38,14 @@ STUDY_FIGURES = {"flows": 3_922_967, "named_flows": 2_139_632, "notary_requests"
 
 RESULT_COLUMNS = ("seq", "kind", "client", "host", "port", "notary", "intended", "actual",
                   "status", "error", "latency", "layer", "cache_status", "bytes_sent",
-                  "bytes_received", "ssl_bytes")
+                  "bytes_received", "ssl_bytes", "wire")
 
 
 @dataclass(frozen=True, slots=True)
 class ResultRow:
-    """One workload event as replayed. Times are seconds since the run's start."""
+    """One workload event as replayed. Times are seconds since the run's start:
+    ``intended`` (schedule), ``actual`` (the replayer dispatched it), ``wire`` (its request
+    headers were written to a connection; later than ``actual`` when it waited for one)."""
 
     seq: int
     kind: str
@@ -61,6 +63,7 @@ class ResultRow:
     bytes_sent: int
     bytes_received: int
     ssl_bytes: int
+    wire: float | None = None
 
     def as_row(self) -> list[str]:
         return [str(self.seq), self.kind, self.client, self.host, str(self.port), self.notary,
@@ -68,7 +71,7 @@ class ResultRow:
                 "" if self.status is None else str(self.status), self.error,
                 "" if self.latency is None else f"{self.latency:.6f}", self.layer,
                 self.cache_status, str(self.bytes_sent), str(self.bytes_received),
-                str(self.ssl_bytes)]
+                str(self.ssl_bytes), "" if self.wire is None else f"{self.wire:.6f}"]
 
     @classmethod
     def from_row(cls, row: list[str]) -> ResultRow:
@@ -77,7 +80,7 @@ class ResultRow:
         return cls(int(row[0]), row[1], row[2], row[3], int(row[4]), row[5], float(row[6]),
                    float(row[7]), int(row[8]) if row[8] else None, row[9],
                    float(row[10]) if row[10] else None, row[11], row[12], int(row[13]),
-                   int(row[14]), int(row[15]))
+                   int(row[14]), int(row[15]), float(row[16]) if row[16] else None)
 
 
 def classify_cache_status(header: str | None) -> str:
@@ -117,6 +120,7 @@ class Aggregate:
     unknown_layer_verdicts: int = 0
     latency: dict[str, LogHistogram] = field(default_factory=lambda: defaultdict(LogHistogram))
     lateness: LogHistogram = field(default_factory=LogHistogram)
+    wire_lateness: LogHistogram = field(default_factory=LogHistogram)
     sent_per_s: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     scheduled_per_s: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     validations_per_s: dict[int, int] = field(default_factory=lambda: defaultdict(int))
@@ -151,6 +155,8 @@ class Aggregate:
         self.sent_per_s[asec] += 1
         self.notaries[r.notary] += 1
         self.lateness.add(max(0.0, r.actual - r.intended))
+        if r.wire is not None:
+            self.wire_lateness.add(max(0.0, r.wire - r.intended))
         self.notary_bytes += r.bytes_sent + r.bytes_received
         self.outcome_per_s[(asec, o)] += 1
         lat = r.latency if r.latency is not None else 0.0

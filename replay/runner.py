@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -155,6 +155,13 @@ def tls_pin_from_server(url: str, expect_sha1: str | None, timeout: float = 5.0,
     return aiohttp.Fingerprint(hashlib.sha256(der).digest())
 
 
+async def _headers_sent(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
+    """Trace hook: note when a request's headers went out on a connection."""
+    store = ctx.trace_request_ctx
+    if isinstance(store, dict):
+        store["wire"] = time.perf_counter()
+
+
 class Replayer:
     """One replay run. Send times come from ``time.perf_counter`` (sub-microsecond)."""
 
@@ -192,13 +199,14 @@ class Replayer:
         cache_status = ""
         sent = received = 0
         latency: float | None = None
+        trace_ctx: dict[str, float] = {}
         body = f"fingerprint={ev.fingerprint}".encode() if ev.fingerprint else b""
         method = self.config.method if ev.fingerprint else "GET"
         try:
             async with session.request(
                     method, base + path, data=body if method == "POST" else None,
                     headers={"Content-Type": "application/x-www-form-urlencoded"}
-                    if method == "POST" else None) as resp:
+                    if method == "POST" else None, trace_request_ctx=trace_ctx) as resp:
                 payload = await resp.content.read(MAX_BODY_BYTES)
                 latency = clock() - actual
                 status = resp.status
@@ -220,7 +228,8 @@ class Replayer:
             self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
         self.writer.write(ResultRow(seq, ev.kind, ev.client, ev.host, ev.port, base,
                                     intended - start, actual - start, status, err, latency,
-                                    layer, cache_status, sent, received, ev.ssl_bytes))
+                                    layer, cache_status, sent, received, ev.ssl_bytes,
+                                    trace_ctx["wire"] - start if "wire" in trace_ctx else None))
 
     def _observe(self, lateness: float, now: float) -> None:
         warning = self.monitor.observe(max(0.0, lateness), now)
@@ -252,6 +261,8 @@ class Replayer:
         cfg = self.config
         clock = time.perf_counter
         timeout = aiohttp.ClientTimeout(total=cfg.timeout, sock_connect=cfg.connect_timeout)
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(_headers_sent)
         connector = aiohttp.TCPConnector(limit=cfg.connections, ssl=cfg.tls
                                          if cfg.tls is not None else True,
                                          enable_cleanup_closed=False)
@@ -263,7 +274,8 @@ class Replayer:
         s = self.summary
         try:
             async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                             auto_decompress=False) as session:
+                                             auto_decompress=False,
+                                             trace_configs=[trace]) as session:
                 for seq, ev in enumerate(events):
                     if cfg.limit is not None and seq >= cfg.limit:
                         s.stopped_early = True

@@ -97,6 +97,7 @@ async def test_open_loop_slow_server_does_not_delay_later_sends(
     first_answer = min(r.actual + (r.latency or 0) for r in rows)
     assert max(r.actual for r in rows) < first_answer
     assert max(r.actual - r.intended for r in rows) < 0.05
+    assert all(r.wire is not None and r.wire >= r.actual for r in rows)
     assert len(arrivals) == 20 and max(arrivals) - min(arrivals) < 0.8
 
 
