@@ -114,7 +114,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "| Ratio (min-max) | Target | Met |",
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---|",
     ]
-    for key, row in sc.items():
+    for row in sc.values():
         n, b, c = row["notary"], row["baseline"], row["compare"]
         met = c["meets_target"]
         lines.append(

@@ -10,6 +10,7 @@ baseline measured in the same run, trials interleaved, medians reported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -43,6 +44,7 @@ class Options:
     probe_connections: int = 16
     distinct_hosts: int = 4096
     rate_limit: float = 1e9
+    warmup: bool = True
     scenarios: tuple[str, ...] = ("cached_keepalive", "cached_tls_per_request", "forced_probes")
     out_json: Path | None = ROOT / "bench" / "results" / "notary.json"
     out_md: Path | None = ROOT / "docs" / "benchmarks.md"
@@ -94,9 +96,8 @@ def warm(port: int, target_port: int, cert: CertFiles, *, tls: bool) -> int:
 
 def unexpected(result: wrk.WrkResult, status: str, cache: str) -> int:
     """Answers that are not the expected status with the expected Cache-Status."""
-    return max(result.statuses.get(status, 0) and 0, 0) + (
-        result.requests - min(result.statuses.get(status, 0), result.cache_status.get(cache, 0))
-    )
+    good = min(result.statuses.get(status, 0), result.cache_status.get(cache, 0))
+    return max(0, result.requests - good)
 
 
 def probe_count(metrics_port: int) -> int | None:
@@ -133,13 +134,12 @@ def machine_info() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    try:
-        import aiohttp
-        import uvloop
+    from importlib.metadata import PackageNotFoundError, version
 
-        libs = {"aiohttp": aiohttp.__version__, "uvloop": uvloop.__version__}
-    except ImportError:
-        libs = {}
+    libs: dict[str, str] = {}
+    for lib in ("aiohttp", "uvloop", "cryptography", "aiosqlite"):
+        with contextlib.suppress(PackageNotFoundError):
+            libs[lib] = version(lib)
     return {
         "nproc": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -313,7 +313,8 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
         }
 
     # A short warm-up of every side (first connections, caches, page faults), not recorded.
-    for name, (subject, baseline) in plans.items():
+    warmups = list(plans.items()) if opts.warmup else []
+    for name, (subject, baseline) in warmups:
         _log(f"warm-up: {name}")
         subject()
         baseline()

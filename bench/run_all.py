@@ -1,0 +1,73 @@
+"""``make bench``: every benchmark suite, one after another.
+
+* ``bench.notary.run``: the notary (always; results in ``bench/results/notary.json`` and
+  ``docs/benchmarks.md``).
+* ``bench/client/bench_client.py`` and ``bench/replay`` (``python -m bench.replay``) when
+  present; a missing one is skipped with a message.
+
+Each suite runs in its own process with a time limit, so one failing suite does not stop the
+others. The exit status is non-zero when a suite that ran failed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE_TIMEOUT = 600.0  # seconds per suite
+
+
+def _python() -> str:
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
+    """(name, argv or None when missing, why missing)."""
+    py = _python()
+    out: list[tuple[str, list[str] | None, str]] = [
+        ("notary", [py, "-m", "bench.notary.run"], "")
+    ]
+    client = root / "bench" / "client" / "bench_client.py"
+    out.append(("client", [py, str(client)] if client.is_file() else None,
+                f"{client.relative_to(root)} not found"))
+    replay = root / "bench" / "replay"
+    if (replay / "__main__.py").is_file():
+        out.append(("replay", [py, "-m", "bench.replay"], ""))
+    else:
+        out.append(("replay", None, "bench/replay/__main__.py not found"))
+    return out
+
+
+def run_suite(name: str, argv: list[str], timeout: float = SUITE_TIMEOUT) -> int:
+    print(f"== bench {name}: {' '.join(argv[1:])}", flush=True)
+    t0 = time.monotonic()
+    try:
+        rc = subprocess.run(argv, cwd=ROOT, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"== bench {name}: stopped after {timeout:g} s", flush=True)
+        return 1
+    print(f"== bench {name}: exit {rc} after {time.monotonic() - t0:.0f} s", flush=True)
+    return rc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    failed: list[str] = []
+    for name, cmd, why in suites():
+        if cmd is None:
+            print(f"== bench {name}: skipped ({why})", flush=True)
+            continue
+        if run_suite(name, cmd) != 0:
+            failed.append(name)
+    if failed:
+        print(f"bench: failed suites: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

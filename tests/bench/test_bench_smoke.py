@@ -1,0 +1,142 @@
+"""The notary benchmark harness works: each building block for about a second, tiny settings.
+
+No timing assertions: only that the harness measures, counts and reports what it should.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import run_all
+from bench.notary import report, stime, wrk
+from bench.notary.certs import make_rsa_cert
+from bench.notary.procs import BenchError, Processes, free_port, http_request
+from bench.notary.run import Options, run, trivial_argv, unexpected
+
+needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None,
+                                   reason="openssl is not installed")
+
+SAMPLE = (
+    'Running 1s test\nBENCHJSON {"requests":10,"duration_us":1000000,"bytes":100,'
+    '"latency_us":{"mean":1500,"p50":1000,"p90":2000,"p99":3000,"max":4000},'
+    '"errors":{"connect":0,"read":1,"write":0,"status":2,"timeout":0},'
+    '"statuses":{"200":8,"409":2},"cache_status":{"converge-notary; hit":8,"none":2}}\n'
+)
+
+
+def test_parse_wrk_output() -> None:
+    r = wrk.parse_output(SAMPLE, connections=4, threads=2)
+    assert (r.requests, r.rate, r.p50_ms, r.p99_ms) == (10, 10.0, 1.0, 3.0)
+    assert r.socket_errors == 1
+    assert unexpected(r, "200", "converge-notary; hit") == 2
+    assert unexpected(r, "409", "converge-notary; fwd=miss") == 10
+
+
+def test_parse_wrk_output_without_result_line_fails() -> None:
+    with pytest.raises(BenchError):
+        wrk.parse_output("Running 1s test\n  0 requests\n")
+
+
+def test_script_refuses_values_that_would_break_lua(tmp_path: Path) -> None:
+    ok = wrk.write_script(tmp_path / "ok.lua", target_host="site.test", target_port=443,
+                          fingerprint="AA:BB", distinct_hosts=4, close=True)
+    text = ok.read_text()
+    assert 'fingerprint=AA:BB' in text and "local DISTINCT = 4" in text
+    with pytest.raises(ValueError):
+        wrk.write_script(tmp_path / "bad.lua", target_host='x" os.exit() "', target_port=443,
+                         fingerprint="AA")
+
+
+def test_wrong_fingerprint_differs_from_the_certificate(tmp_path: Path) -> None:
+    cert = make_rsa_cert(tmp_path, "site.test", bits=2048)
+    assert len(cert.sha1) == 59 and cert.wrong_sha1 != cert.sha1
+    assert len(cert.wrong_sha1) == len(cert.sha1)
+
+
+def test_report_ratios_are_paired_medians() -> None:
+    notary = [{"rate": 60.0}, {"rate": 30.0}, {"rate": 80.0}]
+    base = [{"rate": 100.0}, {"rate": 100.0}, {"rate": 100.0}]
+    c = report.compare(notary, base, 0.6)
+    assert c["paired_ratios"] == [0.6, 0.3, 0.8] and c["ratio"] == 0.6 and c["meets_target"]
+    assert report.compare(notary, base, 0.7)["meets_target"] is False
+    with pytest.raises(ValueError):
+        report.compare(notary, base[:2], 0.6)
+
+
+@needs_wrk
+def test_trivial_app_under_wrk(tmp_path: Path) -> None:
+    with Processes(tmp_path / "logs") as ps:
+        port = free_port()
+        ps.start("trivial", trivial_argv(port, 300))
+        ps.wait_http("trivial", "127.0.0.1", port)
+        status, headers, body = http_request("127.0.0.1", port, "POST", "/target/a.test+443",
+                                             body=b"fingerprint=AA")
+        assert status == 200 and len(body) == 300
+        script = wrk.write_script(tmp_path / "s.lua", target_host="a.test", target_port=443,
+                                  fingerprint="AA")
+        r = wrk.run_wrk(f"http://127.0.0.1:{port}", script, threads=1, connections=2,
+                        seconds=1)
+    assert r.requests > 0 and r.socket_errors == 0
+    assert r.statuses == {"200": r.requests}
+    assert r.cache_status == {"converge-notary; hit": r.requests}
+
+
+def test_wait_reports_a_process_that_exits(tmp_path: Path) -> None:
+    with Processes(tmp_path / "logs") as ps:
+        ps.start("dies", [sys.executable, "-c", "import sys; print('bye'); sys.exit(3)"])
+        with pytest.raises(BenchError, match="exited with code 3"):
+            ps.wait_http("dies", "127.0.0.1", free_port(), timeout=10)
+
+
+@needs_openssl
+def test_s_time_against_s_server(tmp_path: Path) -> None:
+    cert = make_rsa_cert(tmp_path / "target")
+    with Processes(tmp_path / "logs") as ps:
+        port = free_port()
+        ps.start("s_server", stime.s_server_argv(cert, "127.0.0.1", port))
+        ps.wait_tcp("s_server", "127.0.0.1", port)
+        h = stime.s_time("127.0.0.1", port, 1)
+    assert h.connections > 0 and h.rate > 0
+
+
+@needs_openssl
+def test_s_time_against_a_closed_port_fails() -> None:
+    with pytest.raises(BenchError):
+        stime.s_time("127.0.0.1", free_port(), 1)
+
+
+@needs_wrk
+@needs_openssl
+def test_one_tiny_run_of_every_scenario(tmp_path: Path) -> None:
+    opts = Options(seconds=1, trials=1, connections=4, probe_connections=2, distinct_hosts=16,
+                   warmup=False, out_json=None, out_md=None, work_dir=tmp_path)
+    doc = run(opts)
+    sc = doc["scenarios"]
+    assert set(sc) == set(Options.scenarios)
+    for row in sc.values():
+        assert row["notary"]["requests"] > 0 and row["notary"]["unexpected"] == 0
+        assert row["baseline"]["rate"] > 0 and row["compare"]["ratio"] > 0
+    assert sc["cached_keepalive"]["notary"]["cache_status"] == {
+        "converge-notary; hit": sc["cached_keepalive"]["notary"]["requests"]}
+    v = sc["forced_probes"]["verification"]
+    assert v["probes_counted"] is not None and v["probes_counted"] >= v["requests"] > 0
+    json.dumps(doc)  # machine-readable as written
+    md = report.render_markdown(doc)
+    for row in sc.values():
+        assert row["title"] in md
+
+
+def test_run_all_skips_missing_suites(tmp_path: Path) -> None:
+    listed = run_all.suites(tmp_path)
+    names = {name: cmd for name, cmd, _ in listed}
+    assert names["notary"] is not None
+    assert names["client"] is None and names["replay"] is None
+    (tmp_path / "bench" / "client").mkdir(parents=True)
+    (tmp_path / "bench" / "client" / "bench_client.py").write_text("")
+    assert {n: c for n, c, _ in run_all.suites(tmp_path)}["client"] is not None
