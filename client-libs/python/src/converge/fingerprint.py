@@ -13,6 +13,7 @@ The canonical form, used on the wire and in the cache, is upper-case colon-separ
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,7 +23,8 @@ Algorithm = Literal["sha1", "sha256"]
 
 MAX_FINGERPRINT_TEXT = 200
 _SIZES: dict[int, Algorithm] = {20: "sha1", 32: "sha256"}
-_HEX = frozenset("0123456789abcdefABCDEF")
+_COLON_FORM = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2})*")
+_PLAIN_FORM = re.compile(r"[0-9A-Fa-f]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,7 @@ class Fingerprint:
 
     def colon_hex(self) -> str:
         """Canonical form: ``8F:C0:...`` (upper case, colon separated)."""
-        return ":".join(f"{b:02X}" for b in self.digest)
+        return self.digest.hex(":").upper()
 
     def plain_hex(self) -> str:
         """Lower-case hex without separators."""
@@ -54,16 +56,15 @@ def parse_fingerprint(text: str) -> Fingerprint:
     if not s:
         raise FingerprintError("empty fingerprint")
     if ":" in s:
-        parts = s.split(":")
-        if any(len(p) != 2 for p in parts):
+        if not _COLON_FORM.fullmatch(s):
             raise FingerprintError("colon-separated fingerprints need two hex digits per byte")
-        hexdigits = "".join(parts)
+        hexdigits = s.replace(":", "")
     else:
+        if not _PLAIN_FORM.fullmatch(s):
+            raise FingerprintError("fingerprint contains a non-hex character")
+        if len(s) % 2:
+            raise FingerprintError("odd number of hex digits")
         hexdigits = s
-    if not all(c in _HEX for c in hexdigits):
-        raise FingerprintError("fingerprint contains a non-hex character")
-    if len(hexdigits) % 2:
-        raise FingerprintError("odd number of hex digits")
     digest = bytes.fromhex(hexdigits)
     algorithm = _SIZES.get(len(digest))
     if algorithm is None:
