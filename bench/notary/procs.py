@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import ssl
 import subprocess
@@ -60,6 +61,16 @@ def http_request(
         return resp.status, {k: v for k, v in resp.getheaders()}, data
     finally:
         conn.close()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (all its threads) so far, or None if unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 class Processes:
@@ -120,6 +131,9 @@ class Processes:
                 last = exc
                 time.sleep(0.1)
         raise BenchError(f"{name} did not answer within {timeout:g} s ({last})")
+
+    def pid(self, name: str) -> int:
+        return self._find(name).pid
 
     def _find(self, name: str) -> subprocess.Popen[bytes]:
         for n, p in self._procs:

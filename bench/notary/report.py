@@ -14,7 +14,8 @@ STUDY = {
     "source": "forced-perspectives-imc2014, section 3",
 }
 
-METRICS = ("rate", "p50_ms", "p99_ms", "mean_ms")
+METRICS = ("rate", "p50_ms", "p99_ms", "mean_ms", "server_cpu_us_per_request",
+           "target_cpu_us_per_request")
 
 
 def median(values: Sequence[float]) -> float:
@@ -60,7 +61,13 @@ def compare(subject: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str
     ratios = paired_ratios(subject, baseline)
     s, b = summarize(subject), summarize(baseline)
     ratio = median(ratios)
+    cpu = [
+        float(bt["server_cpu_us_per_request"]) / float(st["server_cpu_us_per_request"])
+        for st, bt in zip(subject, baseline, strict=True)
+        if st.get("server_cpu_us_per_request") and bt.get("server_cpu_us_per_request")
+    ]
     return {
+        "cpu_ratio": median(cpu) if cpu else None,
         "ratio": ratio,
         "ratio_of_medians": s["rate"] / b["rate"] if b.get("rate") else None,
         "paired_ratios": ratios,
@@ -87,6 +94,10 @@ def _fmt_ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _fmt_us(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
@@ -111,8 +122,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "## Notary",
         "",
         "| Scenario | Notary rate/s | p50 ms | p99 ms | Errors | Baseline | Baseline rate/s "
-        "| Ratio (min-max) | Target | Met |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|---|",
+        "| Ratio (min-max) | Target | Met | CPU µs/req notary / baseline | CPU ratio |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|",
     ]
     for row in sc.values():
         n, b, c = row["notary"], row["baseline"], row["compare"]
@@ -122,12 +133,18 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             f"| {_fmt_ms(n.get('p99_ms'))} | {error_count(n)} | {row['baseline_title']} "
             f"| {_fmt_rate(b.get('rate'))} | {_pct(c['ratio'])} "
             f"({_pct(c['ratio_min'])}-{_pct(c['ratio_max'])}) | {_pct(c['target'])} "
-            f"| {'-' if met is None else ('yes' if met else '**no**')} |"
+            f"| {'-' if met is None else ('yes' if met else '**no**')} "
+            f"| {_fmt_us(n.get('server_cpu_us_per_request'))} / "
+            f"{_fmt_us(b.get('server_cpu_us_per_request'))} | {_pct(c.get('cpu_ratio'))} |"
         )
     lines += [
         "",
         "Rates and latencies are medians over the trials; the ratio is the median of the",
         "per-trial ratios, each trial's notary run paired with the baseline run next to it.",
+        "CPU µs/req is the server process's own CPU time (user + system, all threads, from",
+        "`/proc`) per answered request; the CPU ratio (baseline CPU / notary CPU per request,",
+        "median of pairs) is what the rate ratio would be with a whole core for each server,",
+        "and is much less sensitive to other load on a shared machine than the rates.",
         "Errors are socket errors and timeouts plus answers other than the expected status",
         "and `Cache-Status` (every cached trial must be all `200` + `hit`; every probe trial",
         "all `409` + `fwd=miss`).",
@@ -146,7 +163,13 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         v = probes["verification"]
         lines += [
             f"Probe check: {v.get('probes_counted', '?')} live probes counted by the notary's "
-            f"metrics for {v.get('requests', '?')} requests answered ({v.get('note', '')}).",
+            f"metrics for {v.get('requests', '?')} requests answered ({v.get('note', '')}). "
+            "CPU per probe request: notary "
+            f"{_fmt_us(probes['notary'].get('server_cpu_us_per_request'))} µs, target "
+            f"{_fmt_us(probes['notary'].get('target_cpu_us_per_request'))} µs; the target "
+            "used "
+            f"{_fmt_us(probes['baseline'].get('target_cpu_us_per_request'))} µs per `s_time` "
+            "handshake.",
             "",
         ]
     st = doc["study"]

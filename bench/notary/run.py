@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.notary import report, stime, wrk
 from bench.notary.certs import CertFiles, make_rsa_cert
-from bench.notary.procs import BenchError, Processes, free_port, http_request
+from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port, http_request
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -115,6 +115,12 @@ def probe_count(metrics_port: int) -> int | None:
             total += float(line.rsplit(" ", 1)[1])
             found = True
     return int(total) if found else None
+
+
+def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
+    if before is None or after is None or requests <= 0:
+        return None
+    return (after - before) / requests * 1e6
 
 
 def machine_info() -> dict[str, Any]:
@@ -225,15 +231,23 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
         script_close = wrk.write_script(work / "cached-close.lua", target_host=SITE,
                                         target_port=tport, fingerprint=target.sha1, close=True)
 
-    def wrk_trial(port: int, script: Path, tls: bool, conns: int, status: str,
-                  cache: str) -> Trial:
+    def wrk_trial(server: str, port: int, script: Path, tls: bool, conns: int, status: str,
+                  cache: str, also: str | None = None) -> Trial:
+        """wrk against ``server``; also records the CPU time ``server`` (and ``also``) used."""
         url = f"{'https' if tls else 'http'}://{HOST}:{port}"
+        pids = {"server": ps.pid(server)}
+        if also is not None:
+            pids["target"] = ps.pid(also)
 
         def go() -> dict[str, Any]:
+            before = {k: cpu_seconds(p) for k, p in pids.items()}
             r = wrk.run_wrk(url, script, threads=opts.threads, connections=conns,
                             seconds=opts.seconds)
+            after = {k: cpu_seconds(p) for k, p in pids.items()}
             d = r.as_dict()
             d["unexpected"] = unexpected(r, status, cache)
+            for k in pids:
+                d[f"{k}_cpu_us_per_request"] = _per_request(before[k], after[k], r.requests)
             return d
 
         return go
@@ -248,8 +262,8 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
         ps.start("trivial-plain", trivial_argv(bp, size))
         ps.wait_http("trivial-plain", HOST, bp)
         plans["cached_keepalive"] = (
-            wrk_trial(np, script_ka, False, opts.connections, "200", HIT),
-            wrk_trial(bp, script_ka, False, opts.connections, "200", HIT),
+            wrk_trial("notary-plain", np, script_ka, False, opts.connections, "200", HIT),
+            wrk_trial("trivial-plain", bp, script_ka, False, opts.connections, "200", HIT),
         )
         meta["cached_keepalive"] = {
             "title": "Cached, keep-alive (HTTP)",
@@ -268,8 +282,8 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
                                                          ntls_dir / "notary.key")))
         ps.wait_http("trivial-tls", HOST, btp, tls=True)
         plans["cached_tls_per_request"] = (
-            wrk_trial(ntp, script_close, True, opts.connections, "200", HIT),
-            wrk_trial(btp, script_close, True, opts.connections, "200", HIT),
+            wrk_trial("notary-tls", ntp, script_close, True, opts.connections, "200", HIT),
+            wrk_trial("trivial-tls", btp, script_close, True, opts.connections, "200", HIT),
         )
         meta["cached_tls_per_request"] = {
             "title": "Cached, new TLS connection per request",
@@ -293,7 +307,8 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
         script_probe = wrk.write_script(work / "probe.lua", target_host=SITE, target_port=tport,
                                         fingerprint=target.wrong_sha1,
                                         distinct_hosts=opts.distinct_hosts)
-        probe_trial = wrk_trial(pp, script_probe, False, opts.probe_connections, "409", MISS)
+        probe_trial = wrk_trial("notary-probe", pp, script_probe, False,
+                                opts.probe_connections, "409", MISS, also="s_server")
 
         def counted_probe_trial() -> dict[str, Any]:
             before = probe_count(probe_metrics) if probe_metrics else None
@@ -302,8 +317,15 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             d["probes_counted"] = None if before is None or after is None else after - before
             return d
 
+        target_pid = ps.pid("s_server")
+
         def stime_trial() -> dict[str, Any]:
-            return stime.s_time(HOST, tport, opts.seconds).as_dict()
+            before = cpu_seconds(target_pid)
+            h = stime.s_time(HOST, tport, opts.seconds)
+            d = h.as_dict()
+            d["target_cpu_us_per_request"] = _per_request(before, cpu_seconds(target_pid),
+                                                          h.connections)
+            return d
 
         plans["forced_probes"] = (counted_probe_trial, stime_trial)
         meta["forced_probes"] = {
