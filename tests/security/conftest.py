@@ -11,9 +11,18 @@ from pathlib import Path
 
 import pytest
 import trustme
-from security_support import RESULTS, Results, ThreadServer, server_ctx, tls_handler
 
-from notary import keys
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fuzz"))
+
+from security_support import (  # noqa: E402
+    RESULTS,
+    Results,
+    ThreadServer,
+    server_ctx,
+    tls_handler,
+)
+
+from notary import keys  # noqa: E402
 
 
 @pytest.fixture(scope="session")
