@@ -93,8 +93,11 @@ class SQLiteStore:
         return cls(db, path)
 
     async def get(self, location: str) -> TargetRecord | None:
+        # The connection is shared with observe(), whose transaction spans several awaits:
+        # without the lock a read could see its uncommitted, half-applied rows.
         try:
-            rows = list(await self._db.execute_fetchall(_GET, (location,)))
+            async with self._write_lock:
+                rows = list(await self._db.execute_fetchall(_GET, (location,)))
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"store read failed: {exc}") from exc
         if not rows:
@@ -147,10 +150,11 @@ class SQLiteStore:
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
         try:
-            await self._db.execute(
-                "UPDATE targets SET body = ? WHERE location = ? AND version = ?",
-                (body, location, version),
-            )
+            async with self._write_lock:  # never inside observe()'s open transaction
+                await self._db.execute(
+                    "UPDATE targets SET body = ? WHERE location = ? AND version = ?",
+                    (body, location, version),
+                )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"store write failed: {exc}") from exc
 
