@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gevent.lock
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -43,6 +44,7 @@ from notary.core.signing import verify_legacy
 from notary.errors import BadData, BadFingerprint
 
 MAX_TARGETS = 1_000_000
+MAX_VERIFIED = 10_000  # verified bodies remembered per process
 
 
 @events.init_command_line_parser.add_listener
@@ -105,11 +107,17 @@ class Validator:
         self.pin_sha1 = colon_hex(
             hashlib.sha1(cert.public_bytes(serialization.Encoding.DER)).digest()
         )
+        self._verified: dict[bytes, frozenset[str]] = {}
 
-    def check(self, status: int, body: bytes, submitted: str | None) -> str | None:
-        """``None`` if the response is valid, else why not."""
-        if status not in (200, 409):
-            return f"HTTP {status}: {body[:120].decode('utf-8', 'replace').strip()}"
+    def signed_list(self, body: bytes) -> frozenset[str] | str:
+        """The fingerprints a correctly signed body lists, or why the body is not valid.
+
+        Cached answers are byte-identical, so verified bodies are remembered (bounded): the
+        signature of the exact same bytes is checked once per process.
+        """
+        known = self._verified.get(body)
+        if known is not None:
+            return known
         try:
             payload, sig = legacy.split_body(body)
         except BadData as exc:
@@ -117,11 +125,23 @@ class Validator:
         if not verify_legacy(self.key, payload, sig):
             return "signature does not verify under the pinned certificate"
         try:
-            listed = {e["fingerprint"] for e in json.loads(payload)["fingerprintList"]}
+            listed = frozenset(e["fingerprint"] for e in json.loads(payload)["fingerprintList"])
         except (ValueError, KeyError, TypeError):
             return "signed payload is not a fingerprint list"
         if not listed:
             return "empty fingerprint list"
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[body] = listed
+        return listed
+
+    def check(self, status: int, body: bytes, submitted: str | None) -> str | None:
+        """``None`` if the response is valid, else why not."""
+        if status not in (200, 409):
+            return f"HTTP {status}: {body[:120].decode('utf-8', 'replace').strip()}"
+        listed = self.signed_list(body)
+        if isinstance(listed, str):
+            return listed
         if submitted is None:
             return None
         try:
@@ -139,6 +159,7 @@ class Validator:
 
 
 _validator: Validator | str | None = None
+_validator_lock = gevent.lock.Semaphore()
 
 
 def validator(host: str, cert_path: str) -> Validator | str:
@@ -147,23 +168,28 @@ def validator(host: str, cert_path: str) -> Validator | str:
     The first call checks the certificate against the pin the notary announces.
     """
     global _validator
-    if _validator is None:
-        if not cert_path:
-            raise StopUser("--notary-cert is required: answers are validated, not counted")
-        v = Validator(Path(cert_path).read_bytes())
-        req = urllib.request.Request(host.rstrip("/") + "/",
-                                     headers={"Accept": "application/json"})
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # trust comes from the pin check just below
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-            info = json.loads(resp.read())
-        if info.get("pin_sha1") != v.pin_sha1:
-            _validator = (f"pin mismatch: --notary-cert has SHA-1 {v.pin_sha1}, the notary "
-                          f"pins {info.get('pin_sha1')}")
-        else:
-            _validator = v
+    if _validator is not None:
+        return _validator
+    with _validator_lock:  # one fetch per process, however many users start at once
+        if _validator is None:
+            _validator = _make_validator(host, cert_path)
     return _validator
+
+
+def _make_validator(host: str, cert_path: str) -> Validator | str:
+    if not cert_path:
+        raise StopUser("--notary-cert is required: answers are validated, not counted")
+    v = Validator(Path(cert_path).read_bytes())
+    req = urllib.request.Request(host.rstrip("/") + "/", headers={"Accept": "application/json"})
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # trust comes from the pin check just below
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+        info = json.loads(resp.read())
+    if info.get("pin_sha1") != v.pin_sha1:
+        return (f"pin mismatch: --notary-cert has SHA-1 {v.pin_sha1}, the notary pins "
+                f"{info.get('pin_sha1')}")
+    return v
 
 
 _targets: dict[str, list[LoadTarget]] = {}
