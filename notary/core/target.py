@@ -45,14 +45,16 @@ class Target:
 
 def parse_ip(text: str) -> IPAddress | None:
     """An IP literal (IPv6 optionally in brackets), or ``None`` if ``text`` is not one."""
-    if text.startswith("[") and text.endswith("]"):
+    bracketed = text.startswith("[") and text.endswith("]")
+    if bracketed:
         text = text[1:-1]
     if "%" in text:  # zone ids are local to a machine; never a target
         return None
     try:
-        return ipaddress.ip_address(text)
+        ip = ipaddress.ip_address(text)
     except ValueError:
         return None
+    return None if bracketed and ip.version == 4 else ip  # brackets are for IPv6 only
 
 
 def normalise_host(raw: str) -> str:
