@@ -200,21 +200,18 @@ def cmd_workload(a: argparse.Namespace) -> int:
 
 # -- run -----------------------------------------------------------------------------------
 def cmd_run(a: argparse.Namespace) -> int:
-    import aiohttp
-
     from replay.runner import RunConfig, replay_file, tls_pin_from_cert, tls_pin_from_server
     from replay.workload import read_workload
 
-    tls: aiohttp.Fingerprint | bool | None = None
-    if a.insecure:
-        tls = False
-    elif a.pin_cert:
-        tls = tls_pin_from_cert(a.pin_cert.read_bytes())
+    pin: bytes | None = None
+    if a.pin_cert:
+        pin = tls_pin_from_cert(a.pin_cert.read_bytes())
     elif a.pin_sha1:
-        tls = tls_pin_from_server(a.notary[0], a.pin_sha1)
+        pin = tls_pin_from_server(a.notary[0], a.pin_sha1)
     cfg = RunConfig(notaries=tuple(a.notary), speed=a.speed, timeout=a.timeout,
                     max_inflight=a.max_inflight, connections=a.connections, route=a.route,
-                    tls=tls, limit=a.limit, max_duration=a.max_duration,
+                    insecure=a.insecure, pin_sha256=pin, spin=a.spin_ms / 1000,
+                    limit=a.limit, max_duration=a.max_duration,
                     progress_interval=0 if a.quiet else a.progress_interval)
     cfg.validate()
     log = (lambda m: None) if a.quiet else None
@@ -318,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--insecure", action="store_true")
     r.add_argument("--pin-cert", type=Path)
     r.add_argument("--pin-sha1")
+    r.add_argument("--spin-ms", type=float, default=2.0,
+                   help="yield-wait this long before each send instead of a timer (precision)")
     r.add_argument("--limit", type=int)
     r.add_argument("--max-duration", type=float)
     r.add_argument("--progress-interval", type=float, default=1.0)

@@ -25,18 +25,16 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from replay.aggregate import RESULT_COLUMNS, ResultRow, classify_cache_status
 from replay.errors import ReplayInputError, ReplayIOError
+from replay.httpclient import HTTPClient, HTTPClientError
 from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
 from replay.pipeline import KIND_CLIENT_HIT, WorkloadEvent
 
 ROUTES = ("round-robin", "client-hash")
-MAX_BODY_BYTES = 64 * 1024
 START_LEAD = 0.05
 
 
@@ -49,7 +47,9 @@ class RunConfig:
     max_inflight: int = 20_000
     connections: int = 512
     route: str = "round-robin"
-    tls: ssl.SSLContext | aiohttp.Fingerprint | bool | None = None
+    insecure: bool = False
+    pin_sha256: bytes | None = None
+    spin: float = 0.002
     limit: int | None = None
     max_duration: float | None = None
     progress_interval: float = 1.0
@@ -112,31 +112,36 @@ class ResultWriter:
 
 
 def error_kind(exc: BaseException) -> str:
-    """Map a client exception to ``connect`` / ``reset`` / ``timeout`` / ``other``."""
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+    """Map a client failure to ``connect`` / ``reset`` / ``timeout`` / ``tls`` / ``other``."""
+    if isinstance(exc, HTTPClientError):
+        return exc.kind if exc.kind in ("connect", "reset", "timeout", "tls") else "other"
+    if isinstance(exc, TimeoutError):
         return "timeout"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect"
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError
-                  | ConnectionResetError | aiohttp.ClientOSError):
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
         return "reset"
     return "other"
 
 
-def _header_bytes(headers: Iterable[tuple[str, str]]) -> int:
-    return sum(len(k) + len(v) + 4 for k, v in headers) + 2
+def tls_context(config: RunConfig) -> ssl.SSLContext | None:
+    """Client TLS for https notaries: verified by default; unverified with ``insecure``;
+    a pinned certificate is checked by its SHA-256 after an unverified handshake."""
+    if not (config.insecure or config.pin_sha256):
+        return None
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
-def tls_pin_from_cert(pem_or_der: bytes) -> aiohttp.Fingerprint:
-    """An aiohttp pin (SHA-256 of the DER certificate) from a PEM or DER file's bytes."""
+def tls_pin_from_cert(pem_or_der: bytes) -> bytes:
+    """A pin (SHA-256 of the DER certificate) from a PEM or DER certificate file's bytes."""
     der = pem_or_der
     if b"-----BEGIN" in pem_or_der:
         der = ssl.PEM_cert_to_DER_cert(pem_or_der.decode("ascii", "replace"))
-    return aiohttp.Fingerprint(hashlib.sha256(der).digest())
+    return hashlib.sha256(der).digest()
 
 
-def tls_pin_from_server(url: str, expect_sha1: str | None, timeout: float = 5.0,
-                        ) -> aiohttp.Fingerprint:
+def tls_pin_from_server(url: str, expect_sha1: str | None, timeout: float = 5.0) -> bytes:
     """Fetch a notary's certificate and pin it; if ``expect_sha1`` is given (the
     ``pin_sha1`` the operator published), the certificate must match it."""
     u = urlsplit(url)
@@ -152,14 +157,7 @@ def tls_pin_from_server(url: str, expect_sha1: str | None, timeout: float = 5.0,
         want = expect_sha1.replace(":", "").strip().lower()
         if got != want:
             raise ReplayInputError(f"{url}: certificate SHA-1 {got} does not match pin {want}")
-    return aiohttp.Fingerprint(hashlib.sha256(der).digest())
-
-
-async def _headers_sent(session: aiohttp.ClientSession, ctx: Any, params: Any) -> None:
-    """Trace hook: note when a request's headers went out on a connection."""
-    store = ctx.trace_request_ctx
-    if isinstance(store, dict):
-        store["wire"] = time.perf_counter()
+    return hashlib.sha256(der).digest()
 
 
 class Replayer:
@@ -186,7 +184,7 @@ class Replayer:
         self._rr = (self._rr + 1) % n
         return self._bases[self._rr]
 
-    async def _send(self, session: aiohttp.ClientSession, seq: int, ev: WorkloadEvent,
+    async def _send(self, client: HTTPClient, seq: int, ev: WorkloadEvent,
                     intended: float, start: float) -> None:
         clock = time.perf_counter
         actual = clock()
@@ -198,29 +196,19 @@ class Replayer:
         layer = ""
         cache_status = ""
         sent = received = 0
-        latency: float | None = None
-        trace_ctx: dict[str, float] = {}
-        body = f"fingerprint={ev.fingerprint}".encode() if ev.fingerprint else b""
+        wire: float | None = None
         method = self.config.method if ev.fingerprint else "GET"
+        body = f"fingerprint={ev.fingerprint}".encode() if method == "POST" else b""
         try:
-            async with session.request(
-                    method, base + path, data=body if method == "POST" else None,
-                    headers={"Content-Type": "application/x-www-form-urlencoded"}
-                    if method == "POST" else None, trace_request_ctx=trace_ctx) as resp:
-                payload = await resp.content.read(MAX_BODY_BYTES)
-                latency = clock() - actual
-                status = resp.status
-                cache_status = resp.headers.get("Cache-Status", "")
-                layer = classify_cache_status(cache_status)
-                req_headers = list(resp.request_info.headers.items())
-                sent = (len(method) + len(path) + 11 + _header_bytes(req_headers)
-                        + (len(body) if method == "POST" else 0))
-                received = (len(resp.reason or "") + 15
-                            + _header_bytes((k.decode("latin-1"), v.decode("latin-1"))
-                                            for k, v in resp.raw_headers) + len(payload))
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            async with asyncio.timeout(self.config.timeout):
+                resp = await client.request(base, method, path, body)
+            status = resp.status
+            cache_status = resp.headers.get("cache-status", "")
+            layer = classify_cache_status(cache_status)
+            sent, received, wire = resp.bytes_sent, resp.bytes_received, resp.wire
+        except (HTTPClientError, TimeoutError, OSError) as exc:
             err = error_kind(exc)
-            latency = clock() - actual
+        latency = clock() - actual
         self.summary.completed += 1
         if status is not None:
             self.summary.statuses[status] = self.summary.statuses.get(status, 0) + 1
@@ -229,7 +217,7 @@ class Replayer:
         self.writer.write(ResultRow(seq, ev.kind, ev.client, ev.host, ev.port, base,
                                     intended - start, actual - start, status, err, latency,
                                     layer, cache_status, sent, received, ev.ssl_bytes,
-                                    trace_ctx["wire"] - start if "wire" in trace_ctx else None))
+                                    None if wire is None else wire - start))
 
     def _observe(self, lateness: float, now: float) -> None:
         warning = self.monitor.observe(max(0.0, lateness), now)
@@ -257,15 +245,21 @@ class Replayer:
                      f"client-hits {s.client_hits} errors {sum(s.errors.values())} "
                      f"late p99 {w.quantile(0.99) * 1000:.1f} ms")
 
+    async def _until(self, when: float) -> None:
+        """Sleep until ``when`` (perf_counter): a timer for most of the wait, then yield to
+        the loop until due, since loop timers fire up to a few milliseconds late."""
+        clock = time.perf_counter
+        delay = when - clock()
+        if delay > self.config.spin:
+            await asyncio.sleep(delay - self.config.spin)
+        while clock() < when:
+            await asyncio.sleep(0)
+
     async def run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
         cfg = self.config
         clock = time.perf_counter
-        timeout = aiohttp.ClientTimeout(total=cfg.timeout, sock_connect=cfg.connect_timeout)
-        trace = aiohttp.TraceConfig()
-        trace.on_request_headers_sent.append(_headers_sent)
-        connector = aiohttp.TCPConnector(limit=cfg.connections, ssl=cfg.tls
-                                         if cfg.tls is not None else True,
-                                         enable_cleanup_closed=False)
+        client = HTTPClient(cfg.connections, tls_context(cfg), cfg.pin_sha256,
+                            cfg.connect_timeout)
         wall0 = time.monotonic()
         start = clock() + START_LEAD
         pacer = Pacer(start, cfg.speed)
@@ -273,40 +267,36 @@ class Replayer:
                     if cfg.progress_interval > 0 else None)
         s = self.summary
         try:
-            async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                             auto_decompress=False,
-                                             trace_configs=[trace]) as session:
-                for seq, ev in enumerate(events):
-                    if cfg.limit is not None and seq >= cfg.limit:
-                        s.stopped_early = True
-                        break
-                    intended = pacer.intended(ev.offset)
-                    if cfg.max_duration is not None and intended - start > cfg.max_duration:
-                        s.stopped_early = True
-                        break
-                    s.events += 1
-                    delay = intended - clock()
-                    if delay > 0.0005:
-                        await asyncio.sleep(delay)
-                    if ev.kind == KIND_CLIENT_HIT:
-                        s.client_hits += 1
-                        self._record_local(seq, ev, intended, start, "")
-                        continue
-                    s.requests += 1
-                    if len(self._inflight) >= cfg.max_inflight:
-                        s.not_sent += 1
-                        s.errors["overload"] = s.errors.get("overload", 0) + 1
-                        self._record_local(seq, ev, intended, start, "overload")
-                        continue
-                    s.sent += 1
-                    task = asyncio.create_task(self._send(session, seq, ev, intended, start))
-                    self._inflight.add(task)
-                    task.add_done_callback(self._inflight.discard)
-                if self._inflight:
-                    await asyncio.wait(set(self._inflight), timeout=cfg.timeout + 5)
-                for t in list(self._inflight):
-                    t.cancel()
+            for seq, ev in enumerate(events):
+                if cfg.limit is not None and seq >= cfg.limit:
+                    s.stopped_early = True
+                    break
+                intended = pacer.intended(ev.offset)
+                if cfg.max_duration is not None and intended - start > cfg.max_duration:
+                    s.stopped_early = True
+                    break
+                s.events += 1
+                await self._until(intended)
+                if ev.kind == KIND_CLIENT_HIT:
+                    s.client_hits += 1
+                    self._record_local(seq, ev, intended, start, "")
+                    continue
+                s.requests += 1
+                if len(self._inflight) >= cfg.max_inflight:
+                    s.not_sent += 1
+                    s.errors["overload"] = s.errors.get("overload", 0) + 1
+                    self._record_local(seq, ev, intended, start, "overload")
+                    continue
+                s.sent += 1
+                task = asyncio.create_task(self._send(client, seq, ev, intended, start))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+            if self._inflight:
+                await asyncio.wait(set(self._inflight), timeout=cfg.timeout + 5)
+            for t in list(self._inflight):
+                t.cancel()
         finally:
+            client.close()
             if progress is not None:
                 progress.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
