@@ -55,6 +55,8 @@ def _kind(ip: IPAddress) -> str | None:
         return "loopback"
     if ip.is_link_local:
         return "link-local"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
+        return "site-local"  # fec0::/10: deprecated, but still routed inside some sites
     if ip.is_multicast:
         return "multicast"
     if ip.is_private:
@@ -64,6 +66,10 @@ def _kind(ip: IPAddress) -> str | None:
     if not ip.is_global:
         return "not globally routable"
     return None
+
+
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +94,7 @@ class AddressPolicy:
                 if ip.ipv4_mapped is not None:
                     return None
         kind = _kind(ip)
-        return None if kind is None else f"{ip} is a {kind} address"
+        return None if kind is None else f"{ip} is {_a(kind)} {kind} address"
 
 
 __all__ = ["AddressPolicy", "Network", "parse_networks"]
