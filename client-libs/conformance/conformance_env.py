@@ -4,6 +4,9 @@
   with ``--allow-target 127.0.0.0/8``. A and B resolve ``split.test`` to 127.0.0.1 (the
   genuine server), C to 127.0.0.2 (a forged certificate on the same port): a
   man-in-the-middle on C's path.
+* Each notary also listens on 127.0.0.1{1,2,3}:<bounce port> (one port number for all, as
+  4242 was) and runs its bounce relay (``--relay-listen``) on the same address; the bundles
+  ``Org X@bounce`` describe that side (``http_port`` = the relay).
 * "Org Dead": a bundle whose host port has nothing listening.
 * "Org Wrongpin": Org C's host with Org A's certificate in the bundle.
 * "Org Replay": a relay presenting Org B's own certificate (so the pin holds) that forwards
@@ -48,6 +51,23 @@ def notary_command() -> str | None:
     if exe.exists():
         return str(exe)
     return shutil.which("notary")
+
+
+BOUNCE_IPS = ("127.0.0.11", "127.0.0.12", "127.0.0.13")
+
+
+def common_free_port(hosts: tuple[str, ...]) -> int:
+    """A port number free on every one of ``hosts``."""
+    for _ in range(50):
+        port = free_port(hosts[0])
+        try:
+            for h in hosts[1:]:
+                with socket.socket() as s:
+                    s.bind((h, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no common free port")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -142,6 +162,8 @@ class Notary:
     bundle_file: Path
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    bounce_ip: str = ""
+    relay_port: int = 0
 
 
 @dataclass
@@ -153,6 +175,7 @@ class Environment:
     forged_sha1: str
     bundles: dict[str, Path] = field(default_factory=dict)
     notaries: list[Notary] = field(default_factory=list)
+    bounce_port: int = 0
 
 
 def _wait_ready(n: Notary) -> None:
@@ -243,11 +266,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             colon(hashlib.sha1(der(forged)).digest()),
         )
 
-        for letter, split_ip in (("A", "127.0.0.1"), ("B", "127.0.0.1"), ("C", "127.0.0.2")):
+        # each notary also listens on 127.0.0.1x:<bounce port> (the port behind a relay, the
+        # same number for all, as 4242 was) and runs its bounce relay on 127.0.0.1x:<http port>
+        e.bounce_port = common_free_port(BOUNCE_IPS)
+        for (letter, split_ip), bounce_ip in zip(
+            (("A", "127.0.0.1"), ("B", "127.0.0.1"), ("C", "127.0.0.2")), BOUNCE_IPS, strict=True
+        ):
             d = tmp / f"notary-{letter}"
             p = free_port()
             log = tmp / f"notary-{letter}.log"
             n = Notary(f"Org {letter}", d, p, tmp / f"org-{letter.lower()}.notary", log=log)
+            n.bounce_ip, n.relay_port = bounce_ip, free_port(bounce_ip)
             with log.open("wb") as fh:
                 n.proc = subprocess.Popen(
                     [
@@ -257,6 +286,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
                         str(d),
                         "--listen",
                         f"127.0.0.1:{p}",
+                        "--listen",
+                        f"{bounce_ip}:{e.bounce_port}",
+                        "--relay-listen",
+                        f"{bounce_ip}:{n.relay_port}",
+                        "--relay-port",
+                        str(e.bounce_port),
                         "--allow-target",
                         "127.0.0.0/8",
                         "--resolve",
@@ -275,6 +310,26 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             _wait_ready(n)
             _bundle(notary, n.data_dir, n.port, n.name, n.bundle_file)
             e.bundles[n.name] = n.bundle_file
+            bounce_file = tmp / f"{n.name.lower().replace(' ', '-')}-bounce.notary"
+            _run(
+                [
+                    notary,
+                    "bundle",
+                    "--data-dir",
+                    str(n.data_dir),
+                    "--host",
+                    n.bounce_ip,
+                    "--ssl-port",
+                    str(e.bounce_port),
+                    "--http-port",
+                    str(n.relay_port),
+                    "--name",
+                    n.name,
+                    "-o",
+                    str(bounce_file),
+                ]
+            )
+            e.bundles[f"{n.name}@bounce"] = bounce_file
         e.notaries = procs
 
         # Org Dead: a real key, nothing listening
@@ -348,6 +403,11 @@ def make_config_dir(
         fname = f"{i:02d}-{name.lower().replace(' ', '-')}.notary"
         shutil.copy(env.bundles[name], d / "notaries-available" / fname)
         os.symlink(Path("..") / "notaries-available" / fname, d / "notaries-enabled" / fname)
+    placeholders = {
+        "$bounce_port": env.bounce_port,
+        "$wrong_bounce_port": env.bounce_port + 1 if env.bounce_port < 65535 else 1024,
+    }
+    settings = {k: placeholders.get(v, v) if isinstance(v, str) else v for k, v in settings.items()}
     cfg = {
         "db": "cache.sqlite3",
         "early-return": False,

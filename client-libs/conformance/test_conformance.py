@@ -25,6 +25,7 @@ class Step:
     outcomes: tuple[tuple[str, str], ...] | None = None  # (outcome, kind) per notary
     error: str | None = None
     host: str = "127.0.0.1"
+    relayed: bool | None = None  # whether the output names a bounce relay
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,33 @@ CASES = [
         {"early-return": True, "notary-agreement": "consensus"},
     ),
     Case(
+        "bounce",
+        "queries tunnelled through one notary's relay; the other two vote",
+        ("Org A@bounce", "Org B@bounce", "Org C@bounce"),
+        (Step("genuine", 0, True, False, (LISTED, LISTED), relayed=True),),
+        {"bounce": True, "bounce-port": "$bounce_port"},
+    ),
+    Case(
+        "bounce-forged",
+        "twin: a forged certificate through the relay",
+        ("Org A@bounce", "Org B@bounce", "Org C@bounce"),
+        (Step("forged", 1, False, False, (MISMATCH, MISMATCH), relayed=True),),
+        {"bounce": True, "bounce-port": "$bounce_port"},
+    ),
+    Case(
+        "bounce-refused",
+        "twin: the relays refuse a port other than theirs (403): nobody reachable",
+        ("Org A@bounce", "Org B@bounce", "Org C@bounce"),
+        (Step("genuine", 1, False, False, (DOWN, DOWN), relayed=True),),
+        {"bounce": True, "bounce-port": "$wrong_bounce_port"},
+    ),
+    Case(
+        "bounce-off",
+        "the same bundles without bounce: direct queries, all three vote",
+        ("Org A@bounce", "Org B@bounce", "Org C@bounce"),
+        (Step("genuine", 0, True, False, (LISTED,) * 3, relayed=False),),
+    ),
+    Case(
         "target-down",
         "notaries cannot reach the target: they answer 503",
         ABC,
@@ -247,6 +275,8 @@ def _check_step(
         problems.append(f"verdict {out.get('verdict')!r}, expected {step.verdict!r}")
     if step.cache is not None and out.get("cache") is not step.cache:
         problems.append(f"cache {out.get('cache')!r}, expected {step.cache!r}")
+    if step.relayed is not None and (out.get("relay") is not None) != step.relayed:
+        problems.append(f"relay {out.get('relay')!r}, expected relayed={step.relayed}")
     if step.outcomes is not None:
         got = tuple((n.get("outcome"), n.get("kind")) for n in out.get("notaries", []))
         if got != step.outcomes:

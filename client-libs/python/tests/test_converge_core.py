@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from converge import ConfigError, Policy, decide, parse_fingerprint, settled
+from converge.bundle import NotaryHost
 from converge.cache import LocalCache
 from converge.cachepolicy import cache_decision
 from converge.config import (
@@ -23,8 +24,9 @@ from converge.config import (
     remove_notary,
     set_enabled,
 )
-from converge.errors import BundleError, CacheIOError
+from converge.errors import BundleError, CacheIOError, NotaryUnreachable
 from converge.legacy import parse_http_response, request_bytes
+from converge.notary_io import connect_head, parse_connect_reply
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -163,7 +165,8 @@ def test_config_keys(tmp_path: Path) -> None:
         {"cache-lifetime": -1},
         {"notary-timeout": 0},
         {"notary-timeout": 601},
-        {"bounce": True},
+        {"bounce-port": 0},
+        {"bounce": "yes"},
         {"colour": "blue"},
         {"db": ""},
         {"max-response-bytes": 10},
@@ -272,3 +275,55 @@ def test_cache_open_failure_is_an_io_error(tmp_path: Path) -> None:
     (tmp_path / "dir.sqlite3").mkdir()
     with pytest.raises(CacheIOError):
         LocalCache(tmp_path / "dir.sqlite3")
+
+
+# ------------------------------------------------------------------ bounce relay (pure parts)
+
+
+def _hosts() -> list[NotaryHost]:
+    from converge import parse_bundle
+
+    cert = (KEYS / "test-notary-cert.pem").read_text()
+    b = parse_bundle(
+        {
+            "version": 1,
+            "name": "Org",
+            "hosts": [
+                {"host": h, "ssl_port": 443, "http_port": 80, "certificate": cert}
+                for h in ("n1.example", "n2.example")
+            ],
+        }
+    )
+    return list(b.hosts)
+
+
+def test_connect_head_names_every_host() -> None:
+    head = connect_head(_hosts(), 4242)
+    assert head == (
+        b"CONNECT n1.example:4242 HTTP/1.1\r\nHost: n1.example\r\n"
+        b"X-Convergence-Notary: n2.example+4242\r\n\r\n"
+    )
+
+
+def test_connect_reply() -> None:
+    hosts = _hosts()
+    ok = (
+        b"HTTP/1.0 200 Connection Established\r\nProxy-Agent: Convergence\r\n"
+        b"X-Convergence-Notary: n2.example\r\n\r\n"
+    )
+    assert parse_connect_reply(ok, hosts) is hosts[1]
+    assert parse_connect_reply(ok.replace(b"n2.example", b"N2.example+4242"), hosts) is hosts[1]
+    # twins: refusals and a destination that is not one of ours
+    for bad in (
+        b"HTTP/1.0 403 Access Denied\r\n\r\n",
+        b"HTTP/1.0 404 Unable to connect\r\n\r\n",
+        ok.replace(b"n2.example", b"evil.example"),
+        b"garbage\r\n\r\n",
+    ):
+        with pytest.raises(NotaryUnreachable):
+            parse_connect_reply(bad, hosts)
+    # no header: only unambiguous with one destination
+    bare = b"HTTP/1.0 200 Connection Established\r\n\r\n"
+    assert parse_connect_reply(bare, hosts[:1]) is hosts[0]
+    with pytest.raises(NotaryUnreachable):
+        parse_connect_reply(bare, hosts)

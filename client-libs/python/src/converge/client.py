@@ -48,6 +48,7 @@ class Verdict:
     results: tuple[NotaryResult, ...]
     reason: str
     elapsed: float = 0.0
+    relay: str | None = None  # the bounce relay the queries went through
 
     def __bool__(self) -> bool:
         return self.trusted
@@ -63,6 +64,7 @@ class Verdict:
             "cache": self.from_cache,
             "reason": self.reason,
             "elapsed_ms": round(self.elapsed * 1000, 3),
+            "relay": self.relay,
             "notaries": [r.to_json() for r in self.results],
         }
 
@@ -203,6 +205,11 @@ class Client:
         notaries = cfg.notaries()
         if not notaries:
             raise ConfigError("no notaries enabled")
+        relay = None
+        if cfg.bounce:
+            if len(notaries) < 2:
+                raise ConfigError("bounce needs two enabled notaries: one relays, one votes")
+            relay = notaries.pop(self._rng.randrange(len(notaries)))
         picked = self._rng.sample(range(len(notaries)), min(cfg.quorum, len(notaries)))
         chosen = [notaries[i] for i in sorted(picked)]  # results in configuration order
         tasks = {
@@ -215,6 +222,8 @@ class Client:
                     connect_timeout=cfg.connect_timeout,
                     notary_timeout=cfg.notary_timeout,
                     max_bytes=cfg.max_response_bytes,
+                    relay=relay,
+                    bounce_port=cfg.bounce_port,
                 )
             ): b.name
             for b in chosen
@@ -287,6 +296,7 @@ class Client:
             ordered,
             reason,
             time.perf_counter() - t0,
+            relay.name if relay else None,
         )
 
 

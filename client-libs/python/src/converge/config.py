@@ -29,8 +29,9 @@ key                       default       meaning
 ``cache-lifetime``        604800        seconds a cached fingerprint is trusted; null = ever
 ``stand-aside``           true          unreachable notaries do not count (else = failure)
 ``early-return``          true          stop waiting once the verdict cannot change
-``bounce``                false         relay queries through a notary; not implemented:
-                                        ``true`` is refused with a ConfigError
+``bounce``                false         tunnel queries through one randomly chosen enabled
+                                        notary's relay (it does not vote)
+``bounce-port``           4242          the notaries' port behind a relay
 ``max-response-bytes``    262144        bound on one notary response
 ========================  ============  ==================================================
 """
@@ -69,6 +70,7 @@ _KNOWN_KEYS = {
     "stand-aside",
     "early-return",
     "bounce",
+    "bounce-port",
     "max-response-bytes",
 }
 
@@ -90,6 +92,8 @@ class Config:
     stand_aside: bool = True
     early_return: bool = True
     max_response_bytes: int = 256 * 1024
+    bounce: bool = False
+    bounce_port: int = 4242
     bundles: tuple[NotaryBundle, ...] | None = field(default=None, compare=False)
 
     def notaries(self) -> list[NotaryBundle]:
@@ -171,8 +175,13 @@ def parse_config(directory: Path, raw: Mapping[str, Any]) -> Config:
     unknown = set(raw) - _KNOWN_KEYS
     if unknown:
         raise ConfigError(f"unknown configuration keys: {', '.join(sorted(unknown))}")
-    if _bool(raw, "bounce", False):
-        raise ConfigError("bounce (relayed notary queries) is not supported by this client")
+    bounce_port = raw.get("bounce-port", 4242)
+    if (
+        isinstance(bounce_port, bool)
+        or not isinstance(bounce_port, int)
+        or not (0 < bounce_port < 65536)
+    ):
+        raise ConfigError("bounce-port must be an integer port 1..65535")
     lifetime = raw.get("cache-lifetime", DEFAULT_CACHE_LIFETIME)
     if lifetime is not None:
         lifetime = _number(
@@ -205,6 +214,8 @@ def parse_config(directory: Path, raw: Mapping[str, Any]) -> Config:
         stand_aside=_bool(raw, "stand-aside", True),
         early_return=_bool(raw, "early-return", True),
         max_response_bytes=max_bytes,
+        bounce=_bool(raw, "bounce", False),
+        bounce_port=bounce_port,
     )
 
 

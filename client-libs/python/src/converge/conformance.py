@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             {
                 "verdict": v.trusted,
                 "cache": v.from_cache,
+                "relay": v.relay,
                 "notaries": [
                     {"name": r.name, "outcome": r.vote, "kind": r.kind, "status": r.status}
                     for r in v.results

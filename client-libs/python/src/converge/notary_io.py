@@ -8,6 +8,10 @@ the bundle's certificate, one legacy request, the response read until the server
   host answers definitively, the notary's vote is the most telling failure seen: a pin
   mismatch or a bad body counts as ``failure`` (never silently dropped), anything else as
   ``unreachable``.
+* Bounce (optional): the queries for one logical notary go through a relay notary's
+  ``http_port`` as ``CONNECT <host>:<bounce_port>`` with one ``X-Convergence-Notary`` header
+  per further physical host; the relay races them and names the one it reached, whose
+  certificate is then pinned through the tunnel. A refused tunnel is ``unreachable``.
 * Every wait is bounded: ``connect_timeout`` for TCP + TLS, ``notary_timeout`` for the whole
   notary, ``max_bytes`` for the response.
 """
@@ -88,6 +92,80 @@ class _HostAnswer:
     cache_status: str | None
 
 
+Opened = tuple[asyncio.StreamReader, asyncio.StreamWriter, NotaryHost]
+MAX_RELAY_HEAD = 8192
+
+
+async def _open_direct(nh: NotaryHost, max_bytes: int) -> Opened:
+    reader, writer = await asyncio.open_connection(
+        nh.host, nh.ssl_port, ssl=_ctx(), server_hostname=nh.host, limit=max_bytes + 1
+    )
+    return reader, writer, nh
+
+
+def connect_head(dests: Sequence[NotaryHost], port: int) -> bytes:
+    """The CONNECT head sent to a bounce relay for one logical notary's hosts (pure)."""
+    first = dests[0].host
+    lines = [f"CONNECT {first}:{port} HTTP/1.1", f"Host: {first}"]
+    lines += [f"X-Convergence-Notary: {d.host}+{port}" for d in dests[1:]]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+def parse_connect_reply(head: bytes, dests: Sequence[NotaryHost]) -> NotaryHost:
+    """Which destination a relay connected to, from its reply head (pure). A status other
+    than 200 or an unknown destination raises :class:`NotaryUnreachable`."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or parts[1] != "200":
+        raise NotaryUnreachable(f"relay refused the tunnel: {lines[0][:80]!r}")
+    connected = None
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "x-convergence-notary":
+            connected = value.strip().lower()
+    if connected is None:
+        return dests[0] if len(dests) == 1 else _unknown(connected)
+    host = connected.split("+")[0]
+    for d in dests:
+        if d.host.lower() in (host, connected):
+            return d
+    return _unknown(connected)
+
+
+def _unknown(connected: str | None) -> NotaryHost:
+    raise NotaryUnreachable(f"relay connected to an unknown notary host {connected!r}")
+
+
+async def _open_via_relay(
+    relay: NotaryBundle, dests: Sequence[NotaryHost], port: int, max_bytes: int
+) -> Opened:
+    last: Exception | None = None
+    for rh in relay.hosts:
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader, writer = await asyncio.open_connection(
+                rh.host, rh.http_port, limit=max(max_bytes + 1, MAX_RELAY_HEAD)
+            )
+            writer.write(connect_head(dests, port))
+            await writer.drain()
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.LimitOverrunError as e:
+                raise NotaryUnreachable("relay reply head too large") from e
+            except asyncio.IncompleteReadError as e:
+                raise NotaryUnreachable("relay closed the connection") from e
+            if len(head) > MAX_RELAY_HEAD:
+                raise NotaryUnreachable("relay reply head too large")
+            nh = parse_connect_reply(head, dests)
+            await writer.start_tls(_ctx(), server_hostname=nh.host)
+            return reader, writer, nh
+        except (OSError, ssl.SSLError) as e:
+            if writer is not None:
+                writer.transport.abort()
+            last = e
+    raise NotaryUnreachable(f"no host of relay {relay.name!r} worked: {last}")
+
+
 async def query_host(
     nh: NotaryHost,
     target_host: str,
@@ -96,21 +174,27 @@ async def query_host(
     *,
     connect_timeout: float,
     max_bytes: int,
+    relay: NotaryBundle | None = None,
+    relay_dests: Sequence[NotaryHost] = (),
+    bounce_port: int = 4242,
 ) -> _HostAnswer:
-    """Ask one physical host. IO failures are reported as outcomes, never raised."""
+    """Ask one physical host (or, through ``relay``, whichever of ``relay_dests`` the relay
+    connects to). IO failures are reported as outcomes, never raised."""
     label = f"{nh.host}:{nh.ssl_port}"
+    if relay is not None:
+        label = f"{nh.host}:{bounce_port} via {relay.name}"
     request = request_bytes(target_host, target_port, wanted[0])
     writer: asyncio.StreamWriter | None = None
     try:
         try:
             async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(
-                    nh.host,
-                    nh.ssl_port,
-                    ssl=_ctx(),
-                    server_hostname=nh.host,
-                    limit=max_bytes + 1,
-                )
+                if relay is None:
+                    reader, writer, nh = await _open_direct(nh, max_bytes)
+                else:
+                    reader, writer, nh = await _open_via_relay(
+                        relay, relay_dests or (nh,), bounce_port, max_bytes
+                    )
+                    label = f"{nh.host}:{bounce_port} via {relay.name}"
             ssl_object = writer.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
             if not der or hashlib.sha1(der).digest() != nh.pin.digest:
@@ -121,7 +205,7 @@ async def query_host(
         except TimeoutError as e:
             raise NotaryUnreachable(f"{label}: timed out") from e
         except (OSError, ssl.SSLError, EOFError) as e:
-            if isinstance(e, PinMismatch):
+            if isinstance(e, NotaryUnreachable | PinMismatch):
                 raise
             raise NotaryUnreachable(f"{label}: {type(e).__name__}: {e}") from e
         outcome, response = outcome_from_http(raw, wanted, nh.public_key(), max_bytes=max_bytes)
@@ -171,22 +255,42 @@ async def ask_notary(
     connect_timeout: float,
     notary_timeout: float,
     max_bytes: int,
+    relay: NotaryBundle | None = None,
+    bounce_port: int = 4242,
 ) -> NotaryResult:
     """Race every physical host of ``bundle``; see the module docstring for the rules."""
     t0 = time.perf_counter()
-    tasks = [
-        asyncio.create_task(
-            query_host(
-                h,
-                target_host,
-                target_port,
-                wanted,
-                connect_timeout=connect_timeout,
-                max_bytes=max_bytes,
+    if relay is None:
+        tasks = [
+            asyncio.create_task(
+                query_host(
+                    h,
+                    target_host,
+                    target_port,
+                    wanted,
+                    connect_timeout=connect_timeout,
+                    max_bytes=max_bytes,
+                )
             )
-        )
-        for h in bundle.hosts
-    ]
+            for h in bundle.hosts
+        ]
+    else:
+        # the relay races the physical hosts itself (X-Convergence-Notary headers)
+        tasks = [
+            asyncio.create_task(
+                query_host(
+                    bundle.hosts[0],
+                    target_host,
+                    target_port,
+                    wanted,
+                    connect_timeout=connect_timeout,
+                    max_bytes=max_bytes,
+                    relay=relay,
+                    relay_dests=bundle.hosts,
+                    bounce_port=bounce_port,
+                )
+            )
+        ]
     answers: list[_HostAnswer] = []
     winner: _HostAnswer | None = None
     try:
