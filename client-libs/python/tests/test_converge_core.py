@@ -327,3 +327,73 @@ def test_connect_reply() -> None:
     assert parse_connect_reply(bare, hosts[:1]) is hosts[0]
     with pytest.raises(NotaryUnreachable):
         parse_connect_reply(bare, hosts)
+
+
+# ------------------------------------------------------------------ robustness
+
+
+@given(st.binary(max_size=2048))
+def test_parsers_raise_only_bad_input(data: bytes) -> None:
+    from converge import BadInput, parse_bundle
+    from converge.legacy import parse_signed_list
+
+    for parse in (parse_http_response, parse_signed_list, parse_bundle):
+        try:
+            out = parse(data)  # type: ignore[operator]
+        except BadInput as e:  # anything else (KeyError, RecursionError, ...) fails the test
+            assert e.kind in ("response", "bundle")
+        else:
+            assert out is not None
+
+
+@given(st.text(max_size=300))
+def test_fingerprint_parser_raises_only_bad_input(text: str) -> None:
+    from converge import FingerprintError
+
+    try:
+        fp = parse_fingerprint(text)
+    except FingerprintError as e:
+        assert e.kind == "fingerprint"
+    else:
+        assert len(fp.digest) in (20, 32)
+
+
+def test_cache_survives_concurrent_writers(tmp_path: Path) -> None:
+    """Four processes writing the same file at once: no 'database is locked'."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "shared.sqlite3"
+    LocalCache(db).close()
+    code = (
+        "import sys; from converge.cache import LocalCache\n"
+        "c = LocalCache(sys.argv[1])\n"
+        "for i in range(200): c.store(f'h{i}:443', sys.argv[2], i)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(db), f"FP{n}"]) for n in range(4)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
+    c = LocalCache(db)
+    assert len(c.entries()) == 800
+    c.close()
+
+
+def test_userdb_is_read_first_and_written(tmp_path: Path) -> None:
+    from converge import Client, Config
+
+    fp = parse_fingerprint("AB" * 20)
+    shared = LocalCache(tmp_path / "shared.sqlite3")
+    shared.store("shared.example:443", fp.colon_hex(), 1_700_000_000)
+    shared.close()
+    cfg = Config(
+        directory=None, db=tmp_path / "shared.sqlite3", userdb=tmp_path / "mine.sqlite3", bundles=()
+    )
+    client = Client(cfg, clock=lambda: 1_700_000_100.0)
+    assert client.check("shared.example", 443, fp).from_cache  # read from the shared db
+    client._remember("mine.example:443", [fp], 1_700_000_100)
+    mine = LocalCache(tmp_path / "mine.sqlite3")
+    assert mine.lookup("mine.example:443", fp.colon_hex()) == 1_700_000_100
+    mine.close()
+    shared = LocalCache(tmp_path / "shared.sqlite3")
+    assert shared.lookup("mine.example:443", fp.colon_hex()) is None  # never written there
+    shared.close()
+    client.close()
