@@ -41,6 +41,7 @@ class Settings:
     max_field: int = 8190
     max_headers: int = 64
     keepalive_timeout: float = 15.0
+    body_timeout: float = 10.0  # seconds to receive a request body, else 408
     ext_reuse: int = 1
     log_client_addresses: bool = False
     redis: str | None = None  # redis://host:port/db: share records through Redis
@@ -93,6 +94,7 @@ class Settings:
             "max_probes": self.max_probes,
             "lru_entries": self.lru_entries,
             "max_body": self.max_body,
+            "body_timeout": self.body_timeout,
         }
         for name, value in positive.items():
             if value <= 0:

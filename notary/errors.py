@@ -49,6 +49,12 @@ class TooLarge(BadInput):
     status = 413
 
 
+class SlowRequest(BadInput):
+    """The client did not send its request body within the body timeout."""
+
+    status = 408
+
+
 class TargetRefused(BadInput):
     """The target's address is refused by the notary's address policy."""
 
@@ -116,6 +122,7 @@ __all__ = [
     "MissingFingerprint",
     "NotaryError",
     "ProbeCapacityFull",
+    "SlowRequest",
     "RateLimited",
     "StoreUnavailable",
     "TargetRefused",

@@ -7,6 +7,7 @@ is closed after the reply when the client asks (aiohttp does both for ``bytes`` 
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import time
@@ -28,6 +29,7 @@ from notary.errors import (
     NotaryError,
     ProbeCapacityFull,
     RateLimited,
+    SlowRequest,
     StoreUnavailable,
     TargetRefused,
     TargetUnreachable,
@@ -51,6 +53,7 @@ INFO = web.AppKey("info", dict)
 RATE = web.AppKey("rate_limiter", RateLimiter)
 CONNS = web.AppKey("connection_cap", ConnectionCap)
 METRICS = web.AppKey("metrics", Metrics)
+BODY_TIMEOUT = web.AppKey("body_timeout", float)
 
 CACHE_STATUS = {
     CacheOutcome.HIT: "converge-notary; hit",
@@ -138,13 +141,7 @@ async def handle_target(request: web.Request) -> web.StreamResponse:
         target = parse_target_path(request.match_info["spec"])
         fp: Fingerprint | None = None
         if method == "POST":
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                raise TooLarge(
-                    f"request body larger than {request.app[INFO]['policy']['max_body']} bytes"
-                ) from None
-            fp = parse_form_fingerprint(body)
+            fp = parse_form_fingerprint(await _read_body(request))
         answer = await service.validate(target, fp)
     except NotaryError as exc:
         return _failed(request, exc)
@@ -154,14 +151,30 @@ async def handle_target(request: web.Request) -> web.StreamResponse:
     return _answer_response(answer)
 
 
+async def _read_body(request: web.Request) -> bytes:
+    """The request body, bounded in size (413) and in time (408).
+
+    aiohttp bounds the request head (keep-alive timeout) but not the body: without the
+    deadline a client trickling a body holds its handler and connection for ever.
+    """
+    try:
+        async with asyncio.timeout(request.app[BODY_TIMEOUT]):
+            return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise TooLarge(
+            f"request body larger than {request.app[INFO]['policy']['max_body']} bytes"
+        ) from None
+    except TimeoutError:
+        raise SlowRequest(
+            f"request body not received within {request.app[BODY_TIMEOUT]:g} s"
+        ) from None
+
+
 async def handle_answer(request: web.Request) -> web.StreamResponse:
     """``POST /v2/answer``: the extended format (JSON request, signed JSON answer)."""
     try:
         _admit(request)
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            raise TooLarge("request body too large") from None
+        body = await _read_body(request)
         answer = await request.app[SERVICE].validate_ext(extended.parse_request(body))
     except NotaryError as exc:
         return _failed(request, exc)
@@ -254,6 +267,7 @@ def create_app(
     app = web.Application(client_max_size=settings.max_body)
     app[RATE] = RateLimiter(settings.rate_limit, settings.rate_burst, settings.rate_clients)
     app[CONNS] = ConnectionCap(settings.max_connections)
+    app[BODY_TIMEOUT] = settings.body_timeout
     if metrics is not None:
         app[METRICS] = metrics
         the_prober = TimedProber(the_prober, metrics)

@@ -63,14 +63,47 @@ def http_request(
         conn.close()
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process (all its threads) so far, or None if unknown."""
+def _stat(pid: int) -> list[str] | None:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def descendants(pid: int) -> list[int]:
+    """The live descendants of ``pid`` (children, their children, ...)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None:
+                parent[int(entry.name)] = int(fields[1])
+    out: list[int] = []
+    frontier = [pid]
+    while frontier and len(out) < 1000:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out.extend(kids)
+        frontier.extend(kids)
+    return out
+
+
+def cpu_seconds(pid: int, *, with_children: bool = False) -> float | None:
+    """User + system CPU time so far of a process (all its threads), or None if unknown.
+
+    ``with_children`` adds its live descendants (worker processes of a supervisor).
+    """
+    pids = [pid] + (descendants(pid) if with_children else [])
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for i, p in enumerate(pids):
+        fields = _stat(p)
+        if fields is None:
+            if i == 0:
+                return None
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
 
 
 class Processes:

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,9 @@ class Options:
     distinct_hosts: int = 4096
     rate_limit: float = 1e9
     warmup: bool = True
-    scenarios: tuple[str, ...] = ("cached_keepalive", "cached_tls_per_request", "forced_probes")
+    scenarios: tuple[str, ...] = (
+        "cached_keepalive", "cached_tls_per_request", "forced_probes", "forced_probes_2w",
+    )
     out_json: Path | None = ROOT / "bench" / "results" / "notary.json"
     out_md: Path | None = ROOT / "docs" / "benchmarks.md"
     work_dir: Path | None = None
@@ -56,7 +59,7 @@ def _python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def notary_argv(data_dir: Path, port: int, *, tls: bool, rate_limit: float,
+def notary_argv(data_dir: Path, port: int, *, tls: bool, rate_limit: float, workers: int = 1,
                 extra: Sequence[str] = ()) -> list[str]:
     argv = [
         _python(), "-m", "notary.cli", "serve",
@@ -64,7 +67,7 @@ def notary_argv(data_dir: Path, port: int, *, tls: bool, rate_limit: float,
         "--listen", f"{HOST}:{port}",
         "--allow-target", "127.0.0.0/8",
         "--resolve", f"{SITE}={HOST}",
-        "--workers", "1",
+        "--workers", str(workers),
         "--rate-limit", f"{rate_limit:g}",
         "--rate-burst", str(int(min(rate_limit, 2**31 - 1))),
     ]
@@ -100,21 +103,42 @@ def unexpected(result: wrk.WrkResult, status: str, cache: str) -> int:
     return max(0, result.requests - good)
 
 
-def probe_count(metrics_port: int) -> int | None:
-    """Live probes done so far (``notary_probe_seconds_count``, all outcomes), or None."""
-    try:
-        status, _, data = http_request(HOST, metrics_port, "GET", "/metrics", timeout=5)
-    except OSError:
-        return None
-    if status != 200:
-        return None
+def probe_count(metrics_ports: Sequence[int]) -> int | None:
+    """Live probes done so far (``notary_probe_seconds_count``, all outcomes, summed over
+    the workers' metrics ports), or None when a port does not tell."""
     total = 0.0
-    found = False
-    for line in data.decode("utf-8", "replace").splitlines():
-        if line.startswith("notary_probe_seconds_count"):
-            total += float(line.rsplit(" ", 1)[1])
-            found = True
-    return int(total) if found else None
+    for port in metrics_ports:
+        try:
+            status, _, data = http_request(HOST, port, "GET", "/metrics", timeout=5)
+        except OSError:
+            return None
+        if status != 200:
+            return None
+        found = False
+        for line in data.decode("utf-8", "replace").splitlines():
+            if line.startswith("notary_probe_seconds_count"):
+                total += float(line.rsplit(" ", 1)[1])
+                found = True
+        if not found:
+            return None
+    return int(total)
+
+
+def free_ports_in_row(n: int, attempts: int = 50) -> list[int]:
+    """``n`` consecutive free ports (workers serve metrics on PORT + index)."""
+    for _ in range(attempts):
+        first = free_port()
+        ports = list(range(first, first + n))
+        if ports[-1] > 65535:
+            continue
+        try:
+            for p in ports[1:]:
+                with socket.socket() as s:
+                    s.bind((HOST, p))
+        except OSError:
+            continue
+        return ports
+    raise BenchError(f"no {n} consecutive free ports found")
 
 
 def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
@@ -152,11 +176,16 @@ def machine_info() -> dict[str, Any]:
         "cpu_model": cpu,
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "wrk": tool_version(["wrk", "-v"]),
-        "openssl": tool_version(["openssl", "version"]),
+        "wrk": _short(tool_version(["wrk", "-v"]), 2),
+        "openssl": _short(tool_version(["openssl", "version"]), 2),
         "libraries": libs,
         "loadavg_before": _loadavg(),
     }
+
+
+def _short(text: str | None, words: int) -> str | None:
+    """The first ``words`` words of a tool's version line."""
+    return None if text is None else " ".join(text.split()[:words])
 
 
 def _loadavg() -> list[float] | None:
@@ -207,7 +236,7 @@ def run(opts: Options) -> dict[str, Any]:
             "probe_connections": opts.probe_connections,
             "distinct_hosts": opts.distinct_hosts,
             "rate_limit": opts.rate_limit,
-            "workers": 1,
+            "workers": "1 (forced_probes_2w: 2)",
         },
         "study": report.STUDY,
         "scenarios": scenarios,
@@ -240,10 +269,10 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             pids["target"] = ps.pid(also)
 
         def go() -> dict[str, Any]:
-            before = {k: cpu_seconds(p) for k, p in pids.items()}
+            before = {k: cpu_seconds(p, with_children=True) for k, p in pids.items()}
             r = wrk.run_wrk(url, script, threads=opts.threads, connections=conns,
                             seconds=opts.seconds)
-            after = {k: cpu_seconds(p) for k, p in pids.items()}
+            after = {k: cpu_seconds(p, with_children=True) for k, p in pids.items()}
             d = r.as_dict()
             d["unexpected"] = unexpected(r, status, cache)
             for k in pids:
@@ -291,32 +320,13 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             "target": None, "body_bytes": size,
         }
 
-    probe_metrics: int | None = None
-    if "forced_probes" in want:
+    if want & {"forced_probes", "forced_probes_2w"}:
         names = wrk.probe_host_names(opts.threads, opts.distinct_hosts)
         hosts_file = work / "probe-hosts"
         hosts_file.write_text("".join(f"{HOST} {n}\n" for n in names))
-        pp = free_port()
-        probe_metrics = free_port()
-        ps.start("notary-probe", notary_argv(
-            work / "notary-probe", pp, tls=False, rate_limit=opts.rate_limit,
-            extra=["--hosts-file", str(hosts_file), "--negative-ttl", "0",
-                   "--metrics-listen", f"{HOST}:{probe_metrics}"],
-        ))
-        ps.wait_http("notary-probe", HOST, pp)
         script_probe = wrk.write_script(work / "probe.lua", target_host=SITE, target_port=tport,
                                         fingerprint=target.wrong_sha1,
                                         distinct_hosts=opts.distinct_hosts)
-        probe_trial = wrk_trial("notary-probe", pp, script_probe, False,
-                                opts.probe_connections, "409", MISS, also="s_server")
-
-        def counted_probe_trial() -> dict[str, Any]:
-            before = probe_count(probe_metrics) if probe_metrics else None
-            d = probe_trial()
-            after = probe_count(probe_metrics) if probe_metrics else None
-            d["probes_counted"] = None if before is None or after is None else after - before
-            return d
-
         target_pid = ps.pid("s_server")
 
         def stime_trial() -> dict[str, Any]:
@@ -327,9 +337,35 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
                                                           h.connections)
             return d
 
-        plans["forced_probes"] = (counted_probe_trial, stime_trial)
-        meta["forced_probes"] = {
-            "title": "Forced live probes (409 every time)",
+    for key, workers in (("forced_probes", 1), ("forced_probes_2w", 2)):
+        if key not in want:
+            continue
+        name = f"notary-probe-{workers}w"
+        pp = free_port()
+        metrics = free_ports_in_row(workers)
+        ps.start(name, notary_argv(
+            work / name, pp, tls=False, rate_limit=opts.rate_limit, workers=workers,
+            extra=["--hosts-file", str(hosts_file), "--negative-ttl", "0",
+                   "--metrics-listen", f"{HOST}:{metrics[0]}"],
+        ))
+        ps.wait_http(name, HOST, pp)
+        for mport in metrics:
+            ps.wait_http(name, HOST, mport)
+        probe_trial = wrk_trial(name, pp, script_probe, False, opts.probe_connections, "409",
+                                MISS, also="s_server")
+
+        def counted_probe_trial(trial: Trial = probe_trial,
+                                ports: list[int] = metrics) -> dict[str, Any]:
+            before = probe_count(ports)
+            d = trial()
+            after = probe_count(ports)
+            d["probes_counted"] = None if before is None or after is None else after - before
+            return d
+
+        plans[key] = (counted_probe_trial, stime_trial)
+        meta[key] = {
+            "title": f"Forced live probes (409 every time), {workers} worker"
+                     + ("s" if workers > 1 else ""),
             "baseline_title": "target's raw handshakes (openssl s_time -new)",
             "target": 0.70,
         }
@@ -376,7 +412,7 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
                 side: opts.connections / s["rate"] * 1000 if s.get("rate") else None
                 for side, s in (("notary", n_sum), ("baseline", b_sum))
             }
-        if name == "forced_probes":
+        if name.startswith("forced_probes"):
             counted = [t.get("probes_counted") for t in n_trials]
             answered = sum(int(t["requests"]) for t in n_trials)
             ok = all(c is not None for c in counted)
@@ -423,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="run only this scenario (repeatable)")
     p.add_argument("--quick", action="store_true", help="1 s trials, 3 trials (a smoke run)")
     p.add_argument("--no-write", action="store_true", help="print only; keep results files")
+    p.add_argument("--json", type=Path, default=Options.out_json, help="results file")
+    p.add_argument("--markdown", type=Path, default=Options.out_md, help="table file")
     p.add_argument("--work-dir", type=Path, help="keep logs and scripts here")
     args = p.parse_args(argv)
     if not 1 <= args.seconds <= 60 or not 1 <= args.trials <= 50:
@@ -433,8 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         connections=args.connections,
         probe_connections=args.probe_connections,
         scenarios=tuple(args.scenario) if args.scenario else Options.scenarios,
-        out_json=None if args.no_write else Options.out_json,
-        out_md=None if args.no_write else Options.out_md,
+        out_json=None if args.no_write else args.json,
+        out_md=None if args.no_write else args.markdown,
         work_dir=args.work_dir,
     )
     t0 = time.monotonic()
