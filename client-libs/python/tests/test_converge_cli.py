@@ -112,14 +112,15 @@ def test_cache_commands(confdir: Path, target: TlsTarget) -> None:
 @pytest.fixture()
 def bundle_server(
     tmp_path: Path, ca: trustme.CA, notaries: list[FakeNotary]
-) -> Iterator[tuple[str, Path]]:
-    """An HTTPS server (trustme CA) publishing one bundle."""
-    body = json.dumps(notaries[0].bundle("Published Org").to_json()).encode()
+) -> Iterator[tuple[str, Path, dict[str, Any]]]:
+    """An HTTPS server (trustme CA) publishing one bundle (``published`` is what it serves)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ca.issue_cert("127.0.0.1").configure_cert(ctx)
+    published: dict[str, Any] = {}
 
     class H(socketserver.BaseRequestHandler):
         def handle(self) -> None:
+            body = json.dumps(published).encode()
             try:
                 with ctx.wrap_socket(self.request, server_side=True) as s:
                     s.recv(4096)
@@ -130,9 +131,11 @@ def bundle_server(
     srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), H)
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{srv.server_address[1]}/published.notary"
+    published.update(notaries[0].bundle("Published Org").to_json(), bundle_location=url)
     cafile = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(cafile))
-    yield f"https://127.0.0.1:{srv.server_address[1]}/published.notary", cafile
+    yield url, cafile, published
     srv.shutdown()
     srv.server_close()
 
@@ -140,7 +143,7 @@ def bundle_server(
 def test_notary_add_url(
     confdir: Path, bundle_server: tuple[str, Path], other_ca: trustme.CA, tmp_path: Path
 ) -> None:
-    url, cafile = bundle_server
+    url, cafile, _ = bundle_server
     code, out = run("--config-dir", str(confdir), "notary", "add", url, "--cafile", str(cafile))
     assert code == 0 and "Published Org" in out
     # twin: the server's certificate is not from the given CA
@@ -162,3 +165,35 @@ def test_console_script(confdir: Path, target: TlsTarget) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"] is True
+
+
+def test_notary_update(
+    confdir: Path,
+    bundle_server: tuple[str, Path, dict[str, Any]],
+    notaries: list[FakeNotary],
+    tmp_path: Path,
+) -> None:
+    url, cafile, published = bundle_server
+    # a local copy that is out of date: other host certificate, same name and location
+    stale = {**notaries[1].bundle("Published Org").to_json(), "bundle_location": url}
+    f = tmp_path / "stale.notary"
+    f.write_text(json.dumps(stale))
+    assert run("--config-dir", str(confdir), "notary", "add", str(f), "--disabled")[0] == 0
+    code, out = run("--config-dir", str(confdir), "notary", "update", "--cafile", str(cafile))
+    assert code == 0 and "Published Org: updated" in out and "Org 0: no bundle_location" in out
+    stored = json.loads((confdir / "notaries-available" / "published-org.notary").read_text())
+    assert stored["hosts"][0]["certificate"] == published["hosts"][0]["certificate"]
+    code, out = run("--config-dir", str(confdir), "notary", "list", "--json")
+    assert {n["name"]: n["enabled"] for n in json.loads(out)}["Published Org"] is False
+    code, out = run(
+        "--config-dir", str(confdir), "notary", "update", "Published Org", "--cafile", str(cafile)
+    )
+    assert code == 0 and "unchanged" in out
+    # twins: a renamed publication and an untrusted server are refused
+    published["name"] = "Someone Else"
+    code, out = run("--config-dir", str(confdir), "notary", "update", "--cafile", str(cafile))
+    assert code == 2 and "not updated (bundle)" in out
+    published["name"] = "Published Org"
+    code, out = run("--config-dir", str(confdir), "notary", "update")  # system CAs only
+    assert code == 2 and "not updated (target-io)" in out
+    assert run("--config-dir", str(confdir), "notary", "update", "Nobody")[0] == 2

@@ -4,6 +4,7 @@
     converge [--config-dir DIR] init
     converge [--config-dir DIR] notary add FILE|URL [--disabled] [--cafile PEM]
     converge [--config-dir DIR] notary list [--json]
+    converge [--config-dir DIR] notary update [NAME] [--cafile PEM]
     converge [--config-dir DIR] notary enable|disable|remove NAME
     converge [--config-dir DIR] cache list [--json]
     converge [--config-dir DIR] cache clear [HOST[:PORT]]
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__
+from .bundle import parse_bundle
 from .cache import LocalCache
 from .client import Client, Verdict
 from .config import (
@@ -37,7 +39,7 @@ from .config import (
     remove_notary,
     set_enabled,
 )
-from .errors import ConfigError, ConvergeError, TargetError, TargetIOError
+from .errors import BundleError, ConfigError, ConvergeError, TargetError, TargetIOError
 from .fingerprint import fingerprint_of
 from .legacy import location
 from .tls import fetch_certificate
@@ -199,6 +201,8 @@ def cmd_notary(args: argparse.Namespace, out: TextIO) -> int:
             if not items:
                 print("no notaries; add one with: converge notary add FILE|URL", file=out)
         return 0
+    if args.notary_cmd == "update":
+        return _update_bundles(ndir, args, out)
     if args.notary_cmd in ("enable", "disable"):
         b = set_enabled(ndir, args.name, args.notary_cmd == "enable")
         print(f"{args.notary_cmd}d {b.name!r}", file=out)
@@ -206,6 +210,33 @@ def cmd_notary(args: argparse.Namespace, out: TextIO) -> int:
     b = remove_notary(ndir, args.name)
     print(f"removed {b.name!r}", file=out)
     return 0
+
+
+def _update_bundles(ndir: Path, args: argparse.Namespace, out: TextIO) -> int:
+    """Re-fetch each bundle from its ``bundle_location``; the name must not change."""
+    failed = 0
+    items = [t for t in list_notaries(ndir) if args.name in (None, t[0].name, t[2].stem)]
+    if args.name is not None and not items:
+        raise ConfigError(f"no notary named {args.name!r}")
+    for bundle, enabled, path in items:
+        if not bundle.bundle_location:
+            print(f"{bundle.name}: no bundle_location, skipped", file=out)
+            continue
+        try:
+            data = _fetch_bundle(bundle.bundle_location, args.cafile)
+            fresh = parse_bundle(data)
+            if fresh.name != bundle.name:
+                raise BundleError(f"the published bundle is named {fresh.name!r}")
+        except ConvergeError as e:
+            failed += 1
+            print(f"{bundle.name}: not updated ({e.kind}): {e}", file=out)
+            continue
+        if fresh == bundle:
+            print(f"{bundle.name}: unchanged", file=out)
+            continue
+        add_notary(ndir, data, enable=enabled)
+        print(f"{bundle.name}: updated ({path.name})", file=out)
+    return 2 if failed else 0
 
 
 def cmd_cache(args: argparse.Namespace, out: TextIO) -> int:
@@ -261,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("source", metavar="FILE|URL")
     a.add_argument("--disabled", action="store_true", help="import without enabling")
     a.add_argument("--cafile", help="CA bundle for fetching the URL")
+    up = nsub.add_parser("update", help="re-fetch bundles from their bundle_location")
+    up.add_argument("name", nargs="?")
+    up.add_argument("--cafile", help="CA bundle for fetching the URLs")
     ls = nsub.add_parser("list", help="list bundles (* = enabled)")
     ls.add_argument("--json", action="store_true")
     for name in ("enable", "disable", "remove"):
