@@ -8,9 +8,11 @@ Several notary processes on one or more machines share one Redis. Rules:
 * ``observe`` is an optimistic transaction: ``WATCH`` the key, read it, apply the pure
   :func:`notary.core.history.observe` in Python, then ``MULTI``/``EXEC`` the new history with
   ``v + 1`` and no body. If another process wrote the key in between, ``EXEC`` fails and the
-  whole step is retried on the new contents (at most :data:`MAX_ATTEMPTS` times), so
-  concurrent observers from any number of processes all end up in one history and no
-  observation is lost. The history rules live only in the pure core.
+  whole step is retried on the new contents after a short random pause (at most
+  :data:`MAX_ATTEMPTS` times), so concurrent observers from any number of processes all end
+  up in one history and no observation is lost. Within one process, writers of one key take
+  turns (striped locks), so only other processes can make a transaction retry. The history
+  rules live only in the pure core.
 * ``save_body`` is the same kind of transaction: it writes ``b`` only while ``v`` is still
   the version the body was signed for.
 * Every Redis or socket failure becomes :class:`~notary.errors.StoreUnavailable` here, with a
@@ -23,6 +25,8 @@ Several notary processes on one or more machines share one Redis. Rules:
 
 from __future__ import annotations
 
+import asyncio
+import random
 import struct
 from typing import Any
 
@@ -36,6 +40,8 @@ from notary.rootstore.chain import decode_chain, encode_chain
 from notary.store.base import StoredChain, TargetRecord
 
 MAX_ATTEMPTS = 32  # optimistic-transaction retries before giving up on a hot key
+RETRY_PAUSE = 0.002  # seconds; the pause before retry n is uniform in [0, n * RETRY_PAUSE]
+LOCK_STRIPES = 64
 DEFAULT_PREFIX = "converge:"
 _OBS = struct.Struct(">20s32sqq")  # sha1, sha256, first_seen, last_seen
 _HISTORY_MAGIC = b"H1"
@@ -71,6 +77,8 @@ class RedisStore:
     def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._r = client
         self._prefix = prefix
+        self._stripes = [asyncio.Lock() for _ in range(LOCK_STRIPES)]
+        self._rng = random.Random()
 
     @classmethod
     def from_url(
@@ -120,11 +128,18 @@ class RedisStore:
             raise _unavailable(exc) from exc
         return self._record(location, list(fields))
 
+    async def _pause(self, attempt: int) -> None:
+        await asyncio.sleep(self._rng.uniform(0, attempt * RETRY_PAUSE))
+
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
+        async with self._stripes[hash(location) % LOCK_STRIPES]:
+            return await self._observe(location, seen, now)
+
+    async def _observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
         key = self.key(location)
         try:
             async with self._r.pipeline(transaction=True) as pipe:
-                for _ in range(MAX_ATTEMPTS):
+                for attempt in range(MAX_ATTEMPTS):
                     try:
                         await pipe.watch(key)
                         version, hist = await pipe.hmget(key, ["v", "h"])
@@ -136,6 +151,7 @@ class RedisStore:
                         pipe.hdel(key, "b")
                         await pipe.execute()
                     except WatchError:
+                        await self._pause(attempt + 1)
                         continue
                     return TargetRecord(location, new, new_version, None)
         except (RedisError, OSError) as exc:
@@ -148,7 +164,7 @@ class RedisStore:
         key = self.key(location)
         try:
             async with self._r.pipeline(transaction=True) as pipe:
-                for _ in range(MAX_ATTEMPTS):
+                for attempt in range(MAX_ATTEMPTS):
                     try:
                         await pipe.watch(key)
                         current = await pipe.hget(key, "v")
@@ -160,6 +176,7 @@ class RedisStore:
                         await pipe.execute()
                         return
                     except WatchError:
+                        await self._pause(attempt + 1)
                         continue
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from exc

@@ -203,6 +203,26 @@ async def test_redis_corrupt_record_is_a_store_failure(
         await redis_store.observe("bad.example:443", cert(1), 1)
 
 
+async def test_redis_clients_racing_on_one_key_lose_nothing(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """Four clients (as four processes would) each observe 15 certificates at once."""
+    stores = [RedisStore.from_url(redis_server.url, prefix=redis_prefix) for _ in range(4)]
+    try:
+        await asyncio.gather(*(
+            s.observe("race.example:443", cert(100 * k + i), 7000 + i)
+            for i in range(15) for k, s in enumerate(stores)
+        ))
+        rec = await stores[0].get("race.example:443")
+    finally:
+        for s in stores:
+            await s.close()
+    assert rec is not None and rec.version == 60
+    assert {o.sha256 for o in rec.history} == {
+        cert(100 * k + i).sha256 for k in range(4) for i in range(15)
+    }
+
+
 def test_bad_redis_url_is_refused() -> None:
     with pytest.raises(StoreUnavailable):
         RedisStore.from_url("not-a-url")
