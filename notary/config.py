@@ -42,6 +42,7 @@ class Settings:
     max_headers: int = 64
     keepalive_timeout: float = 15.0
     body_timeout: float = 10.0  # seconds to receive a request body, else 408
+    tls_handshake_timeout: float = 10.0  # seconds for a client's TLS handshake
     ext_reuse: int = 1
     log_client_addresses: bool = False
     redis: str | None = None  # redis://host:port/db: share records through Redis
@@ -95,6 +96,7 @@ class Settings:
             "lru_entries": self.lru_entries,
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
+            "tls_handshake_timeout": self.tls_handshake_timeout,
         }
         for name, value in positive.items():
             if value <= 0:
