@@ -280,11 +280,12 @@ def query(port: int, spec: str, fingerprint: str | None, **kw: Any) -> Reply:
 class NotaryProcess:
     """``notary serve`` as a child process on an ephemeral loopback port."""
 
-    def __init__(self, data_dir: Path, args: list[str], tls: bool = True) -> None:
+    def __init__(self, data_dir: Path, args: list[str], tls: bool = True,
+                 prefix: list[str] | None = None) -> None:
         self.data_dir = data_dir
         self.tls = tls
-        argv = [sys.executable, "-m", "notary.cli", "serve", "--data-dir", str(data_dir),
-                *args]
+        argv = [*(prefix or []), sys.executable, "-m", "notary.cli", "serve", "--data-dir",
+                str(data_dir), *args]
         if not any(a == "--listen" for a in args):
             argv += ["--listen", "127.0.0.1:0"]
         if not tls:
