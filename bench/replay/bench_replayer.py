@@ -131,8 +131,11 @@ def main() -> int:
                 base = asyncio.run(pacer_only(rate, a.step_seconds))
                 base["rate"] = rate
                 baseline.append(base)
+                load_before = os.getloadavg()[0]
                 step = asyncio.run(replay_step(url, rate, a.step_seconds,
                                                Path(tmp) / f"r{int(rate)}.csv"))
+                step["loadavg_1m_before"] = load_before
+                step["pacer_only_p99_ms"] = base["p99_ms"]
                 steps.append(step)
                 print(f"rate {rate:7.0f}/s  sent {step['achieved_rate']:7.0f}/s  dispatch p99 "
                       f"{step['dispatch_p99_ms']:6.2f} ms  wire p99 {step['wire_p99_ms']:7.2f} ms"
@@ -153,6 +156,8 @@ def main() -> int:
     result = {
         "benchmark": "replay-open-loop-sender",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "note": "shared machine: other jobs' load shows in lateness; see loadavg per step "
+                "and the pacer-only baseline measured just before each step",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loop": loop_name, "platform": platform.platform()},
         "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
