@@ -301,3 +301,22 @@ def test_converge_discovers_a_config_directory(
     assert not converge("127.0.0.1", target.port, pki["forged"].sha1)
     j = v.to_json()
     assert j["verdict"] is True and [n["outcome"] for n in j["notaries"]] == ["success"] * 3
+
+
+async def test_total_timeout_cancels_every_query(
+    tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notaries: list[FakeNotary]
+) -> None:
+    for n in notaries:
+        n.mode = "slow:3"
+    c = _client(
+        tmp_path,
+        [n.bundle(f"Org {i}") for i, n in enumerate(notaries)],
+        total_timeout=0.4,
+        notary_timeout=5.0,
+    )
+    t0 = time.monotonic()
+    v = await c.acheck("127.0.0.1", target.port, pki["target"].sha1)
+    assert time.monotonic() - t0 < 1.5
+    assert not v and _votes(v) == [("unreachable", "timeout")] * 3
+    # nothing keeps running in the caller's loop after the verdict
+    assert asyncio.all_tasks() == {asyncio.current_task()}

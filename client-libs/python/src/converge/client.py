@@ -261,9 +261,10 @@ class Client:
                 )
             pending = set()
         finally:
-            for t in pending:
+            unfinished = [t for t in tasks if not t.done()]
+            for t in unfinished:
                 t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*unfinished, return_exceptions=True)
         for t in pending:
             name = tasks[t]
             results[name] = NotaryResult(
