@@ -397,3 +397,30 @@ def test_userdb_is_read_first_and_written(tmp_path: Path) -> None:
     assert shared.lookup("mine.example:443", fp.colon_hex()) is None  # never written there
     shared.close()
     client.close()
+
+
+def test_forked_child_opens_its_own_cache_connection(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from converge import Client, Config
+
+    fp = parse_fingerprint("AB" * 20)
+    cfg = Config(directory=None, db=tmp_path / "c.sqlite3", bundles=())
+    client = Client(cfg, clock=lambda: 1_700_000_000.0)
+    client._remember("h.example:443", [fp], 1_700_000_000)
+    parent_conn = client._open_caches()[0]
+    assert client.check("h.example", 443, fp).from_cache
+
+    def child(q: multiprocessing.Queue[object]) -> None:
+        fresh = client._open_caches()[0] is not parent_conn
+        q.put((fresh, client.check("h.example", 443, fp).from_cache))
+
+    ctx = multiprocessing.get_context("fork")
+    q: multiprocessing.Queue[object] = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    assert q.get(timeout=30) == (True, True)
+    p.join(timeout=30)
+    assert p.exitcode == 0
+    assert client._open_caches()[0] is parent_conn  # the parent keeps its connection
+    client.close()

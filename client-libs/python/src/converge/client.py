@@ -88,10 +88,14 @@ class Client:
         self._caches: list[LocalCache] | None = None
         self._writer: LocalCache | None = None
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     # ------------------------------------------------------------------ cache
 
     def _open_caches(self) -> list[LocalCache]:
+        if self._pid != os.getpid():
+            # A forked child must not use its parent's SQLite connections: open its own.
+            self._caches, self._writer, self._pid = None, None, os.getpid()
         if self._caches is None:
             with self._lock:
                 if self._caches is None:
