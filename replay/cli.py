@@ -112,8 +112,8 @@ def cmd_synth(a: argparse.Namespace) -> int:
 def cmd_farm(a: argparse.Namespace) -> int:
     from replay.farm import FarmPorts, FarmServer, prepare
 
-    ports = FarmPorts(a.port, a.slow_port, a.dead_port)
-    info = prepare(a.spec, a.state, ports, dt.datetime.now(dt.UTC))
+    ports = FarmPorts(a.port, a.slow_port, a.dead_port, a.silent_port)
+    info = prepare(a.spec, a.state, ports, dt.datetime.now(dt.UTC), a.silent_share)
     print(f"farm prepared: {info['sites']} sites, {info['certificates_made']} new "
           f"certificates; hosts file {info['hosts_file']}; targets {info['targets']}",
           file=sys.stderr)
@@ -132,7 +132,7 @@ def cmd_farm(a: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         print(f"farm serving on {ports.host}:{ports.main} (slow {ports.slow}, dead "
-              f"{ports.dead})", file=sys.stderr, flush=True)
+              f"{ports.dead}, silent {ports.silent})", file=sys.stderr, flush=True)
         (a.state / "ready").write_text("ready\n", encoding="utf-8")
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), a.duration)
@@ -271,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--port", type=int, default=18443)
     f.add_argument("--slow-port", type=int, default=18444)
     f.add_argument("--dead-port", type=int, default=18445)
+    f.add_argument("--silent-port", type=int, default=18446)
+    f.add_argument("--silent-share", type=float, default=0.5,
+                   help="share of dead sites that accept and never answer (probe timeouts)")
     f.add_argument("--slow-delay", type=float, default=1.0)
     f.add_argument("--rotate-period", type=float, default=30.0)
     f.add_argument("--duration", type=float, default=None, help="stop after this many seconds")

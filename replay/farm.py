@@ -8,7 +8,9 @@ list (host, port, the fingerprint clients saw, role) and a hosts file for the no
   (``SSLContext.sni_callback``; per-site contexts are built on demand and kept in a bounded
   LRU);
 - a slow listener that waits ``slow_delay`` seconds after accepting before the handshake;
-- a dead port: bound but never listening, so connections are refused;
+- a dead port: bound but never listening, so connections are refused; and a silent port
+  that accepts and never answers (dead hosts that drop traffic: the notary's probe times
+  out), chosen per dead site by ``silent_share``;
 - rotating sites switch between two certificates every ``rotate_period`` seconds (the
   targets list carries the first one);
 - mitm sites: the targets list carries a forged certificate's fingerprint (issued by a rogue
@@ -43,6 +45,7 @@ IDLE_TIMEOUT = 5.0
 MAX_REQUEST_BYTES = 8192
 DEFAULT_CONTEXTS = 4096
 MAX_CONNECTIONS = 2048
+SILENT_HOLD = 30.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class FarmPorts:
     main: int = 18443
     slow: int = 18444
     dead: int = 18445
+    silent: int = 18446
     host: str = "127.0.0.1"
 
 
@@ -93,8 +97,21 @@ def _dead_fingerprint(host: str) -> str:
     return fingerprint_sha1(b"gone:" + host.encode())
 
 
-def prepare(spec: Path, state: Path, ports: FarmPorts, now: dt.datetime) -> dict[str, Any]:
-    """Make (or reuse) certificates; write ``targets.csv``, ``hosts`` and ``farm.json``."""
+def silent_dead(host: str, share: float) -> bool:
+    """Whether a dead site is a silent one (accepts, never answers) rather than refusing."""
+    return hashlib.sha1(host.encode()).digest()[0] < share * 256
+
+
+def prepare(spec: Path, state: Path, ports: FarmPorts, now: dt.datetime,
+            silent_share: float = 0.0) -> dict[str, Any]:
+    """Make (or reuse) certificates; write ``targets.csv``, ``hosts`` and ``farm.json``.
+
+    Dead sites go to the refusing port, or with probability ``silent_share`` (by a hash of
+    the name) to the silent port, where connections are accepted and never answered, so a
+    notary's probe waits for its timeout, as with hosts that drop packets.
+    """
+    if not 0 <= silent_share <= 1:
+        raise ReplayInputError("silent share must be in [0, 1]")
     roots, sites = load_spec(spec)
     pki = SyntheticPKI(state / "pki", roots, now)
     certs = state / "certs"
@@ -102,10 +119,13 @@ def prepare(spec: Path, state: Path, ports: FarmPorts, now: dt.datetime) -> dict
     rows: list[tuple[str, int, str, str]] = []
     index: dict[str, dict[str, Any]] = {}
     made = 0
+    silent = 0
     for s in sites:
         host = _safe(s.host)
         if s.role == "dead":
-            rows.append((host, ports.dead, _dead_fingerprint(host), s.role))
+            port = ports.silent if silent_dead(host, silent_share) else ports.dead
+            silent += port == ports.silent
+            rows.append((host, port, _dead_fingerprint(host), s.role))
             continue
         variants = 2 if s.role == "rotating" else 1
         files = []
@@ -133,7 +153,8 @@ def prepare(spec: Path, state: Path, ports: FarmPorts, now: dt.datetime) -> dict
             fh.write(f"{ports.host} {host}\n")
     info: dict[str, Any] = {
         "version": 1, "host": ports.host, "port": ports.main, "slow_port": ports.slow,
-        "dead_port": ports.dead, "sites": len(rows), "certificates_made": made,
+        "dead_port": ports.dead, "silent_port": ports.silent, "silent_dead_sites": silent,
+        "sites": len(rows), "certificates_made": made,
         "roles": dict(Counter(s.role for s in sites)),
         "targets": str(state / "targets.csv"), "hosts_file": str(state / "hosts"),
     }
@@ -175,6 +196,8 @@ class FarmServer:
         self._dead_sock: socket.socket | None = None
         self._slow_sock: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
+        self._silent_sock: socket.socket | None = None
+        self._silent_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.stats = FarmStats()
         self.default_context = self._site_context(next(iter(self.sites)), 0) if self.sites \
@@ -263,6 +286,11 @@ class FarmServer:
             slow_sock.bind((p.host, p.slow))
             slow_sock.listen(1024)
             slow_sock.setblocking(False)
+            silent_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            silent_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            silent_sock.bind((p.host, p.silent))
+            silent_sock.listen(1024)
+            silent_sock.setblocking(False)
             dead = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             dead.bind((p.host, p.dead))  # bound, never listening: connections are refused
         except OSError as exc:
@@ -271,7 +299,31 @@ class FarmServer:
         self._servers = [main]
         self._slow_sock = slow_sock
         self._dead_sock = dead
+        self._silent_sock = silent_sock
         self._accept_task = asyncio.create_task(self._accept_slow(slow_sock))
+        self._silent_task = asyncio.create_task(self._accept_silent(silent_sock))
+
+    async def _accept_silent(self, sock: socket.socket) -> None:
+        """Accept on the silent port and hold each connection, unread, for ``SILENT_HOLD``
+        seconds (bounded in number), then close it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(sock)
+            self.stats.accepted += 1
+            self.stats.handshakes["silent"] += 1
+            if len(self._tasks) >= self.max_connections:
+                self.stats.refused_overload += 1
+                conn.close()
+                continue
+            task = asyncio.create_task(self._hold(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _hold(self, conn: socket.socket) -> None:
+        try:
+            await asyncio.sleep(SILENT_HOLD)
+        finally:
+            conn.close()
 
     async def _accept_slow(self, sock: socket.socket) -> None:
         """Accept on the slow port; each connection's handshake starts ``slow_delay`` later.
@@ -305,14 +357,16 @@ class FarmServer:
             raise
 
     async def stop(self) -> None:
-        if self._accept_task is not None:
-            self._accept_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._accept_task
-            self._accept_task = None
-        if self._slow_sock is not None:
-            self._slow_sock.close()
-            self._slow_sock = None
+        for task in (self._accept_task, self._silent_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._accept_task = self._silent_task = None
+        for sock in (self._slow_sock, self._silent_sock):
+            if sock is not None:
+                sock.close()
+        self._slow_sock = self._silent_sock = None
         for t in list(self._tasks):
             t.cancel()
         for s in self._servers:

@@ -38,10 +38,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     d = tmp_path_factory.mktemp("e2e")
     _ok("synth", "--out", str(d / "syn"), "--scale", "0.005", "--duration", "20", "--seed", "7",
         "--formats", "canonical,nfdump-legacy,nfdump-new")
-    p = {"main": free_port(), "slow": free_port(), "dead": free_port(), "notary": free_port()}
+    p = {"main": free_port(), "slow": free_port(), "dead": free_port(), "silent": free_port(),
+         "notary": free_port()}
     farm_args = ["farm", "--spec", str(d / "syn" / "farm-spec.json"), "--state", str(d / "farm"),
                  "--port", str(p["main"]), "--slow-port", str(p["slow"]),
-                 "--dead-port", str(p["dead"]), "--slow-delay", "0.5",
+                 "--dead-port", str(p["dead"]), "--silent-port", str(p["silent"]),
+                 "--silent-share", "0.5", "--slow-delay", "0.5",
                  "--rotate-period", "3600"]
     _ok(*farm_args, "--prepare-only")
     with running([str(REPLAY), *farm_args, "--duration", "110"], d / "farm.log") as farm:

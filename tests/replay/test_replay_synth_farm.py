@@ -129,7 +129,7 @@ async def _handshake(port: int, sni: str | None) -> tuple[str, float]:
 
 @pytest.fixture()
 def ports() -> FarmPorts:
-    return FarmPorts(free_port(), free_port(), free_port())
+    return FarmPorts(free_port(), free_port(), free_port(), free_port())
 
 
 def test_prepare_writes_targets_hosts_and_reuses_certificates(tmp_path: Path,
@@ -170,6 +170,9 @@ async def test_farm_serves_by_sni_with_every_role(tmp_path: Path, ports: FarmPor
         # dead sites refuse connections
         with pytest.raises(OSError):
             await asyncio.wait_for(asyncio.open_connection("127.0.0.1", ports.dead), 5)
+        # silent dead sites accept the connection but never answer the hello
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(_handshake(ports.silent, "dead.test"), 0.5)
         # an unknown name gets the listener's default certificate, not a site's
         fp_unknown, _ = await _handshake(ports.main, "unknown.test")
         assert fp_unknown not in (targets["other.test"].fingerprint,
@@ -177,6 +180,17 @@ async def test_farm_serves_by_sni_with_every_role(tmp_path: Path, ports: FarmPor
         assert server.stats.handshakes["good"] >= 2
     finally:
         await server.stop()
+
+
+def test_dead_sites_split_between_refusing_and_silent_ports(tmp_path: Path,
+                                                           ports: FarmPorts) -> None:
+    spec = _spec(tmp_path / "spec.json")
+    prepare(spec, tmp_path / "a", ports, NOW, silent_share=0.0)
+    assert read_targets(tmp_path / "a" / "targets.csv")["dead.test"].port == ports.dead
+    prepare(spec, tmp_path / "b", ports, NOW, silent_share=1.0)
+    assert read_targets(tmp_path / "b" / "targets.csv")["dead.test"].port == ports.silent
+    with pytest.raises(ReplayInputError):
+        prepare(spec, tmp_path / "c", ports, NOW, silent_share=1.5)
 
 
 async def test_rotating_site_changes_certificate_with_time(tmp_path: Path,
