@@ -55,10 +55,18 @@ class Identity:
 
 
 def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically through a fresh 0600 temporary file.
+
+    A stale temporary file (or a symlink planted in its place) is removed first and the new
+    one is created exclusively without following links: reusing it would keep its mode
+    (0644 leaked the key) or write the key wherever the symlink pointed.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
+        os.fchmod(fd, 0o600)
         os.write(fd, data)
         os.fsync(fd)
     finally:
