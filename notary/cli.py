@@ -75,6 +75,12 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
                                "help": "close a tunnel idle this long (default 60)"}),
     ("--tunnel-max-bytes", {"type": int, "metavar": "BYTES",
                             "help": "bytes per tunnel, both directions (default 16777216)"}),
+    ("--verifier", {"choices": ["perspective", "ca", "both"], "help": "perspective (default; "
+                    "legacy answers unchanged), ca or both: see docs/rootstore.md"}),
+    ("--ca-roots", {"action": "append", "metavar": "PEM", "help": "more roots for the CA "
+                    "verifier, added to Mozilla's (repeatable)"}),
+    ("--ca-trust", {"type": Path, "metavar": "FILE", "help": "restrict the CA verifier to "
+                    "these root SHA-256 fingerprints (e.g. from notary rootstore topk)"}),
 ]
 
 
@@ -91,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--access-log", action="store_true", help="log each request")
     serve.add_argument("--log-client-addresses", action="store_true",
                        help="put client addresses in the access log (off: privacy)")
+    serve.add_argument("--ca-no-mozilla", action="store_true",
+                       help="the CA verifier trusts only --ca-roots, not Mozilla's store")
 
     kg = sub.add_parser("keygen", help="create the RSA key and self-signed certificate")
     kg.add_argument("--data-dir", type=Path, default=Path("notary-data"))
@@ -136,6 +144,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["tls"] = False
     if args.log_client_addresses:
         values["log_client_addresses"] = True
+    if args.ca_no_mozilla:
+        values["ca_no_mozilla"] = True
     settings = Settings(**values)
     settings.check()
     return settings

@@ -59,6 +59,10 @@ class Settings:
     tunnel_idle_timeout: float = 60.0  # seconds without a byte either way
     tunnel_max_bytes: int = 16 * 1024 * 1024  # bytes per tunnel, both directions
     relay_head_timeout: float = 10.0  # seconds to send the CONNECT head
+    verifier: str = "perspective"  # perspective | ca | both (docs/rootstore.md)
+    ca_roots: list[str] = field(default_factory=list)  # PEM files added to Mozilla's roots
+    ca_trust: Path | None = None  # SHA-256 root list: restrict the CA verifier to these
+    ca_no_mozilla: bool = False  # CA verifier trusts only --ca-roots
 
     @property
     def db_path(self) -> Path:
@@ -114,6 +118,8 @@ class Settings:
         for spec in self.relay_listen:
             parse_listen(spec)
         self.relay_settings()
+        if self.verifier not in ("perspective", "ca", "both"):
+            raise BadConfig(f"verifier must be perspective, ca or both, got {self.verifier!r}")
         if self.redis is not None and not self.redis.startswith(
             ("redis://", "rediss://", "unix://")
         ):
@@ -136,7 +142,7 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return host, port
 
 
-_PATHS = {"data_dir", "db", "key", "cert", "signing_key", "hosts_file"}
+_PATHS = {"data_dir", "db", "key", "cert", "signing_key", "hosts_file", "ca_trust"}
 
 
 def _coerce(name: str, value: Any, template: Any) -> Any:

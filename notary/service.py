@@ -15,6 +15,7 @@ Flow for one request (see docs/ and convergence-v1.md "Server decision"):
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from notary.core.signing import LegacySigner
 from notary.core.target import IPAddress, Target
 from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
 from notary.probe import Prober, ProbeResult
+from notary.rootstore.checker import CAChecker
+from notary.rootstore.verify import CAVerdict
 from notary.store.base import TargetRecord
 from notary.store.lru import CachedStore
 
@@ -66,6 +69,10 @@ class Lookup:
     seen: CertDigests | None  # what a probe just observed; None for a cache hit
     address: str | None  # the address probed, for a probe
     had_history: bool
+    chain: tuple[bytes, ...] = ()  # the chain a probe just captured (with a CA verifier)
+
+
+log = logging.getLogger("notary.ca")
 
 
 class ExtSigner:
@@ -120,8 +127,10 @@ class NotaryService:
         settings: ServiceSettings,
         clock: Callable[[], float],
         ext_signer: ExtSigner | None = None,
+        ca: CAChecker | None = None,
     ) -> None:
         self.store = store
+        self.ca = ca
         self._prober = prober
         self._signer = signer
         self.settings = settings
@@ -166,7 +175,7 @@ class NotaryService:
         had_history = rec is not None and bool(rec.history)
         rec, probed = await self._probe_once(key, target)
         outcome = CacheOutcome.STALE if decision is CacheDecision.STALE else CacheOutcome.MISS
-        return Lookup(rec, outcome, probed.digests, probed.address, had_history)
+        return Lookup(rec, outcome, probed.digests, probed.address, had_history, probed.chain)
 
     async def validate(self, target: Target, fp: Fingerprint | None) -> Answer:
         """Answer one legacy request (``fp`` is ``None`` for a GET)."""
@@ -178,7 +187,41 @@ class NotaryService:
             status = 200 if found.had_history else 409
         else:
             status = 200 if fp.matches(found.seen.sha1, found.seen.sha256) else 409
+        if self.ca is not None:
+            verdict = await self._ca_verdict(target, found, fp)
+            if self.ca.decides and status == 200 and (verdict is None or not verdict.ok):
+                status = 409
         return Answer(status, body, found.cache)
+
+    async def _ca_verdict(
+        self, target: Target, found: Lookup, fp: Fingerprint | None
+    ) -> CAVerdict | None:
+        """The CA verdict on the certificate in question: the one a probe just saw, else the
+        observation matching ``fp``, else (GET) the latest one. ``None`` without one."""
+        ca = self.ca
+        if ca is None:
+            return None
+        if found.seen is not None:
+            sha256 = found.seen.sha256
+        else:
+            obs = find(found.record.history, fp) if fp is not None else None
+            if obs is None and fp is None and found.record.history:
+                obs = max(found.record.history, key=lambda o: o.last_seen)
+            if obs is None:
+                return None
+            sha256 = obs.sha256
+        now = int(self._clock())
+        location = target.location
+        verdict = ca.cached(target.host, location, sha256, now)
+        if verdict is not None:
+            return verdict
+        chain = found.chain if found.seen is not None else ()
+        if not chain:
+            chain = await self.store.get_chain(location, sha256) or ()
+        verdict = ca.check(target.host, location, sha256, chain, now)
+        log.info("ca %s sha256=%s verdict=%s store=%s reason=%s", location, sha256.hex()[:16],
+                 verdict.verdict, verdict.store, verdict.reason)
+        return verdict
 
     async def validate_ext(self, req: ExtRequest) -> Answer:
         """Answer one extended-format request with a signed ``converge-answer/1`` document.
@@ -212,6 +255,9 @@ class NotaryService:
         match = obs is not None and (
             found.seen is None or fp.matches(found.seen.sha1, found.seen.sha256)
         )
+        ca_verdict = await self._ca_verdict(target, found, fp) if match else None
+        if self.ca is not None and self.ca.decides and (ca_verdict is None or not ca_verdict.ok):
+            match = False
         now = int(self._clock())
         reuse_key = (target.location, target.ip, fp.digest)
         if req.nonce is None and found.cache is CacheOutcome.HIT:
@@ -227,6 +273,11 @@ class NotaryService:
             target=target, fingerprint=fp, nonce=req.nonce,
             verdict="match" if match else "mismatch", history=found.record.history,
             answered_at=now, key=signer.key_id, address=found.address, cache=found.cache.value,
+            ca=None if self.ca is None else (
+                ca_verdict.to_json() if ca_verdict is not None
+                else {"verdict": None, "reason": "the notary did not see this certificate",
+                      "store": self.ca.store.name, "root_sha256": None}
+            ),
         )
         body = signer.sign(stmt)
         if req.nonce is None:
@@ -273,6 +324,10 @@ class NotaryService:
             self.negative.put(key, self._clock() + self.settings.negative_ttl, exc.message)
             raise
         rec = await self.store.observe(target.location, result.digests, int(self._clock()))
+        if self.ca is not None and result.chain:
+            await self.store.save_chain(
+                target.location, result.digests.sha256, result.chain, int(self._clock())
+            )
         await self._body(rec)
         rec = await self.store.get(target.location) or rec
         return rec, result

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -41,6 +42,7 @@ from notary.limits import ConnectionCap, RateLimiter
 from notary.metrics import Metrics, TimedProber
 from notary.probe import Prober, TLSProber
 from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
+from notary.rootstore.checker import build_checker
 from notary.service import Answer, CacheOutcome, ExtSigner, NotaryService, ServiceSettings
 from notary.store.base import Store
 from notary.store.lru import CachedStore
@@ -54,6 +56,7 @@ RATE = web.AppKey("rate_limiter", RateLimiter)
 CONNS = web.AppKey("connection_cap", ConnectionCap)
 METRICS = web.AppKey("metrics", Metrics)
 BODY_TIMEOUT = web.AppKey("body_timeout", float)
+log = logging.getLogger("notary")
 
 CACHE_STATUS = {
     CacheOutcome.HIT: "converge-notary; hit",
@@ -217,7 +220,7 @@ async def handle_info(request: web.Request) -> web.Response:
 def info_document(
     settings: Settings, identity: Identity, ext_key_id: str | None = None
 ) -> dict[str, object]:
-    return {
+    doc: dict[str, object] = {
         "version": __version__,
         "protocols": ["convergence-v1", extended.FORMAT] if ext_key_id else ["convergence-v1"],
         "answer_url": "/v2/answer" if ext_key_id else None,
@@ -235,6 +238,11 @@ def info_document(
             "max_body": settings.max_body,
         },
     }
+    if settings.verifier != "perspective":
+        policy = doc["policy"]
+        assert isinstance(policy, dict)
+        policy["verifier"] = settings.verifier
+    return doc
 
 
 def build_resolver(settings: Settings) -> Resolver:
@@ -262,7 +270,8 @@ def create_app(
     """The notary's aiohttp application. Nothing is opened until the app starts."""
     policy = AddressPolicy(parse_networks(settings.allow_target))
     the_prober: Prober = prober or TLSProber(
-        build_resolver(settings), policy, settings.probe_timeout
+        build_resolver(settings), policy, settings.probe_timeout,
+        want_chain=settings.verifier != "perspective",
     )
     app = web.Application(client_max_size=settings.max_body)
     app[RATE] = RateLimiter(settings.rate_limit, settings.rate_burst, settings.rate_clients)
@@ -285,6 +294,12 @@ def create_app(
         else:
             backend = await SQLiteStore.open(settings.db_path)
         cached = CachedStore(backend, settings.lru_entries)
+        ca = build_checker(
+            settings.verifier, settings.ca_roots, settings.ca_trust, settings.ca_no_mozilla
+        )
+        if ca is not None:
+            log.info("CA verifier: %s, %d roots in store %s", ca.mode, len(ca.store),
+                     ca.store.name)
         app[SERVICE] = NotaryService(
             cached,
             the_prober,
@@ -297,6 +312,7 @@ def create_app(
             ),
             clock,
             ext_signer,
+            ca,
         )
         if metrics is not None:
             service = app[SERVICE]

@@ -123,9 +123,14 @@ def statement(
     address: str | None = None,
     cache: str = "miss",
     detail: str | None = None,
+    ca: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The statement object (to be signed) for one answer."""
-    return {
+    """The statement object (to be signed) for one answer.
+
+    ``ca`` (the CA verifier's verdict) is present only when the notary runs a CA verifier
+    (``--verifier ca|both``); with the default verifier the statement has no ``ca`` key.
+    """
+    stmt: dict[str, Any] = {
         "type": FORMAT,
         "target": {
             "host": target.host,
@@ -153,6 +158,9 @@ def statement(
         "cache": cache,
         "key_id": key,
     }
+    if ca is not None:
+        stmt["ca"] = ca
+    return stmt
 
 
 def sign_answer(stmt: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
