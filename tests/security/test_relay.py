@@ -374,3 +374,62 @@ def test_parse_connect_examples() -> None:
     many = b"".join(b"X-Convergence-Notary: h%d.example+4242\r\n" % i for i in range(9))
     with pytest.raises(RelayDenied):
         parse_connect(b"CONNECT n.example:4242 HTTP/1.1\r\n" + many + b"\r\n")
+
+
+# -- the Python client through the relay ----------------------------------------------------
+
+
+class _RelayFirst:
+    """An rng for converge.Client that picks the first enabled notary as the relay."""
+
+    def __init__(self) -> None:
+        import random
+
+        self._r = random.Random(0)
+
+    def randrange(self, n: int) -> int:
+        return 0
+
+    def sample(self, population: range, k: int) -> list[int]:
+        return self._r.sample(population, k)
+
+
+def _bundle(name: str, ssl_port: int, http_port: int, identity_dir: Path) -> dict[str, object]:
+    return {"version": 1, "name": name, "hosts": [
+        {"host": "127.0.0.1", "ssl_port": ssl_port, "http_port": http_port,
+         "certificate": (identity_dir / "notary.pem").read_text()}]}
+
+
+@pytest.mark.parametrize("matching", [True, False], ids=["genuine", "wrong-fingerprint"])
+def test_converge_through_the_relay(
+    notaries: tuple[NotaryProcess, NotaryProcess, int], good_target: ThreadServer,
+    site_cert: trustme.LeafCert, identity_dir: Path, results: Results, matching: bool,
+) -> None:
+    from converge import Client, Config, converge, parse_bundle
+
+    dest, relay, relay_port = notaries
+    rec = Recorder(relay_port)
+    fp = sha1_colon(leaf_der(site_cert)) if matching else "AB" * 20
+    try:
+        cfg = Config(directory=None, db=None, quorum=1, bounce=True, bounce_port=dest.port,
+                     connect_timeout=5, notary_timeout=10, total_timeout=20, bundles=(
+                         parse_bundle(_bundle("Relay", relay.port, rec.port, identity_dir)),
+                         parse_bundle(_bundle("Voter", dest.port, 80, identity_dir))))
+        client = Client(cfg, rng=_RelayFirst())  # type: ignore[arg-type]
+        t0 = time.monotonic()
+        bounced = converge("site.test", good_target.port, fp, config=client)
+        took = time.monotonic() - t0
+        direct = converge("site.test", good_target.port, fp, config=Client(
+            Config(directory=None, db=None, quorum=1, bundles=cfg.bundles[1:])))
+    finally:
+        rec.close()
+    assert bounced.relay == "Relay"
+    assert [r.name for r in bounced.results] == ["Voter"]  # the relay does not vote
+    assert bool(bounced) is bool(direct) is matching
+    seen = bytes(rec.seen)
+    assert b"CONNECT 127.0.0.1:" in seen
+    assert b"site.test" not in seen and fp.encode() not in seen
+    results.add(SUITE, f"converge() with bounce=True ({'genuine' if matching else 'wrong'} "
+                "fingerprint)", "same verdict as without the relay; relay does not vote",
+                f"{'trusted' if bounced else 'untrusted'} via relay = direct; relay saw "
+                f"{len(seen)} bytes, no target name", took)
