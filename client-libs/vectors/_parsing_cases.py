@@ -136,7 +136,20 @@ def fingerprints() -> dict[str, Any]:
             "error": "fingerprint",
         },
         {
-            "comment": "over the 200-character input bound",
+            "comment": "exactly 200 characters with padding (the input bound)",
+            "input": " " * (200 - len(sha1)) + sha1,
+            "result": "valid",
+            "flags": ["limit", "whitespace"],
+        },
+        {
+            "comment": "201 characters: one past the input bound",
+            "input": " " * (201 - len(sha1)) + sha1,
+            "result": "invalid",
+            "error": "fingerprint",
+            "flags": ["limit"],
+        },
+        {
+            "comment": "well over the 200-character input bound",
             "input": " " * 150 + sha1,
             "result": "invalid",
             "error": "fingerprint",

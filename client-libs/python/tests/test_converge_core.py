@@ -424,3 +424,28 @@ def test_forked_child_opens_its_own_cache_connection(tmp_path: Path) -> None:
     assert p.exitcode == 0
     assert client._open_caches()[0] is parent_conn  # the parent keeps its connection
     client.close()
+
+
+@pytest.mark.parametrize("entries,ok", [(1000, True), (1001, False)])
+def test_history_length_bound(entries: int, ok: bool) -> None:
+    """MAX_HISTORY_ENTRIES: at the limit the body verifies; one past it is refused."""
+    import base64
+
+    from converge import ResponseError
+    from converge.legacy import MAX_HISTORY_ENTRIES, verify_body
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    assert entries - MAX_HISTORY_ENTRIES in (0, 1)
+    key = serialization.load_pem_private_key((KEYS / "test-notary-key.pem").read_bytes(), None)
+    cert = x509.load_pem_x509_certificate((KEYS / "test-notary-cert.pem").read_bytes())
+    item = '{"timestamp": {"start": "1", "finish": "2"}, "fingerprint": "' + "AB:" * 19 + 'AB"}'
+    payload = ('{"fingerprintList": [' + ", ".join([item] * entries) + "]}").encode()
+    sig = key.sign(payload, padding.PKCS1v15(), hashes.SHA1())  # type: ignore[union-attr,call-arg]
+    body = payload[:-1] + b', "signature": "' + base64.b64encode(sig) + b'"}'
+    if ok:
+        assert len(verify_body(body, cert.public_key()).entries) == entries
+    else:
+        with pytest.raises(ResponseError):
+            verify_body(body, cert.public_key())
