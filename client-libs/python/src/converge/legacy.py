@@ -15,9 +15,10 @@ Rules (see ``convergence-v1.md``):
   verifies if either recipe's bytes verify.
 * Outcome (the add-on's reading, plus signature checks): 200 is a *success* only if the body
   parses, its signature verifies against the notary's certificate key and the fingerprint
-  is listed; otherwise a *failure*. 409 is a *failure*. 303 is *inconclusive*; every other
-  status is a connectivity problem; both are votes of kind ``unreachable``, which may stand
-  aside (see :mod:`converge.policy`).
+  is listed (or, asked by SHA-256 alone, the signed list holds no SHA-256 entry to compare:
+  v1 lists carry SHA-1, so the pinned 200 decides); otherwise a *failure*. 409 is a
+  *failure*. 303 is *inconclusive*; every other status is a connectivity problem; both are
+  ``unreachable`` votes, which may stand aside (see :mod:`converge.policy`).
 """
 
 from __future__ import annotations
