@@ -21,6 +21,7 @@ from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from notary import keys
 from notary.config import Settings
 from notary.core import legacy
 from notary.core.signing import verify_legacy
@@ -392,6 +393,7 @@ async def start_app(settings: Settings, identity: Identity, **create_kw: Any) ->
 
 async def start_served(settings: Settings, identity: Identity) -> Notary:
     """``notary.server.serve`` (the production entry point) as a task in this loop."""
+    keys.ensure_signing_key(settings.signing_key_path)  # what prepare() does before serve()
     stop = asyncio.Event()
     ready: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
 
