@@ -70,10 +70,10 @@ def main() -> int:
     r = str(BIN / "replay")
     run(r, "synth", "--out", str(w / "syn"), "--scale", str(a.scale), "--duration",
         str(a.duration), "--seed", str(a.seed), "--formats", "canonical")
-    ports = [free_port() for _ in range(4)]
+    ports = [free_port() for _ in range(5)]
     farm_args = [r, "farm", "--spec", str(w / "syn" / "farm-spec.json"), "--state",
                  str(w / "farm"), "--port", str(ports[0]), "--slow-port", str(ports[1]),
-                 "--dead-port", str(ports[2])]
+                 "--dead-port", str(ports[2]), "--silent-port", str(ports[4])]
     run(*farm_args, "--prepare-only")
     run(r, "workload", str(w / "syn" / "flows.csv"), "--names", str(w / "syn" / "names.txt"),
         "--targets", str(w / "farm" / "targets.csv"), "-o", str(w / "wl.csv"))
