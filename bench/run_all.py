@@ -2,7 +2,8 @@
 
 * ``bench.notary.run``: the notary (always; results in ``bench/results/notary.json`` and
   ``docs/benchmarks.md``).
-* ``bench/client/bench_client.py`` and ``bench/replay`` (``python -m bench.replay``) when
+* ``bench/client/bench_client.py`` and the replay benchmark (``python -m bench.replay`` if
+  ``bench/replay/__main__.py`` exists, else ``bench/replay/bench_replayer.py``) when
   present; a missing one is skipped with a message.
 
 Each suite runs in its own process with a time limit, so one failing suite does not stop the
@@ -38,8 +39,11 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     replay = root / "bench" / "replay"
     if (replay / "__main__.py").is_file():
         out.append(("replay", [py, "-m", "bench.replay"], ""))
+    elif (replay / "bench_replayer.py").is_file():
+        out.append(("replay", [py, str(replay / "bench_replayer.py")], ""))
     else:
-        out.append(("replay", None, "bench/replay/__main__.py not found"))
+        out.append(("replay", None,
+                    "neither bench/replay/__main__.py nor bench/replay/bench_replayer.py found"))
     return out
 
 

@@ -139,4 +139,8 @@ def test_run_all_skips_missing_suites(tmp_path: Path) -> None:
     assert names["client"] is None and names["replay"] is None
     (tmp_path / "bench" / "client").mkdir(parents=True)
     (tmp_path / "bench" / "client" / "bench_client.py").write_text("")
-    assert {n: c for n, c, _ in run_all.suites(tmp_path)}["client"] is not None
+    (tmp_path / "bench" / "replay").mkdir(parents=True)
+    (tmp_path / "bench" / "replay" / "bench_replayer.py").write_text("")
+    found = {n: c for n, c, _ in run_all.suites(tmp_path)}
+    assert found["client"] is not None and found["replay"] is not None
+    assert found["replay"][-1].endswith("bench_replayer.py")
