@@ -310,3 +310,26 @@ def test_connection_cap(identity_dir: Path, tmp_path: Path, good_target: ThreadS
     results.add(SUITE, "40 open connections with --max-connections 20",
                 "fast 503 + Retry-After while over the cap; served after",
                 f"{over.status} then {again.status}", over.seconds, (before, after))
+
+
+@pytest.mark.parametrize(("name", "head"), [
+    ("100 header fields (bound 64)",
+     "".join(f"X-H{i}: v\r\n" for i in range(100))),
+    ("a 20 KB header field (bound 8190 bytes)", "X-Big: " + "a" * 20000 + "\r\n"),
+    ("a 20 KB request line (bound 8190 bytes)", None),
+])
+def test_oversized_heads_are_refused(notary: NotaryProcess, good_target: ThreadServer,
+                                     site_cert: trustme.LeafCert, results: Results, name: str,
+                                     head: str | None) -> None:
+    from security_support import exchange
+
+    if head is None:
+        request = f"GET /target/{'a' * 20000}+443 HTTP/1.0\r\n\r\n".encode()
+    else:
+        request = f"GET /target/site.test+443 HTTP/1.0\r\n{head}\r\n".encode()
+    before = notary.rss()
+    reply = exchange(notary.port, request)
+    assert reply.status in (400, 413, 431), reply.status
+    assert good(notary, good_target, site_cert) == 200
+    results.add(SUITE, name, "4xx at once; healthy after", str(reply.status), reply.seconds,
+                (before, notary.rss()))

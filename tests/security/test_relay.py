@@ -103,7 +103,8 @@ def notaries(identity_dir: Path, tmp_path_factory: pytest.TempPathFactory,
     relay_port = free_port()
     relay = NotaryProcess(copy_identity(identity_dir, d / "relay"), [
         "--allow-target", "127.0.0.0/8", "--resolve", "notary.test=127.0.0.1",
-        "--resolve", "dead.test=127.0.0.3", "--relay-listen", f"127.0.0.1:{relay_port}",
+        "--resolve", "dead.test=127.0.0.3", "--resolve", "internal.test=10.9.9.9",
+        "--relay-listen", f"127.0.0.1:{relay_port}",
         "--relay-port", str(dest.port), "--probe-timeout", "2"], tls=False)
     yield dest, relay, relay_port
     relay.stop()
@@ -187,6 +188,10 @@ def test_first_reachable_destination_wins(
         ("a method other than CONNECT", "GET http://notary.test:{p}/ HTTP/1.1\r\n\r\n"),
         ("a private address (policy)", "CONNECT 10.1.2.3:{p} HTTP/1.1\r\n\r\n"),
         ("cloud metadata address (policy)", "CONNECT 169.254.169.254:{p} HTTP/1.1\r\n\r\n"),
+        ("a name resolving to a private address (policy)",
+         "CONNECT internal.test:{p} HTTP/1.1\r\n\r\n"),
+        ("an IPv4-mapped private address (policy)",
+         "CONNECT [::ffff:10.0.0.1]:{p} HTTP/1.1\r\n\r\n"),
     ],
 )
 def test_refused_destinations_get_403(
@@ -411,16 +416,17 @@ def test_converge_through_the_relay(
     rec = Recorder(relay_port)
     fp = sha1_colon(leaf_der(site_cert)) if matching else "AB" * 20
     try:
+        voter = parse_bundle(_bundle("Voter", dest.port, 80, identity_dir))
         cfg = Config(directory=None, db=None, quorum=1, bounce=True, bounce_port=dest.port,
                      connect_timeout=5, notary_timeout=10, total_timeout=20, bundles=(
                          parse_bundle(_bundle("Relay", relay.port, rec.port, identity_dir)),
-                         parse_bundle(_bundle("Voter", dest.port, 80, identity_dir))))
+                         voter))
         client = Client(cfg, rng=_RelayFirst())  # type: ignore[arg-type]
         t0 = time.monotonic()
         bounced = converge("site.test", good_target.port, fp, config=client)
         took = time.monotonic() - t0
         direct = converge("site.test", good_target.port, fp, config=Client(
-            Config(directory=None, db=None, quorum=1, bundles=cfg.bundles[1:])))
+            Config(directory=None, db=None, quorum=1, bundles=(voter,))))
     finally:
         rec.close()
     assert bounced.relay == "Relay"
