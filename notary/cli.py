@@ -23,6 +23,7 @@ from notary.core.fingerprint import colon_hex
 from notary.core.target import normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadInput, NotaryError
 from notary.probe import TLSProber
+from notary.rootstore import cli as rootstore_cli
 from notary.web import build_resolver
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -129,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=5.0)
     c.add_argument("--resolve", action="append", metavar="NAME=IP", default=[])
     c.add_argument("--json", action="store_true", help="machine-readable output")
+    rootstore_cli.add_parsers(sub)
     return p
 
 
@@ -282,7 +284,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
-               "check": _cmd_check}[args.command]
+               "check": _cmd_check, "scan": rootstore_cli.run,
+               "rootstore": rootstore_cli.run}[args.command]
     try:
         return handler(args)
     except BadInput as exc:

@@ -1,0 +1,247 @@
+"""``notary scan`` and ``notary rootstore {analyze,topk,compare}`` (docs/rootstore.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from notary.core.addrpolicy import AddressPolicy, parse_networks
+from notary.errors import BadConfig, BadData
+from notary.rootstore.analysis import (
+    MAX_K,
+    OrgMode,
+    SiteChain,
+    attribute,
+    coverage,
+    merge_by_org,
+    org_key,
+    popularity,
+    privatesuffix_function,
+    verdict_counts,
+)
+from notary.rootstore.compare import Observed, compare
+from notary.rootstore.report import Analysis, format_comparison, write_analysis, write_comparison
+from notary.rootstore.scan import parse_hosts, read_chains, scan, write_line
+from notary.rootstore.stores import full_store, read_fingerprint_list
+from notary.rootstore.verify import RootStore
+
+MAX_STORED_CHAINS = 1_000_000
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("scan", help="fetch the chains a list of hosts presents (JSONL)")
+    s.add_argument("--hosts", type=Path, required=True, help="host[:port] per line")
+    s.add_argument("--resolve", action="append", default=[], metavar="NAME=IP")
+    s.add_argument("--hosts-file", type=Path, help="static name map: 'IP name...' lines")
+    s.add_argument("--concurrency", type=int, default=32, help="handshakes at once (32)")
+    s.add_argument("--timeout", type=float, default=5.0, help="per host, seconds (5)")
+    s.add_argument("-o", "--output", type=Path, help="JSONL file (default stdout)")
+
+    r = sub.add_parser("rootstore", help="root popularity, top-k coverage, CA vs perspectives")
+    rsub = r.add_subparsers(dest="rootstore_command", required=True)
+
+    def common(p: argparse.ArgumentParser, chains_required: bool = True) -> None:
+        src = p.add_mutually_exclusive_group(required=chains_required)
+        src.add_argument("--chains", type=Path, help="chains JSONL (from notary scan)")
+        src.add_argument("--db", type=Path, help="a notary's SQLite store (its chains)")
+        p.add_argument("--roots", type=Path, action="append", default=[], metavar="PEM",
+                       help="more roots for the full store (repeatable)")
+        p.add_argument("--no-mozilla", action="store_true",
+                       help="the full store is only --roots, not Mozilla's (certifi)")
+        p.add_argument("--now", type=int, help="validation time, Unix seconds (default now)")
+
+    a = rsub.add_parser("analyze", help="popularity table, coverage curves, CSV and PNG")
+    common(a)
+    a.add_argument("--org-mode", choices=["registrable", "label"], default="registrable")
+    a.add_argument("--max-k", type=int, default=MAX_K)
+    a.add_argument("--out", type=Path, required=True, help="output directory")
+
+    t = rsub.add_parser("topk", help="write the k most popular roots' SHA-256 fingerprints")
+    common(t)
+    t.add_argument("--k", type=int, required=True)
+    t.add_argument("-o", "--output", type=Path, help="file (default stdout)")
+
+    c = rsub.add_parser("compare", help="agreement of perspectives, full CA and top-k CA")
+    common(c)
+    c.add_argument("--client-view", type=Path, required=True,
+                   help="JSONL of the chains clients were shown (host, port, chain, role)")
+    c.add_argument("--ranking", type=Path, help="root SHA-256 list, most popular first "
+                   "(default: popularity among the notary's chains)")
+    c.add_argument("--k", default="1,2,3,5,10,15,20", help="comma-separated k values")
+    c.add_argument("--detail-k", type=int, help="k for the separating cases (default 10)")
+    c.add_argument("--out", type=Path, required=True, help="output directory")
+
+
+def _now(args: argparse.Namespace) -> int:
+    return int(args.now) if args.now is not None else int(time.time())
+
+
+def _store(args: argparse.Namespace) -> RootStore:
+    return full_store(list(args.roots), mozilla=not args.no_mozilla)
+
+
+async def _db_chains(path: Path) -> list[SiteChain]:
+    from notary.store.sqlite import SQLiteStore
+
+    if not path.exists():
+        raise BadConfig(f"no database at {path}")
+    store = await SQLiteStore.open(path)
+    try:
+        stored = await store.chains(MAX_STORED_CHAINS)
+    finally:
+        await store.close()
+    latest: dict[str, tuple[int, tuple[bytes, ...]]] = {}
+    for c in stored:  # one chain per target: the most recently seen
+        if c.location not in latest or c.seen >= latest[c.location][0]:
+            latest[c.location] = (c.seen, c.chain)
+    out = []
+    for location, (_, chain) in sorted(latest.items()):
+        host, _, port = location.rpartition(":")
+        out.append(SiteChain(host, int(port), chain))
+    return out
+
+
+def _chains(args: argparse.Namespace) -> tuple[list[SiteChain], int]:
+    if args.db is not None:
+        return asyncio.run(_db_chains(args.db)), 0
+    return read_chains(args.chains)
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from notary.config import Settings
+    from notary.probe import TLSProber
+    from notary.web import build_resolver
+
+    try:
+        text = args.hosts.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadConfig(f"cannot read {args.hosts}: {exc}") from exc
+    hosts = parse_hosts(text)
+    if args.timeout <= 0 or args.timeout > 60:
+        raise BadConfig("--timeout must be in (0, 60] seconds")
+    resolver = build_resolver(Settings(resolve=args.resolve, hosts_file=args.hosts_file))
+    # An operator's own measurement tool, like `notary check`: every address is allowed.
+    policy = AddressPolicy(parse_networks(["0.0.0.0/0", "::/0"]))
+    prober = TLSProber(resolver, policy, args.timeout, want_chain=True)
+    fh = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        counts = asyncio.run(scan(hosts, prober, args.concurrency, write_line(fh)))
+    finally:
+        if args.output:
+            fh.close()
+    print(f"scanned {len(hosts)} hosts: {counts['ok']} chains, {counts['failed']} failed",
+          file=sys.stderr)
+    return 0
+
+
+def _analysis(args: argparse.Namespace) -> Analysis:
+    sites, without = _chains(args)
+    if not sites:
+        raise BadData("no chains to analyse")
+    now = _now(args)
+    full = _store(args)
+    results = attribute(sites, full, now)
+    table = popularity(results)
+    psl = privatesuffix_function()
+    mode: OrgMode = "label" if args.org_mode == "label" else "registrable"
+    merged = merge_by_org(results, lambda h: org_key(h, psl, mode))
+    org_table = popularity(merged)
+    max_k = max(1, min(args.max_k, 1000))
+    return Analysis(now, full.name, len(sites), without, verdict_counts(results), table,
+                    org_table, coverage(table, max_k), coverage(org_table, max_k),
+                    len(merged), mode)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    a = _analysis(args)
+    files = write_analysis(a, args.out)
+    s = a.summary()
+    print(f"{a.sites} sites with chains, {s['valid_sites']} valid under {a.store}, "
+          f"{len(a.table)} roots used, {a.organisations} organisations")
+    for row in a.table[:10]:
+        print(f"{row.rank:>3} {row.sites:>7} {row.share:7.1%} {row.cumulative:7.1%}  {row.name}")
+    cov = s["coverage"]
+    print("coverage top-1/5/10: " + " / ".join(
+        f"{cov[f'top_{k}']:.1%}" if cov[f"top_{k}"] is not None else "-" for k in (1, 5, 10)))
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def cmd_topk(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise BadConfig("--k must be at least 1")
+    sites, _ = _chains(args)
+    table = popularity(attribute(sites, _store(args), _now(args)))
+    lines = [f"{r.sha256.hex()}  # {r.rank} {r.name} ({r.sites} sites)" for r in table[: args.k]]
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise BadConfig(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    try:
+        ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
+    except ValueError as exc:
+        raise BadConfig("--k expects comma-separated integers") from exc
+    if not ks or ks[0] < 1 or len(ks) > 200:
+        raise BadConfig("--k needs 1 to 200 values, each at least 1")
+    now = _now(args)
+    full = _store(args)
+    notary_sites, _ = _chains(args)
+    seen = {(s.host, s.port): s for s in notary_sites}
+    import hashlib
+
+    view, _ = read_chains(args.client_view)
+    labels = _labels(args.client_view)
+    if args.ranking is not None:
+        ranking = read_fingerprint_list(args.ranking)
+    else:
+        ranking = [r.sha256 for r in popularity(attribute(notary_sites, full, now))]
+    observed = []
+    for v in view:
+        mine = seen.get((v.host, v.port))
+        observed.append(Observed(
+            v.host, v.port, v.chain,
+            hashlib.sha256(mine.chain[0]).digest() if mine is not None else None,
+            labels.get((v.host, v.port), "")))
+    result = compare(observed, full, ranking, ks, now)
+    detail = args.detail_k if args.detail_k is not None else (10 if 10 in ks else ks[-1])
+    files = write_comparison(result, args.out, detail)
+    print(format_comparison(result, detail))
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def _labels(path: Path) -> dict[tuple[str, int], str]:
+    import json
+
+    out: dict[tuple[str, int], str] = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    doc = json.loads(line)
+                    out[(str(doc["host"]), int(doc.get("port", 443)))] = str(
+                        doc.get("role") or doc.get("label") or "")
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "scan":
+        return cmd_scan(args)
+    handler = {"analyze": cmd_analyze, "topk": cmd_topk, "compare": cmd_compare}
+    return handler[args.rootstore_command](args)
+
+
+__all__ = ["add_parsers", "run"]
