@@ -216,7 +216,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     cfg.validate()
     log = (lambda m: None) if a.quiet else None
     errors = ErrorLog(strict=a.strict, emit=stderr_emit)
-    summary = _run_async(replay_file(read_workload(a.workload, errors), cfg, a.output, log))
+    summary = _run_async(replay_file(read_workload(a.workload, errors), cfg, a.output, log,
+                                     handle_signals=True))
     print(json.dumps(summary.as_dict()), file=sys.stderr)
     return 0
 
@@ -318,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--insecure", action="store_true")
     r.add_argument("--pin-cert", type=Path)
     r.add_argument("--pin-sha1")
-    r.add_argument("--spin-ms", type=float, default=2.0,
+    r.add_argument("--spin-ms", type=float, default=1.0,
                    help="yield-wait this long before each send instead of a timer (precision)")
     r.add_argument("--limit", type=int)
     r.add_argument("--max-duration", type=float)

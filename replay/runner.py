@@ -18,6 +18,7 @@ import contextlib
 import csv
 import hashlib
 import json
+import signal
 import ssl
 import sys
 import time
@@ -49,7 +50,7 @@ class RunConfig:
     route: str = "round-robin"
     insecure: bool = False
     pin_sha256: bytes | None = None
-    spin: float = 0.002
+    spin: float = 0.001
     limit: int | None = None
     max_duration: float | None = None
     progress_interval: float = 1.0
@@ -173,6 +174,7 @@ class Replayer:
         self.monitor = ScheduleMonitor(threshold=config.behind_threshold)
         self._inflight: set[asyncio.Task[None]] = set()
         self._rr = 0
+        self._stopping = False
         self._bases = [u.rstrip("/") for u in config.notaries]
 
     def _notary_for(self, ev: WorkloadEvent) -> str:
@@ -245,6 +247,10 @@ class Replayer:
                      f"client-hits {s.client_hits} errors {sum(s.errors.values())} "
                      f"late p99 {w.quantile(0.99) * 1000:.1f} ms")
 
+    def stop(self) -> None:
+        """Stop dispatching (e.g. on SIGINT); requests in flight are still awaited."""
+        self._stopping = True
+
     async def _until(self, when: float) -> None:
         """Sleep until ``when`` (perf_counter): a timer for most of the wait, then yield to
         the loop until due, since loop timers fire up to a few milliseconds late."""
@@ -252,7 +258,7 @@ class Replayer:
         delay = when - clock()
         if delay > self.config.spin:
             await asyncio.sleep(delay - self.config.spin)
-        while clock() < when:
+        while clock() < when and not self._stopping:
             await asyncio.sleep(0)
 
     async def run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
@@ -268,7 +274,7 @@ class Replayer:
         s = self.summary
         try:
             for seq, ev in enumerate(events):
-                if cfg.limit is not None and seq >= cfg.limit:
+                if self._stopping or (cfg.limit is not None and seq >= cfg.limit):
                     s.stopped_early = True
                     break
                 intended = pacer.intended(ev.offset)
@@ -276,11 +282,12 @@ class Replayer:
                     s.stopped_early = True
                     break
                 s.events += 1
-                await self._until(intended)
                 if ev.kind == KIND_CLIENT_HIT:
+                    # no traffic: recorded at its intended time without waiting for it
                     s.client_hits += 1
                     self._record_local(seq, ev, intended, start, "")
                     continue
+                await self._until(intended)
                 s.requests += 1
                 if len(self._inflight) >= cfg.max_inflight:
                     s.not_sent += 1
@@ -310,16 +317,27 @@ class Replayer:
 
 
 async def replay_file(events: Iterable[WorkloadEvent], config: RunConfig, results: Path,
-                      log: Callable[[str], None] | None = None) -> RunSummary:
+                      log: Callable[[str], None] | None = None,
+                      handle_signals: bool = False) -> RunSummary:
     """Run a replay and stream its results to ``results`` (CSV); write a summary JSON next
-    to it (``<results>.summary.json``)."""
+    to it (``<results>.summary.json``). With ``handle_signals``, SIGINT/SIGTERM stop the
+    dispatch and the run finishes cleanly with what was sent."""
     try:
         fh = results.open("w", encoding="utf-8", newline="")
     except OSError as exc:
         raise ReplayIOError(f"cannot write {results}: {exc}") from exc
     with fh:
         replayer = Replayer(config, ResultWriter(fh), log)
-        summary = await replayer.run(events)
+        if handle_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, replayer.stop)
+        try:
+            summary = await replayer.run(events)
+        finally:
+            if handle_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
     results.with_name(results.name + ".summary.json").write_text(
         json.dumps(summary.as_dict(), indent=2) + "\n", encoding="utf-8")
     return summary

@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import signal
 import ssl
+import subprocess
 import time
 import urllib.request
 from collections import defaultdict
@@ -167,3 +169,24 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert skipped.returncode == 0 and f"{strict}:3:" in skipped.stderr
     failed = run_cli("workload", str(strict), "-o", str(tmp_path / "w2.csv"), "--strict")
     assert failed.returncode == 2 and f"{strict}:3:" in failed.stderr
+
+
+@needs_replay
+def test_run_stops_cleanly_on_sigint(tmp_path: Path) -> None:
+    wl = tmp_path / "wl.csv"
+    rows = ["offset,kind,client,host,port,fingerprint,ssl_bytes"]
+    rows += [f"{i * 0.5:.1f},request,c1,s{i}.test,443,AA,1" for i in range(120)]
+    wl.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "results.csv"
+    proc = subprocess.Popen([str(REPLAY), "run", str(wl), "--notary",
+                             f"http://127.0.0.1:{free_port()}", "-o", str(out), "--quiet"],
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    summary = json.loads((tmp_path / "results.csv.summary.json").read_text())
+    assert summary["stopped_early"] is True
+    assert 1 <= summary["sent"] < 120
+    with out.open() as fh:
+        assert len(list(csv.DictReader(fh))) == summary["events"]
