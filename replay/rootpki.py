@@ -87,8 +87,9 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def make_ca(cn: str, org: str, now: dt.datetime, parent: CA | None = None,
-            days: int = CA_DAYS) -> CA:
-    """A root (``parent`` None) or an intermediate, in the web-PKI profile."""
+            days: int = CA_DAYS, path_length: int | None = 0) -> CA:
+    """A root (``parent`` None) or an intermediate (at most ``path_length`` CAs below it),
+    in the web-PKI profile."""
     key = _new_key()
     pub = key.public_key()
     b = (x509.CertificateBuilder().subject_name(_name(cn, org))
@@ -97,7 +98,7 @@ def make_ca(cn: str, org: str, now: dt.datetime, parent: CA | None = None,
          .not_valid_before(now - dt.timedelta(days=30))
          .not_valid_after(now + dt.timedelta(days=days))
          .add_extension(x509.BasicConstraints(ca=True, path_length=None if parent is None
-                                              else 0), critical=True)
+                                              else path_length), critical=True)
          .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
                                       key_encipherment=False, data_encipherment=False,
                                       key_agreement=False, key_cert_sign=True, crl_sign=True,

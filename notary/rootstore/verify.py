@@ -302,7 +302,8 @@ def _diagnose(
 ) -> CAVerdict:
     leaf, rest = certs[0], certs[1:]
     name = store.name
-    if leaf.issuer == leaf.subject and _signed_by(leaf, leaf):
+    pinned = sha256_der(leaf) in store
+    if not pinned and leaf.issuer == leaf.subject and _signed_by(leaf, leaf):
         return CAVerdict("self-signed", f"{_label(leaf)} is self-signed", name)
     path, end = _presented_path(certs)
     for cert in path:
