@@ -18,6 +18,7 @@ Definitions (docs/rootstore.md):
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -92,7 +93,13 @@ def verdict_counts(results: Sequence[SiteVerdict]) -> dict[str, int]:
 
 def org_key(host: str, privatesuffix: Callable[[str], str | None], mode: OrgMode) -> str:
     """The organisation key of a host name (IP literals and bare suffixes are their own)."""
-    reg = privatesuffix(host.rstrip(".").lower())
+    name = host.rstrip(".").lower()
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+        return name
+    except ValueError:
+        pass
+    reg = privatesuffix(name)
     if reg is None:
         return host.lower()
     return reg if mode == "registrable" else reg.split(".", 1)[0]
