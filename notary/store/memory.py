@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import observe
+from notary.rootstore.chain import encode_chain
 from notary.store.base import StoredChain, TargetRecord
 
 
@@ -32,6 +33,7 @@ class MemoryStore:
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
+        encode_chain(chain)  # the same bounds as the durable stores
         self._chains[(location, sha256)] = StoredChain(location, sha256, tuple(chain), now)
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
