@@ -99,6 +99,8 @@ def main() -> int:
     ap.add_argument("--rates", default=",".join(str(r) for r in DEFAULT_RATES))
     ap.add_argument("--step-seconds", type=float, default=4.0)
     ap.add_argument("--p99-limit-ms", type=float, default=10.0)
+    ap.add_argument("--server", choices=("raw", "aiohttp"), default="raw",
+                    help="the trivial server: a bare asyncio protocol (default) or aiohttp")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replay.json")
     a = ap.parse_args()
     rates = [float(r) for r in a.rates.split(",")]
@@ -111,7 +113,7 @@ def main() -> int:
         loop_name = "asyncio"
     port = free_port()
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("trivial_server.py")),
-                               str(port)])
+                               str(port)] + (["--raw"] if a.server == "raw" else []))
     url = f"http://127.0.0.1:{port}"
     steps: list[dict[str, float]] = []
     baseline: list[dict[str, float]] = []
@@ -119,7 +121,7 @@ def main() -> int:
         deadline = time.monotonic() + 15
         while True:
             try:
-                urllib.request.urlopen(url + "/", timeout=1).read()
+                urllib.request.urlopen(url + "/target/warmup+443", timeout=1).read()
                 break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
@@ -151,6 +153,11 @@ def main() -> int:
         server.wait(timeout=10)
     good = [s for s in steps if s["dispatch_p99_ms"] < a.p99_limit_ms and s["errors"] == 0]
     best = max((s["rate"] for s in good), default=0.0)
+    contiguous = 0.0
+    for s in steps:
+        if s["dispatch_p99_ms"] >= a.p99_limit_ms or s["errors"]:
+            break
+        contiguous = s["rate"]
     good_wire = [s for s in good if s["wire_p99_ms"] < a.p99_limit_ms]
     best_wire = max((s["rate"] for s in good_wire), default=0.0)
     result = {
@@ -160,8 +167,9 @@ def main() -> int:
                 "and the pacer-only baseline measured just before each step",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loop": loop_name, "platform": platform.platform()},
-        "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
+        "server": a.server, "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
         "max_rate_dispatch_p99_under_limit": best,
+        "max_rate_all_lower_rates_also_under_limit": contiguous,
         "max_rate_wire_p99_under_limit": best_wire,
         "ratio_to_study_peak_1000": best / STUDY_PEAK,
         "ratio_to_study_mean_160": best / STUDY_MEAN,
@@ -169,6 +177,7 @@ def main() -> int:
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"every rate up to {contiguous:.0f}/s kept dispatch p99 under the limit")
     print(f"highest rate with dispatch p99 < {a.p99_limit_ms} ms: {best:.0f}/s "
           f"({best / STUDY_PEAK:.1f}x the study's peak of 1,000/s); with wire p99 under the "
           f"limit too: {best_wire:.0f}/s -> {a.out}")
