@@ -51,7 +51,8 @@ SEEDS: dict[str, list[bytes]] = {
     "http": [b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
              + str(len(_LEGACY)).encode() + b"\r\n\r\n" + _LEGACY,
              b"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-             b"HTTP/1.1 503 X\n\n", b"HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n{}"],
+             b"HTTP/1.1 503 X\n\n", b"HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n{}",
+             b"HTTP/1.1 200 OK\r\nContent-Length: 1\xb3\r\n\r\n{}"],
     "csv": [b"start,end,src,dst,proto,sport,dport,packets,bytes\n"
             b"2011-12-08 23:59:59,2011-12-09 00:00:01,10.0.0.1,192.0.2.1,6,5000,443,10,1000\n",
             b"ts,te,sa,da,pr,sp,dp,ipkt,ibyt\n1,2,3,4,5,6,7,8,9\n", b"\xff\xfe\x00,,,\n"],

@@ -238,17 +238,24 @@ if os.environ.get("CONVERGE_FUZZ_TWIN") == "1":  # proves the harness reports cr
 
 
 # Crashes found in code the security suite does not own, reported to its owners. The
-# hypothesis test records them as open; the fuzzer skips them unless asked by --target.
+# hypothesis test records them as open bugs; the fuzzer tolerates exactly these so that it
+# keeps looking for new ones in the same parsers.
 KNOWN_OPEN: dict[str, type[BaseException]] = {
     # converge.config.load_config catches JSONDecodeError but not RecursionError
     "client config file": RecursionError,
+    # converge.legacy.parse_http_response: Content-Length "18\xb3" passes str.isdigit()
+    # (superscript three) and int() raises a bare ValueError, which escapes query_host
+    "client notary HTTP response": ValueError,
+    "client notary vote": ValueError,
 }
 
 
-def run(name: str, data: bytes) -> None:
-    """Call parser ``name`` on ``data``; its own error family is fine, anything else raises."""
+def run(name: str, data: bytes, *, tolerate_known: bool = False) -> None:
+    """Call parser ``name`` on ``data``; its own error family is fine, anything else raises
+    (``tolerate_known``: also the open bug recorded for it in :data:`KNOWN_OPEN`)."""
     parser, family, _ = PARSERS[name]
-    try:
+    allowed: tuple[type[BaseException], ...] = (family(),)
+    if tolerate_known and name in KNOWN_OPEN:
+        allowed += (KNOWN_OPEN[name],)
+    with contextlib.suppress(*allowed):
         parser(data)
-    except family():
-        pass
