@@ -122,6 +122,7 @@ def test_tunnel_carries_only_ciphertext_and_the_verdict_is_unchanged(
     assert direct.status == 200
 
     rec = Recorder(relay_port)
+    before = relay.rss()
     try:
         t0 = time.monotonic()
         sock, head = relay_connect(rec.port, connect_head(f"notary.test:{dest.port}"))
@@ -145,7 +146,7 @@ def test_tunnel_carries_only_ciphertext_and_the_verdict_is_unchanged(
     results.add(SUITE, "query tunnelled through the relay (TLS to the destination notary)",
                 "relay sees only ciphertext; same answer as asked directly",
                 f"{reply.status}, body identical, no plaintext path/fingerprint in "
-                f"{len(seen)} relayed bytes", reply.seconds)
+                f"{len(seen)} relayed bytes", reply.seconds, (before, relay.rss()))
 
 
 def test_recorder_twin_sees_plaintext_without_tls(
@@ -287,17 +288,19 @@ def test_tunnel_within_bounds_echoes(limited: tuple[NotaryProcess, int, int]) ->
 def test_idle_tunnel_is_closed(limited: tuple[NotaryProcess, int, int],
                                results: Results) -> None:
     relay, relay_port, echo_port = limited
+    before = relay.rss()
     sock, head = relay_connect(relay_port, connect_head(f"127.0.0.1:{echo_port}"))
     with sock:
         assert head.startswith(OK_PREFIX)
         took = closed_within(sock, 10)
     assert took is not None and took < 8
     results.add(SUITE, "idle tunnel (idle timeout 1 s)", "closed by the relay",
-                "closed", took, None)
+                "closed", took, (before, relay.rss()))
 
 
 def test_tunnel_byte_bound(limited: tuple[NotaryProcess, int, int], results: Results) -> None:
     relay, relay_port, echo_port = limited
+    before = relay.rss()
     sock, head = relay_connect(relay_port, connect_head(f"127.0.0.1:{echo_port}"))
     received = 0
     t0 = time.monotonic()
@@ -316,7 +319,7 @@ def test_tunnel_byte_bound(limited: tuple[NotaryProcess, int, int], results: Res
     assert received <= MAX_BYTES
     results.add(SUITE, f"tunnel pushing 512 KiB (bound {MAX_BYTES} bytes)",
                 "closed at the bound", f"closed after {received} bytes echoed",
-                time.monotonic() - t0)
+                time.monotonic() - t0, (before, relay.rss()))
 
 
 def test_tunnel_count_bound(limited: tuple[NotaryProcess, int, int], results: Results) -> None:
