@@ -13,8 +13,8 @@ Several notary processes on one or more machines share one Redis. Rules:
   up in one history and no observation is lost. Within one process, writers of one key take
   turns (striped locks), so only other processes can make a transaction retry. The history
   rules live only in the pure core.
-* ``save_body`` is the same kind of transaction: it writes ``b`` only while ``v`` is still
-  the version the body was signed for.
+* ``save_body`` is a compare-and-set in one round trip (a one-line Lua script, no rules of
+  its own): it writes ``b`` only while ``v`` is still the version the body was signed for.
 * Every Redis or socket failure becomes :class:`~notary.errors.StoreUnavailable` here, with a
   message that names the shared store but not its address. Every wait is bounded by the
   socket and connect timeouts. The connection pool reconnects by itself when Redis returns.
@@ -45,6 +45,9 @@ LOCK_STRIPES = 64
 DEFAULT_PREFIX = "converge:"
 _OBS = struct.Struct(">20s32sqq")  # sha1, sha256, first_seen, last_seen
 _HISTORY_MAGIC = b"H1"
+_SAVE_BODY = """
+if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then redis.call('HSET', KEYS[1], 'b', ARGV[2]) end
+"""
 
 
 def encode_history(history: History) -> bytes:
@@ -78,6 +81,7 @@ class RedisStore:
         self._r = client
         self._prefix = prefix
         self._stripes = [asyncio.Lock() for _ in range(LOCK_STRIPES)]
+        self._save_body = client.register_script(_SAVE_BODY)
         self._rng = random.Random()
 
     @classmethod
@@ -161,26 +165,10 @@ class RedisStore:
         )
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
-        key = self.key(location)
         try:
-            async with self._r.pipeline(transaction=True) as pipe:
-                for attempt in range(MAX_ATTEMPTS):
-                    try:
-                        await pipe.watch(key)
-                        current = await pipe.hget(key, "v")
-                        if current is None or int(current) != version:
-                            await pipe.unwatch()  # type: ignore[no-untyped-call]
-                            return
-                        pipe.multi()  # type: ignore[no-untyped-call]
-                        pipe.hset(key, "b", body)
-                        await pipe.execute()
-                        return
-                    except WatchError:
-                        await self._pause(attempt + 1)
-                        continue
+            await self._save_body(keys=[self.key(location)], args=[str(version), body])
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from exc
-        # Every attempt lost to a writer: the record has moved on, so the body is stale anyway.
 
     def chain_key(self, location: str) -> str:
         return f"{self._prefix}c:{location}"
