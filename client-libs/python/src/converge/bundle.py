@@ -12,6 +12,13 @@ fields, ports outside 1..65535, certificates that are not one PEM certificate, a
 ``bundle_location`` that is not ``https://...notary``, a ``region`` that is not two letters,
 more than :data:`MAX_HOSTS` hosts, files over :data:`MAX_BUNDLE_BYTES`.
 
+Optional v1 fields of the extended format (legacy clients ignore them): ``protocols`` (a list
+of protocol names, e.g. ``["convergence-v1", "converge-answer/1"]``) and ``signing_keys``
+(Ed25519 keys, validated by :func:`converge.extended.parse_signing_keys`: alg ``ed25519``,
+``key_id`` matching the key, base64url of 32 bytes, ``status`` current/retired, a retired key's
+``valid_until``). A bundle that lists ``converge-answer/1`` without signing keys is rejected;
+:attr:`NotaryBundle.offers_extended` is true when both are present.
+
 Each host's pin is the SHA-1 of the DER certificate in its PEM.
 """
 
@@ -26,6 +33,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from .errors import BundleError
+from .extended import FORMAT, SigningKey, parse_protocols, parse_signing_keys
 from .fingerprint import Fingerprint, fingerprint_of
 
 MAX_BUNDLE_BYTES = 64 * 1024
@@ -57,6 +65,13 @@ class NotaryBundle:
     hosts: tuple[NotaryHost, ...]
     bundle_location: str | None = None
     region: str | None = None
+    protocols: tuple[str, ...] = ()
+    signing_keys: tuple[SigningKey, ...] = ()
+
+    @property
+    def offers_extended(self) -> bool:
+        """The bundle advertises ``converge-answer/1`` and carries its signing keys."""
+        return FORMAT in self.protocols and bool(self.signing_keys)
 
     def to_json(self) -> dict[str, Any]:
         """The v1 JSON form (a v0 bundle is upgraded)."""
@@ -74,6 +89,10 @@ class NotaryBundle:
             }
             for h in self.hosts
         ]
+        if self.protocols:
+            out["protocols"] = list(self.protocols)
+        if self.signing_keys:
+            out["signing_keys"] = [k.to_json() for k in self.signing_keys]
         return out
 
 
@@ -144,6 +163,16 @@ def parse_bundle(data: bytes | str | dict[str, Any]) -> NotaryBundle:
         not isinstance(region, str) or not re.fullmatch(r"[A-Za-z]{2}", region)
     ):
         raise BundleError("region must be an ISO-3166 alpha-2 code")
+    protocols = parse_protocols(obj["protocols"]) if "protocols" in obj else ()
+    signing_keys = parse_signing_keys(obj["signing_keys"]) if "signing_keys" in obj else ()
+    if FORMAT in protocols and not signing_keys:
+        raise BundleError(f"protocols lists {FORMAT} but the bundle has no signing_keys")
     return NotaryBundle(
-        name, 1, tuple(_host(h) for h in hosts), location, region.upper() if region else None
+        name,
+        1,
+        tuple(_host(h) for h in hosts),
+        location,
+        region.upper() if region else None,
+        protocols,
+        signing_keys,
     )

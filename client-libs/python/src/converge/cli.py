@@ -1,6 +1,9 @@
 """The ``converge`` command.
 
     converge [--config-dir DIR] check HOST[:PORT] [--fingerprint FP] [--json]
+                                      [--save-answers DIR]
+    converge verify-answer FILE --bundle B.notary [--host H --port P] [--fingerprint FP]
+                                      [--nonce N] [--now T] [--max-skew S] [--json]
     converge [--config-dir DIR] init
     converge [--config-dir DIR] notary add FILE|URL [--disabled] [--cafile PEM]
     converge [--config-dir DIR] notary list [--json]
@@ -10,13 +13,16 @@
     converge [--config-dir DIR] cache clear [HOST[:PORT]]
 
 Exit status of ``check``: 0 trusted, 1 not trusted, 2 error (bad input, configuration, or
-the target could not be reached). Other commands: 0 on success, 2 on error.
+the target could not be reached). ``verify-answer``: 0 the answer verifies, 1 it is
+rejected (the failure kind is printed), 2 usage error (unreadable file, bad bundle, bad
+arguments). Other commands: 0 on success, 2 on error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import ssl
 import sys
 import time
@@ -39,12 +45,33 @@ from .config import (
     remove_notary,
     set_enabled,
 )
-from .errors import BundleError, ConfigError, ConvergeError, TargetError, TargetIOError
-from .fingerprint import fingerprint_of
+from .errors import (
+    BadInput,
+    BundleError,
+    ConfigError,
+    ConvergeError,
+    TargetError,
+    TargetIOError,
+)
+from .extended import (
+    DEFAULT_MAX_SKEW,
+    MAX_ANSWER,
+    AnswerRejected,
+    describe,
+    trusted_keys,
+    verify_answer,
+)
+from .fingerprint import fingerprint_of, parse_fingerprint
 from .legacy import location
 from .tls import fetch_certificate
 
 MAX_BUNDLE_DOWNLOAD = 64 * 1024
+MAX_ANSWER_FILE = MAX_ANSWER
+
+
+class UsageError(BadInput):
+    kind = "usage"
+
 DEFAULT_CONFIG = {
     "db": "cache.sqlite3",
     "notaries-dir": ".",
@@ -122,12 +149,117 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
         der = fetch_certificate(host, port, timeout=client.config.connect_timeout)
         sha256 = fingerprint_of(der, "sha256").colon_hex()
         v = client.check(host, port, fingerprint_of(der), certificate=der)
+    saved = _save_answers(Path(args.save_answers), v) if args.save_answers else []
     if args.json:
-        print(json.dumps(v.to_json()), file=out)
+        doc = v.to_json()
+        if args.save_answers:
+            doc["saved_answers"] = [str(p) for p in saved]
+        print(json.dumps(doc), file=out)
     else:
         _print_verdict(v, out, sha256)
+        for p in saved:
+            print(f"saved        {p}", file=out)
     client.close()
     return 0 if v else 1
+
+
+def _save_answers(directory: Path, v: Verdict) -> list[Path]:
+    """Write each verified extended answer of ``v`` as ``<notary>.<host>_<port>.<time>.answer``
+    (the signed bytes exactly as received; ``converge verify-answer`` checks them)."""
+    saved = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for r in v.results:
+            if r.answer is None:
+                continue
+            stmt = json.loads(r.answer)["statement"]
+            name = re.sub(r"[^A-Za-z0-9.-]+", "-", r.name).strip("-") or "notary"
+            host = re.sub(r"[^A-Za-z0-9.-]+", "-", v.host)
+            path = directory / f"{name}.{host}_{v.port}.{stmt['answered_at']}.answer"
+            path.write_bytes(r.answer)
+            saved.append(path)
+    except OSError as e:
+        raise ConfigError(f"cannot save answers in {directory}: {e}") from e
+    return saved
+
+
+def _iso(t: object) -> str:
+    if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 2**37:
+        return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
+    return str(t)
+
+
+def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
+    """Check a saved extended answer offline and print what it proves."""
+    if (args.host is None) != (args.port is None):
+        raise UsageError("--host and --port go together")
+    try:
+        raw = Path(args.file).read_bytes()[: MAX_ANSWER_FILE + 1]
+        bundle_bytes = Path(args.bundle).read_bytes()[: MAX_BUNDLE_DOWNLOAD + 1]
+    except OSError as e:
+        raise UsageError(f"cannot read: {e}") from e
+    bundle = parse_bundle(bundle_bytes)
+    if not bundle.signing_keys:
+        raise BundleError(f"bundle of {bundle.name!r} carries no signing_keys")
+    fp = parse_fingerprint(args.fingerprint) if args.fingerprint else None
+    now = int(args.now) if args.now is not None else int(time.time())
+    check_time = args.now is not None or args.max_skew is not None
+    max_skew = args.max_skew if args.max_skew is not None else DEFAULT_MAX_SKEW
+    try:
+        v = verify_answer(
+            raw,
+            trusted_keys(bundle.signing_keys, now),
+            host=args.host,
+            port=args.port,
+            fingerprint=fp,
+            nonce=args.nonce,
+            now=now if check_time else None,
+            max_skew=max_skew,
+        )
+    except AnswerRejected as e:
+        if args.json:
+            print(json.dumps({"result": "rejected", "kind": e.kind, "message": str(e)}), file=out)
+        else:
+            print(f"REJECTED ({e.kind}): {e}", file=out)
+        return 1
+    key = next(k for k in bundle.signing_keys if k.key_id == v.key_id)
+    proven = {"result": "valid", "notary": bundle.name, "key_status": key.status, **describe(v)}
+    checked = ["signature", "canonical bytes"]
+    if args.host is not None:
+        checked.append("target")
+    if fp is not None:
+        checked.append("fingerprint")
+    if args.nonce is not None:
+        checked.append("nonce")
+    if check_time:
+        checked.append(f"time within {max_skew} s of {_iso(now)}")
+    proven["checked"] = checked
+    if args.json:
+        print(json.dumps(proven), file=out)
+        return 0
+    s = v.statement
+    target = s.get("target") or {}
+    request = s.get("request") or {}
+    print(f"VALID: signed by notary {bundle.name!r}, key {v.key_id} ({key.status})", file=out)
+    print(f"target       {target.get('host')}:{target.get('port')}"
+          + (f" (ip {target['ip']})" if target.get("ip") else ""), file=out)
+    print(f"address      {s.get('address') or '- (answered from the cache)'}", file=out)
+    print(f"asked about  {request.get('alg')} {request.get('fingerprint')}", file=out)
+    print(f"nonce        {request.get('nonce')}", file=out)
+    print(f"verdict      {v.verdict}" + (f" ({s['detail']})" if s.get("detail") else ""),
+          file=out)
+    print(f"answered at  {_iso(s.get('answered_at'))} ({s.get('answered_at')}),"
+          f" cache {s.get('cache')}", file=out)
+    observations = s.get("observations") or []
+    print(f"observations {len(observations)}", file=out)
+    for o in observations:
+        if isinstance(o, dict):
+            print(f"  SHA-256 {o.get('sha256')}", file=out)
+            print(f"  SHA-1   {o.get('sha1')}", file=out)
+            print(f"          seen {_iso(o.get('first_seen'))} .. {_iso(o.get('last_seen'))}",
+                  file=out)
+    print(f"checked      {', '.join(checked)}", file=out)
+    return 0
 
 
 def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
@@ -285,6 +417,28 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("target", metavar="HOST[:PORT]")
     c.add_argument("--fingerprint", help="check this SHA-1/SHA-256 instead of connecting")
     c.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    c.add_argument(
+        "--save-answers",
+        metavar="DIR",
+        help="write each notary's verified extended answer into DIR (for verify-answer)",
+    )
+    va = sub.add_parser(
+        "verify-answer", help="check a saved extended answer offline and print what it proves"
+    )
+    va.add_argument("file", metavar="FILE")
+    va.add_argument("--bundle", required=True, help="the notary's .notary bundle")
+    va.add_argument("--host", help="the target the answer must be about")
+    va.add_argument("--port", type=int, help="the target's port (with --host)")
+    va.add_argument("--fingerprint", help="the fingerprint the answer must be about")
+    va.add_argument("--nonce", help="the nonce the answer must echo")
+    va.add_argument(
+        "--now",
+        type=int,
+        help="unix time for key validity and freshness (default: the clock; freshness is "
+        "checked only with --now or --max-skew)",
+    )
+    va.add_argument("--max-skew", type=int, help=f"seconds (default {DEFAULT_MAX_SKEW})")
+    va.add_argument("--json", action="store_true", help="one JSON object")
     sub.add_parser("init", help="create a configuration directory")
     n = sub.add_parser("notary", help="manage notary bundles")
     nsub = n.add_subparsers(dest="notary_cmd", required=True)
@@ -312,9 +466,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
-    handlers = {"check": cmd_check, "init": cmd_init, "notary": cmd_notary, "cache": cmd_cache}
+    handlers = {
+        "check": cmd_check,
+        "init": cmd_init,
+        "notary": cmd_notary,
+        "cache": cmd_cache,
+        "verify-answer": cmd_verify_answer,
+    }
     try:
         return handlers[args.cmd](args, out)
+    except UsageError as e:
+        print(f"converge: {e}", file=sys.stderr)
+        return 2
     except ConvergeError as e:
         print(f"converge: error ({e.kind}): {e}", file=sys.stderr)
         return 2

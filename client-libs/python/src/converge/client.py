@@ -24,13 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .bundle import NotaryBundle
 from .cache import LocalCache
 from .cachepolicy import cache_decision
 from .config import Config, load_config
 from .errors import CacheIOError, ConfigError, FingerprintError
 from .fingerprint import Fingerprint, as_fingerprint, fingerprint_of
 from .legacy import Vote, check_target, location
-from .notary_io import NotaryResult, ask_notary
+from .notary_io import ExtendedQuery, NotaryResult, ask_notary
 from .policy import Policy, decide, settled
 
 
@@ -204,11 +205,30 @@ class Client:
             return self._cache_verdict(host, port, forms, t0)
         return await self._ask(host, port, forms, t0)
 
+    def _extended_query(self, bundle: NotaryBundle) -> ExtendedQuery | None:
+        """How to ask ``bundle`` in the extended format, or ``None`` for the legacy one."""
+        cfg = self.config
+        if cfg.extended == "off" or not bundle.offers_extended:
+            return None
+        return ExtendedQuery(
+            bundle.signing_keys,
+            nonce=cfg.extended_nonce,
+            max_skew=cfg.max_skew,
+            fallback=cfg.extended == "fallback",
+            clock=self._clock,
+        )
+
     async def _ask(self, host: str, port: int, forms: list[Fingerprint], t0: float) -> Verdict:
         cfg = self.config
         notaries = cfg.notaries()
         if not notaries:
             raise ConfigError("no notaries enabled")
+        if cfg.extended == "require":
+            notaries = [b for b in notaries if b.offers_extended]
+            if not notaries:
+                raise ConfigError(
+                    "extended is require but no enabled notary's bundle offers converge-answer/1"
+                )
         relay = None
         if cfg.bounce:
             if len(notaries) < 2:
@@ -228,6 +248,7 @@ class Client:
                     max_bytes=cfg.max_response_bytes,
                     relay=relay,
                     bounce_port=cfg.bounce_port,
+                    ext=self._extended_query(b),
                 )
             ): b.name
             for b in chosen

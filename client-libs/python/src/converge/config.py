@@ -33,7 +33,19 @@ key                       default       meaning
                                         notary's relay (it does not vote)
 ``bounce-port``           4242          the notaries' port behind a relay
 ``max-response-bytes``    262144        bound on one notary response
+``extended``              prefer        ``converge-answer/1`` use: ``off`` (legacy only),
+                                        ``prefer`` (extended with notaries whose bundle
+                                        offers it, legacy with the others), ``fallback``
+                                        (as prefer, and legacy when such a notary answers
+                                        the extended request with 400/404/405/501),
+                                        ``require`` (ask only notaries that offer it)
+``extended-nonce``        true          send a fresh random nonce with every extended query
+``max-skew``              300           seconds an extended answer's time may differ from
+                                        the local clock
 ========================  ============  ==================================================
+
+A verification failure of an extended answer is a failure vote of that notary, never a
+reason to fall back to the legacy protocol.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ from typing import Any
 
 from .bundle import NotaryBundle, parse_bundle
 from .errors import BundleError, ConfigError
+from .extended import DEFAULT_MAX_SKEW, MODES, Mode
 from .policy import Policy
 
 CONFIG_FILE = "converge.config"
@@ -72,6 +85,9 @@ _KNOWN_KEYS = {
     "bounce",
     "bounce-port",
     "max-response-bytes",
+    "extended",
+    "extended-nonce",
+    "max-skew",
 }
 
 
@@ -94,6 +110,9 @@ class Config:
     max_response_bytes: int = 256 * 1024
     bounce: bool = False
     bounce_port: int = 4242
+    extended: Mode = "prefer"
+    extended_nonce: bool = True
+    max_skew: int = DEFAULT_MAX_SKEW
     bundles: tuple[NotaryBundle, ...] | None = field(default=None, compare=False)
 
     def notaries(self) -> list[NotaryBundle]:
@@ -197,6 +216,12 @@ def parse_config(directory: Path, raw: Mapping[str, Any]) -> Config:
         or not (1024 <= max_bytes <= 16 * 1024 * 1024)
     ):
         raise ConfigError("max-response-bytes must be an integer 1024..16777216")
+    extended = raw.get("extended", "prefer")
+    if extended not in MODES:
+        raise ConfigError(f"extended must be one of {', '.join(MODES)}")
+    max_skew = raw.get("max-skew", DEFAULT_MAX_SKEW)
+    if isinstance(max_skew, bool) or not isinstance(max_skew, int) or not 0 <= max_skew <= 86400:
+        raise ConfigError("max-skew must be an integer 0..86400 (seconds)")
     agreement = raw.get("notary-agreement", "majority")
     if not isinstance(agreement, str):
         raise ConfigError("notary-agreement must be a string")
@@ -216,6 +241,9 @@ def parse_config(directory: Path, raw: Mapping[str, Any]) -> Config:
         max_response_bytes=max_bytes,
         bounce=_bool(raw, "bounce", False),
         bounce_port=bounce_port,
+        extended=extended,
+        extended_nonce=_bool(raw, "extended-nonce", True),
+        max_skew=max_skew,
     )
 
 

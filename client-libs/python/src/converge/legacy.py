@@ -265,6 +265,8 @@ class Outcome:
     status: int | None = None
     detail: str = ""
     history: tuple[HistoryEntry, ...] = field(default=(), repr=False)
+    answer: bytes | None = field(default=None, repr=False)  # a verified extended answer
+    protocol: str = "convergence-v1"
 
 
 def evaluate(

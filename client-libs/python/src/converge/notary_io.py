@@ -12,6 +12,12 @@ the bundle's certificate, one legacy request, the response read until the server
   ``http_port`` as ``CONNECT <host>:<bounce_port>`` with one ``X-Convergence-Notary`` header
   per further physical host; the relay races them and names the one it reached, whose
   certificate is then pinned through the tunnel. A refused tunnel is ``unreachable``.
+* Extended format (``converge-answer/1``, :mod:`converge.extended`): for a notary whose
+  bundle offers it (and unless configured off), the request is ``POST /v2/answer`` over the
+  same pinned TLS; the answer is verified against the bundle's signing keys, the target, the
+  fingerprint asked about, the nonce sent and the local clock (``max_skew``). With
+  ``fallback`` a host that answers 400/404/405/501 without a signed answer is asked again in
+  the legacy format; a verification failure never falls back.
 * Every wait is bounded: ``connect_timeout`` for TCP + TLS, ``notary_timeout`` for the whole
   notary, ``max_bytes`` for the response.
 """
@@ -22,10 +28,11 @@ import asyncio
 import hashlib
 import ssl
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import extended
 from .bundle import NotaryBundle, NotaryHost
 from .errors import BadInput, NotaryUnreachable, PinMismatch, ResponseError
 from .fingerprint import Fingerprint
@@ -52,6 +59,8 @@ class NotaryResult:
     detail: str = ""
     elapsed: float = 0.0
     cache_status: str | None = None
+    protocol: str | None = None  # convergence-v1 or converge-answer/1; None if not asked
+    answer: bytes | None = field(default=None, repr=False)  # the verified extended answer
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +72,7 @@ class NotaryResult:
             "detail": self.detail,
             "elapsed_ms": round(self.elapsed * 1000, 3),
             "cache_status": self.cache_status,
+            "protocol": self.protocol,
         }
 
 
@@ -90,6 +100,17 @@ class _HostAnswer:
     outcome: Outcome
     host: str
     cache_status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedQuery:
+    """How to ask one notary in the extended format."""
+
+    keys: tuple[extended.SigningKey, ...]
+    nonce: bool = True
+    max_skew: int = extended.DEFAULT_MAX_SKEW
+    fallback: bool = False
+    clock: Callable[[], float] = time.time
 
 
 Opened = tuple[asyncio.StreamReader, asyncio.StreamWriter, NotaryHost]
@@ -177,13 +198,52 @@ async def query_host(
     relay: NotaryBundle | None = None,
     relay_dests: Sequence[NotaryHost] = (),
     bounce_port: int = 4242,
+    ext: ExtendedQuery | None = None,
 ) -> _HostAnswer:
     """Ask one physical host (or, through ``relay``, whichever of ``relay_dests`` the relay
-    connects to). IO failures are reported as outcomes, never raised."""
+    connects to). IO failures are reported as outcomes, never raised. With ``ext`` the
+    extended format is used (and, with ``ext.fallback``, the legacy one if the host does not
+    offer it)."""
+    kw: dict[str, Any] = {
+        "connect_timeout": connect_timeout,
+        "max_bytes": max_bytes,
+        "relay": relay,
+        "relay_dests": relay_dests,
+        "bounce_port": bounce_port,
+    }
+    if ext is None:
+        return await _query_host(nh, target_host, target_port, wanted, None, **kw)
+    answer = await _query_host(nh, target_host, target_port, wanted, ext, **kw)
+    o = answer.outcome
+    if ext.fallback and o.kind == "status" and o.status in extended.NOT_OFFERED:
+        return await _query_host(nh, target_host, target_port, wanted, None, **kw)
+    return answer
+
+
+async def _query_host(
+    nh: NotaryHost,
+    target_host: str,
+    target_port: int,
+    wanted: Sequence[Fingerprint],
+    ext: ExtendedQuery | None,
+    *,
+    connect_timeout: float,
+    max_bytes: int,
+    relay: NotaryBundle | None,
+    relay_dests: Sequence[NotaryHost],
+    bounce_port: int,
+) -> _HostAnswer:
     label = f"{nh.host}:{nh.ssl_port}"
     if relay is not None:
         label = f"{nh.host}:{bounce_port} via {relay.name}"
-    request = request_bytes(target_host, target_port, wanted[0])
+    nonce: str | None = None
+    asked = wanted[0]
+    if ext is None:
+        request = request_bytes(target_host, target_port, wanted[0])
+    else:
+        asked = extended.request_fingerprint(wanted)
+        nonce = extended.new_nonce() if ext.nonce else None
+        request = extended.request_bytes(target_host, target_port, asked, nonce=nonce)
     writer: asyncio.StreamWriter | None = None
     try:
         try:
@@ -208,7 +268,31 @@ async def query_host(
             if isinstance(e, NotaryUnreachable | PinMismatch):
                 raise
             raise NotaryUnreachable(f"{label}: {type(e).__name__}: {e}") from e
-        outcome, response = outcome_from_http(raw, wanted, nh.public_key(), max_bytes=max_bytes)
+        if ext is None:
+            outcome, response = outcome_from_http(
+                raw, wanted, nh.public_key(), max_bytes=max_bytes
+            )
+        else:
+            now = int(ext.clock())
+            ext_out, response = extended.outcome_from_http(
+                raw,
+                extended.trusted_keys(ext.keys, now),
+                host=target_host,
+                port=target_port,
+                fingerprint=asked,
+                nonce=nonce,
+                now=now,
+                max_skew=ext.max_skew,
+                max_bytes=max_bytes,
+            )
+            outcome = Outcome(
+                ext_out.vote,
+                ext_out.kind,
+                ext_out.status,
+                ext_out.detail,
+                answer=ext_out.answer,
+                protocol=extended.FORMAT,
+            )
         cache_status = response.headers.get("cache-status") if response else None
         return _HostAnswer(outcome, label, cache_status)
     except PinMismatch as e:
@@ -242,8 +326,8 @@ async def _read_to_eof(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-_DEFINITIVE_KINDS = frozenset({"listed", "status-only", "mismatch", "not-listed"})
-_SEVERITY = {"signature": 3, "response": 3, "pin": 2}
+_DEFINITIVE_KINDS = frozenset({"listed", "status-only", "mismatch", "not-listed", "match"})
+_SEVERITY = {"signature": 3, "response": 3, "pin": 2, **dict.fromkeys(extended.FAILURE_KINDS, 3)}
 
 
 async def ask_notary(
@@ -257,6 +341,7 @@ async def ask_notary(
     max_bytes: int,
     relay: NotaryBundle | None = None,
     bounce_port: int = 4242,
+    ext: ExtendedQuery | None = None,
 ) -> NotaryResult:
     """Race every physical host of ``bundle``; see the module docstring for the rules."""
     t0 = time.perf_counter()
@@ -270,6 +355,7 @@ async def ask_notary(
                     wanted,
                     connect_timeout=connect_timeout,
                     max_bytes=max_bytes,
+                    ext=ext,
                 )
             )
             for h in bundle.hosts
@@ -288,6 +374,7 @@ async def ask_notary(
                     relay=relay,
                     relay_dests=bundle.hosts,
                     bounce_port=bounce_port,
+                    ext=ext,
                 )
             )
         ]
@@ -322,5 +409,14 @@ async def ask_notary(
         )
     o = winner.outcome
     return NotaryResult(
-        bundle.name, o.vote, o.kind, o.status, winner.host, o.detail, elapsed, winner.cache_status
+        bundle.name,
+        o.vote,
+        o.kind,
+        o.status,
+        winner.host,
+        o.detail,
+        elapsed,
+        winner.cache_status,
+        o.protocol,
+        o.answer,
     )

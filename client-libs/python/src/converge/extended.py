@@ -1,0 +1,561 @@
+"""The extended answer format ``converge-answer/1``, client side (pure, no IO).
+
+Rules (see ``docs/wire-format.md``, "Extended: converge-answer/1"):
+
+* Discovery: a bundle that lists ``"converge-answer/1"`` in ``protocols`` and carries
+  ``signing_keys`` (Ed25519 public keys, ``key_id`` = first 8 bytes of SHA-256 of the raw key,
+  lower-case hex; ``public_key`` = unpadded base64url of the 32 raw bytes; ``status``
+  ``current`` or ``retired``; a retired key has ``valid_until``, unix seconds).
+* Request: ``POST /v2/answer`` with a JSON body ``{"host", "port", "fingerprint", "alg",
+  "ip"?, "nonce"?}``; the nonce is unpadded base64url of 8-64 random bytes.
+* Answer: canonical JSON (RFC 8785) ``{"statement": {...}, "signature": {"alg": "ed25519",
+  "key_id", "value"}}``; the signature is Ed25519 over the canonical bytes of ``statement``.
+* Verification, in this order, each failure named by its ``kind`` (the names of the test
+  vectors): ``malformed`` / ``non-canonical`` (shape, canonical bytes), ``malformed`` (type,
+  alg, key ids), ``unknown-key`` (not a trusted key of the bundle; a retired key only while
+  ``now <= valid_until``), ``bad-signature``, ``wrong-target`` (host/port, and the
+  fingerprint asked about when the caller names it), ``nonce-mismatch``, ``stale``
+  (``|now - answered_at| > max_skew``).
+* Votes: ``match`` = success, ``mismatch`` = failure, ``unreachable`` = unreachable (stands
+  aside like any unreachable notary), ``refused`` = unreachable (the notary declined to look
+  at the target under its address policy: it says nothing about the certificate). A verified
+  answer whose HTTP status does not fit its signed verdict is a failure of kind
+  ``response``; any verification failure is a failure of the kind named above.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import json
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from .errors import BadInput, BundleError, ResponseError
+from .fingerprint import Fingerprint
+from .legacy import HttpResponse, Vote, check_target, parse_http_response
+
+FORMAT = "converge-answer/1"
+LEGACY_FORMAT = "convergence-v1"
+MEDIA_TYPE = "application/vnd.converge.answer+json"
+ANSWER_PATH = "/v2/answer"
+MAX_ANSWER = 64 * 1024
+MAX_SIGNING_KEYS = 8
+NONCE_MIN, NONCE_MAX = 8, 64
+DEFAULT_NONCE_BYTES = 16
+DEFAULT_MAX_SKEW = 300
+MAX_SAFE_INT = 2**53 - 1
+VERDICTS = ("match", "mismatch", "unreachable", "refused")
+FAILURE_KINDS = (
+    "malformed",
+    "non-canonical",
+    "unknown-key",
+    "bad-signature",
+    "wrong-target",
+    "nonce-mismatch",
+    "stale",
+)
+# the status the notary sends with each signed verdict
+VERDICT_STATUS = {"match": 200, "mismatch": 409, "unreachable": 503, "refused": 403}
+
+Mode = Literal["off", "prefer", "fallback", "require"]
+MODES: tuple[Mode, ...] = ("off", "prefer", "fallback", "require")
+
+
+class AnswerRejected(BadInput):
+    """An extended answer failed verification; ``kind`` names the failed check."""
+
+    kind = "answer"
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+# ---------------------------------------------------------------------------- encodings
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def unb64url(text: object) -> bytes:
+    """Decode unpadded base64url; raise :class:`ValueError` on anything else."""
+    if not isinstance(text, str) or not text.isascii() or "=" in text or len(text) % 4 == 1:
+        raise ValueError("expected unpadded base64url")
+    if any(c not in _B64URL for c in text):
+        raise ValueError("expected unpadded base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+_B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+                  "\t": "\\t"}
+
+
+class CanonicalError(ValueError):
+    """A value outside what canonical JSON of this format can express."""
+
+
+def _string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        esc = _SHORT_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            raise CanonicalError("lone surrogate in a string")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _emit(value: Any, out: list[str], depth: int) -> None:
+    if depth > 16:
+        raise CanonicalError("nested too deeply")
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        if abs(value) > MAX_SAFE_INT:
+            raise CanonicalError("integer outside the interoperable range")
+        out.append(str(value))
+    elif isinstance(value, str):
+        out.append(_string(value))
+    elif isinstance(value, list):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _emit(item, out, depth + 1)
+        out.append("]")
+    elif isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str) or not key.isascii():
+                raise CanonicalError("keys must be ASCII strings")
+        out.append("{")
+        # ASCII keys: code point order equals RFC 8785's UTF-16 code unit order
+        for i, key in enumerate(sorted(value)):
+            if i:
+                out.append(",")
+            out.append(_string(key))
+            out.append(":")
+            _emit(value[key], out, depth + 1)
+        out.append("}")
+    else:
+        raise CanonicalError(f"cannot encode {type(value).__name__} (the format has no floats)")
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 bytes of ``value`` (objects with ASCII keys, arrays, strings, booleans, null,
+    integers of magnitude below 2**53). Raises :class:`CanonicalError` otherwise."""
+    out: list[str] = []
+    _emit(value, out, 0)
+    try:
+        return "".join(out).encode("utf-8")
+    except UnicodeEncodeError as e:  # pragma: no cover - surrogates are refused above
+        raise CanonicalError(str(e)) from e
+
+
+def is_canonical(raw: bytes) -> bool:
+    try:
+        return canonical_json(json.loads(raw)) == raw
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+
+
+# ---------------------------------------------------------------------------- keys
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    key_id: str
+    public_key: Ed25519PublicKey = field(compare=False, repr=False)
+    public_key_b64: str = ""
+    status: Literal["current", "retired"] = "current"
+    valid_until: int | None = None
+
+    def trusted_at(self, now: int) -> bool:
+        if self.status == "current":
+            return True
+        return self.valid_until is not None and now <= self.valid_until
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "alg": "ed25519",
+            "key_id": self.key_id,
+            "public_key": self.public_key_b64,
+            "status": self.status,
+        }
+        if self.valid_until is not None:
+            out["valid_until"] = self.valid_until
+        return out
+
+
+def key_id_of(raw_public: bytes) -> str:
+    return hashlib.sha256(raw_public).digest()[:8].hex()
+
+
+def parse_signing_key(obj: object) -> SigningKey:
+    """One ``signing_keys`` entry; raises :class:`BundleError`."""
+    if not isinstance(obj, dict):
+        raise BundleError("a signing key entry must be an object")
+    unknown = set(obj) - {"alg", "key_id", "public_key", "status", "valid_until"}
+    if unknown:
+        raise BundleError(f"unknown signing key fields: {', '.join(sorted(unknown))}")
+    if obj.get("alg") != "ed25519":
+        raise BundleError("signing key alg must be ed25519")
+    text = obj.get("public_key")
+    try:
+        raw = unb64url(text)
+    except ValueError as e:
+        raise BundleError("signing key public_key must be unpadded base64url") from e
+    if len(raw) != 32:
+        raise BundleError("an Ed25519 public key has 32 bytes")
+    kid = obj.get("key_id")
+    if kid != key_id_of(raw):
+        raise BundleError(f"signing key id {kid!r} does not match its public key")
+    status = obj.get("status")
+    until = obj.get("valid_until")
+    if status == "current":
+        if until is not None:
+            raise BundleError("a current signing key has no valid_until")
+    elif status == "retired":
+        if isinstance(until, bool) or not isinstance(until, int) or not 0 < until <= MAX_SAFE_INT:
+            raise BundleError("a retired signing key needs valid_until (unix seconds)")
+    else:
+        raise BundleError("signing key status must be current or retired")
+    try:
+        pub = Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError as e:  # pragma: no cover - any 32 bytes load
+        raise BundleError(f"signing key does not load: {e}") from e
+    assert isinstance(text, str)
+    return SigningKey(kid, pub, text, status, until)
+
+
+def parse_protocols(obj: object) -> tuple[str, ...]:
+    if not isinstance(obj, list) or len(obj) > 16:
+        raise BundleError("protocols must be a list of at most 16 strings")
+    if not all(isinstance(p, str) and 0 < len(p) <= 64 for p in obj):
+        raise BundleError("protocols must be a list of short strings")
+    return tuple(obj)
+
+
+def parse_signing_keys(obj: object) -> tuple[SigningKey, ...]:
+    if not isinstance(obj, list) or not obj:
+        raise BundleError("signing_keys must be a non-empty list")
+    if len(obj) > MAX_SIGNING_KEYS:
+        raise BundleError(f"more than {MAX_SIGNING_KEYS} signing keys")
+    keys = tuple(parse_signing_key(k) for k in obj)
+    ids = [k.key_id for k in keys]
+    if len(set(ids)) != len(ids):
+        raise BundleError("signing key ids repeat")
+    if sum(k.status == "current" for k in keys) != 1:
+        raise BundleError("signing_keys must hold exactly one current key")
+    return keys
+
+
+def trusted_keys(keys: Iterable[SigningKey], now: int) -> dict[str, Ed25519PublicKey]:
+    """Key id -> public key of the keys trusted at ``now``."""
+    return {k.key_id: k.public_key for k in keys if k.trusted_at(now)}
+
+
+# ---------------------------------------------------------------------------- request
+
+
+def expected_host(host: str) -> str:
+    """The host as the notary names it in ``target.host``: an IP literal in compressed
+    form, a DNS name in lower case without a trailing dot."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).compressed
+    except ValueError:
+        name = host.lower()
+        return name[:-1] if name.endswith(".") else name
+
+
+def new_nonce(nbytes: int = DEFAULT_NONCE_BYTES) -> str:
+    if not NONCE_MIN <= nbytes <= NONCE_MAX:
+        raise ValueError(f"a nonce has {NONCE_MIN}-{NONCE_MAX} bytes")
+    return b64url(secrets.token_bytes(nbytes))
+
+
+def request_body(
+    host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None, ip: str | None = None
+) -> bytes:
+    check_target(host, port)
+    doc: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "fingerprint": fingerprint.colon_hex(),
+        "alg": fingerprint.algorithm,
+    }
+    if ip is not None:
+        doc["ip"] = ip
+    if nonce is not None:
+        doc["nonce"] = nonce
+    return json.dumps(doc, separators=(",", ":")).encode("ascii")
+
+
+def request_bytes(
+    host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None, ip: str | None = None
+) -> bytes:
+    """The whole HTTP/1.0 request (one request per connection, like the legacy client)."""
+    body = request_body(host, port, fingerprint, nonce=nonce, ip=ip)
+    head = (
+        f"POST {ANSWER_PATH} HTTP/1.0\r\n"
+        "Content-Type: application/json\r\n"
+        f"Accept: {MEDIA_TYPE}\r\n"
+        "Connection: close\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+# ---------------------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedAnswer:
+    statement: dict[str, Any]
+    verdict: str
+    key_id: str
+    raw: bytes
+
+
+def verify_answer(
+    raw: bytes,
+    keys: Mapping[str, Ed25519PublicKey],
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    fingerprint: Fingerprint | None = None,
+    nonce: str | None = None,
+    now: int | None = None,
+    max_skew: int = DEFAULT_MAX_SKEW,
+) -> VerifiedAnswer:
+    """Check an answer in the documented order; raise :class:`AnswerRejected`.
+
+    ``keys``: the trusted keys (see :func:`trusted_keys`). Expectations left ``None`` are not
+    checked (an offline verifier may not know them). ``host`` is compared in the notary's
+    normal form (:func:`expected_host`).
+    """
+    if len(raw) > MAX_ANSWER:
+        raise AnswerRejected("malformed", f"answer larger than {MAX_ANSWER} bytes")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise AnswerRejected("malformed", "answer is not JSON") from e
+    if not isinstance(doc, dict) or set(doc) != {"statement", "signature"}:
+        raise AnswerRejected("malformed", "answer must have exactly statement and signature")
+    stmt, sig = doc["statement"], doc["signature"]
+    if not isinstance(stmt, dict) or not isinstance(sig, dict):
+        raise AnswerRejected("malformed", "statement and signature must be objects")
+    try:
+        canonical = canonical_json(doc)
+    except CanonicalError as e:
+        raise AnswerRejected("malformed", f"answer outside canonical JSON: {e}") from e
+    if canonical != raw:
+        raise AnswerRejected("non-canonical", "answer bytes are not canonical JSON (RFC 8785)")
+    if stmt.get("type") != FORMAT or sig.get("alg") != "ed25519":
+        raise AnswerRejected("malformed", f"not a {FORMAT} answer signed with ed25519")
+    kid = sig.get("key_id")
+    if not isinstance(kid, str) or stmt.get("key_id") != kid:
+        raise AnswerRejected("malformed", "key ids of statement and signature differ")
+    pub = keys.get(kid)
+    if pub is None:
+        raise AnswerRejected("unknown-key", f"signing key {kid} is not trusted by the bundle")
+    try:
+        pub.verify(unb64url(sig.get("value")), canonical_json(stmt))
+    except (InvalidSignature, ValueError) as e:
+        raise AnswerRejected("bad-signature", "signature does not verify") from e
+    verdict = stmt.get("verdict")
+    target = stmt.get("target")
+    if verdict not in VERDICTS or not isinstance(target, dict):
+        raise AnswerRejected("malformed", "statement lacks a verdict or target")
+    assert isinstance(verdict, str)
+    if host is not None and (
+        target.get("host") != expected_host(host) or target.get("port") != port
+    ):
+        raise AnswerRejected(
+            "wrong-target",
+            f"answer is about {target.get('host')}:{target.get('port')}, not {host}:{port}",
+        )
+    request = stmt.get("request")
+    if fingerprint is not None and (
+        not isinstance(request, dict)
+        or request.get("alg") != fingerprint.algorithm
+        or request.get("fingerprint") != fingerprint.colon_hex()
+    ):
+        raise AnswerRejected("wrong-target", "answer is about another certificate fingerprint")
+    if nonce is not None and (not isinstance(request, dict) or request.get("nonce") != nonce):
+        raise AnswerRejected("nonce-mismatch", "answer does not echo our nonce")
+    answered_at = stmt.get("answered_at")
+    if not isinstance(answered_at, int) or isinstance(answered_at, bool):
+        raise AnswerRejected("malformed", "answered_at must be an integer")
+    if now is not None and abs(now - answered_at) > max_skew:
+        raise AnswerRejected(
+            "stale", f"answer time is {now - answered_at} s from now (max skew {max_skew} s)"
+        )
+    return VerifiedAnswer(stmt, verdict, kid, raw)
+
+
+# ---------------------------------------------------------------------------- outcome
+
+
+@dataclass(frozen=True, slots=True)
+class ExtOutcome:
+    """One notary's extended answer reduced to a vote (``kind`` as in the module rules:
+    ``match``, ``mismatch``, ``target-unreachable``, ``refused``, a verification failure
+    kind, ``response`` or ``status``)."""
+
+    vote: Vote
+    kind: str
+    status: int | None
+    detail: str = ""
+    answer: bytes | None = None  # the raw signed answer, when one verified
+    verified: VerifiedAnswer | None = None
+
+
+_VOTES: dict[str, tuple[Vote, str]] = {
+    "match": ("success", "match"),
+    "mismatch": ("failure", "mismatch"),
+    "unreachable": ("unreachable", "target-unreachable"),
+    "refused": ("unreachable", "refused"),
+}
+
+
+def vote_of(verdict: str) -> tuple[Vote, str]:
+    """The vote and kind of a verified verdict (see the module rules)."""
+    return _VOTES[verdict]
+
+
+# statuses meaning "this notary does not speak the extended format here"
+NOT_OFFERED = frozenset({400, 404, 405, 501})
+
+
+def evaluate(
+    response: HttpResponse,
+    keys: Mapping[str, Ed25519PublicKey],
+    *,
+    host: str,
+    port: int,
+    fingerprint: Fingerprint,
+    nonce: str | None,
+    now: int,
+    max_skew: int,
+) -> ExtOutcome:
+    status = response.status
+    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    signed = status in VERDICT_STATUS.values() and ctype == MEDIA_TYPE
+    if not signed:
+        # 400/404/405 (not offered), 503 + Retry-After (capacity), anything else: no answer
+        return ExtOutcome("unreachable", "status", status, f"HTTP status {status}")
+    try:
+        v = verify_answer(
+            response.body, keys, host=host, port=port, fingerprint=fingerprint, nonce=nonce,
+            now=now, max_skew=max_skew,
+        )
+    except AnswerRejected as e:
+        return ExtOutcome("failure", e.kind, status, str(e))
+    if VERDICT_STATUS[v.verdict] != status:
+        return ExtOutcome(
+            "failure", "response", status, f"status {status} with signed verdict {v.verdict}"
+        )
+    vote, kind = vote_of(v.verdict)
+    detail = v.statement.get("detail")
+    return ExtOutcome(
+        vote, kind, status, detail if isinstance(detail, str) else "", response.body, v
+    )
+
+
+def outcome_from_http(
+    raw: bytes,
+    keys: Mapping[str, Ed25519PublicKey],
+    *,
+    host: str,
+    port: int,
+    fingerprint: Fingerprint,
+    nonce: str | None,
+    now: int,
+    max_skew: int,
+    max_bytes: int,
+) -> tuple[ExtOutcome, HttpResponse | None]:
+    try:
+        response = parse_http_response(raw, max_bytes=max_bytes)
+    except ResponseError as e:
+        return ExtOutcome("failure", e.kind, None, str(e)), None
+    out = evaluate(
+        response, keys, host=host, port=port, fingerprint=fingerprint, nonce=nonce, now=now,
+        max_skew=max_skew,
+    )
+    return out, response
+
+
+def request_fingerprint(forms: Sequence[Fingerprint]) -> Fingerprint:
+    """The form to ask about: SHA-256 when known (first-class), else the first."""
+    for fp in forms:
+        if fp.algorithm == "sha256":
+            return fp
+    return forms[0]
+
+
+def describe(v: VerifiedAnswer) -> dict[str, Any]:
+    """What a verified answer proves, as a JSON object (for ``converge verify-answer``)."""
+    s = v.statement
+    return {
+        "key_id": v.key_id,
+        "target": s.get("target"),
+        "address": s.get("address"),
+        "request": s.get("request"),
+        "verdict": v.verdict,
+        "detail": s.get("detail"),
+        "observations": s.get("observations"),
+        "answered_at": s.get("answered_at"),
+        "cache": s.get("cache"),
+    }
+
+
+__all__ = [
+    "ANSWER_PATH",
+    "DEFAULT_MAX_SKEW",
+    "FAILURE_KINDS",
+    "FORMAT",
+    "MEDIA_TYPE",
+    "MODES",
+    "AnswerRejected",
+    "CanonicalError",
+    "ExtOutcome",
+    "Mode",
+    "SigningKey",
+    "VerifiedAnswer",
+    "b64url",
+    "canonical_json",
+    "describe",
+    "evaluate",
+    "expected_host",
+    "is_canonical",
+    "key_id_of",
+    "new_nonce",
+    "outcome_from_http",
+    "parse_protocols",
+    "parse_signing_keys",
+    "request_bytes",
+    "request_fingerprint",
+    "trusted_keys",
+    "unb64url",
+    "verify_answer",
+    "vote_of",
+]
