@@ -169,3 +169,42 @@ def test_sqlite_sigkill_during_writes_loses_no_committed_record(
     want = {f"{h}:{port}" for h in confirmed}
     assert want <= stored and want <= observed
     assert len(stored) < len(names)  # the kill really interrupted the run
+
+
+def test_redis_paused_answers_503_within_the_timeout_and_keeps_history(
+    tmp_path: Path, own_redis: RedisServer, tls_target: TLSTarget
+) -> None:
+    """A Redis that hangs (SIGSTOP) instead of refusing: every wait is bounded, and the
+    history written before the pause is intact and extended correctly after it."""
+    port, fp = tls_target.port, tls_target.sha1
+    args = ["--redis", own_redis.url, "--hosts-file", str(hosts_file(tmp_path / "hosts", 5)),
+            "--negative-ttl", "0", "--recheck-after", "0"]
+    with running_notary(tmp_path / "n", args) as n:
+        assert post_fp(n.url, "h0.test", port, fp)[0] == 200
+        assert own_redis.proc is not None
+        own_redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            status, headers, body = post_fp(n.url, "h1.test", port, fp, timeout=15)
+            took = time.monotonic() - started
+        finally:
+            own_redis.proc.send_signal(signal.SIGCONT)
+        assert status == 503 and b"Redis" in body and headers["Retry-After"] == "1"
+        assert took < 5, f"a hung store held the request for {took:.1f} s"
+        time.sleep(1.1)  # --recheck-after 0: the next request re-probes h0 and extends it
+        deadline = time.monotonic() + 10
+        while (status := post_fp(n.url, "h0.test", port, fp)[0]) != 200:
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+    import redis as redis_sync
+
+    from notary.store.redis import decode_history
+
+    raw = redis_sync.Redis.from_url(own_redis.url)
+    try:
+        fields = raw.hmget(f"converge:t:h0.test:{port}", ["v", "h"])
+    finally:
+        raw.close()
+    assert fields[0] is not None and int(fields[0]) >= 2
+    history = decode_history(bytes(fields[1]))
+    assert len(history) == 1 and history[0].last_seen > history[0].first_seen

@@ -6,6 +6,7 @@ The twin: two notaries on separate stores each have to probe.
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,3 +80,44 @@ def test_redis_and_limits_from_flags_and_from_toml(tmp_path: Path) -> None:
     assert s.redis == "redis://r:6379/0" and s.redis_prefix == "x:"
     defaults = settings_from_args(_parser().parse_args(["serve"]))
     assert defaults.redis is None and defaults.metrics_listen is None  # off unless asked
+
+
+def _two_free_ports() -> int:
+    import socket
+
+    for _ in range(50):
+        p = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p + 1))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no two consecutive free ports")
+
+
+def test_each_worker_serves_its_own_metrics_port(tmp_path: Path, tls_target: TLSTarget) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 site.test\n")
+    mport = _two_free_ports()
+    args = ["--hosts-file", str(hosts), "--workers", "2", "--metrics-listen",
+            f"127.0.0.1:{mport}"]
+    with running_notary(tmp_path / "n", args) as n:
+        for _ in range(20):
+            assert post_fp(n.url, "site.test", tls_target.port, tls_target.sha1)[0] == 200
+        deadline = time.monotonic() + 10
+        while True:  # the second worker may still be starting
+            try:
+                texts = [urllib.request.urlopen(f"http://127.0.0.1:{p}/metrics", timeout=2)
+                         .read().decode() for p in (mport, mport + 1)]
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{mport + 1}/readyz", timeout=2
+                                      ).status == 200
+    total = 0.0
+    for text in texts:
+        total += sum(float(line.split()[1]) for line in text.splitlines()
+                     if line.startswith("notary_requests_total{"))
+    assert total == 20  # the workers' counters add up to every request, none counted twice
