@@ -210,10 +210,19 @@ def retired_keys(path: Path) -> list[dict[str, Any]]:
         return []
     try:
         doc = json.loads(_read_limited(f, "retired key list"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BadConfig(f"{f} is not JSON: {exc}") from exc
     if not isinstance(doc, list):
         raise BadConfig(f"{f} must be a JSON list")
+    for entry in doc:
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("key_id"), str)
+            and isinstance(entry.get("public_key"), str)
+            and isinstance(entry.get("retired_at"), int)
+            and not isinstance(entry.get("retired_at"), bool)
+        ):
+            raise BadConfig(f"{f}: each entry needs key_id, public_key and retired_at")
     return doc
 
 
