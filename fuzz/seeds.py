@@ -35,6 +35,8 @@ SEEDS: dict[str, list[bytes]] = {
         json.dumps({"statement": {"type": "converge-answer/1", "key_id": "00"},
                     "signature": {"alg": "ed25519", "key_id": "00", "value": "AA"}}).encode(),
         _LEGACY,
+        b'[{"key_id": "00", "public_key": "AA", "retired_at": 1699999999}]',
+        b'[{"key_id": "00"}]',
         b"[" * 1500,
         b'{"a":' * 300,
         b"1e999999",

@@ -106,6 +106,22 @@ def _config_file(data: bytes) -> object:
     return _with_file(data, ".toml", use)
 
 
+_SIGNING_DIR: list[Path] = []
+
+
+def _retired_keys_file(data: bytes) -> object:
+    """``signing-retired.json`` beside the signing key, read by ``notary bundle``."""
+    from notary import keys
+
+    if not _SIGNING_DIR:
+        d = Path(tempfile.mkdtemp(prefix="fuzz-signing-"))
+        keys.ensure_signing_key(d / "signing.key")
+        _SIGNING_DIR.append(d)
+    d = _SIGNING_DIR[0]
+    (d / keys.RETIRED_FILE).write_bytes(data)
+    return keys.bundle_signing_keys(d / "signing.key", now=1_700_000_000)
+
+
 # -- client ---------------------------------------------------------------------------------
 
 
@@ -216,6 +232,7 @@ PARSERS: dict[str, tuple[Parser, Callable[[], type[Exception]], str]] = {
     "notary --resolve": (_resolve_option, lambda: NotaryBadInput, "text"),
     "notary --listen": (_listen, lambda: NotaryBadInput, "text"),
     "notary config file (TOML)": (_config_file, lambda: NotaryBadInput, "toml"),
+    "notary retired signing keys file": (_retired_keys_file, lambda: NotaryBadInput, "json"),
     "client bundle file": (_client_bundle, _client_errors, "json"),
     "client config (decoded)": (_client_config, _client_errors, "json"),
     "client config file": (_client_config_file, _client_errors, "json"),
