@@ -302,7 +302,8 @@ class NotaryProcess:
             for line in self.proc.stderr:
                 self.lines.append(line.rstrip())
                 if "notary: serving " in line and not self.port:
-                    self.port = int(line.strip().rsplit(":", 1)[1])
+                    url = line.split("notary: serving ", 1)[1].split()[0]
+                    self.port = int(url.rsplit(":", 1)[1])
                     ready.set()
             ready.set()
 

@@ -442,3 +442,30 @@ def test_converge_through_the_relay(
                 "fingerprint)", "same verdict as without the relay; relay does not vote",
                 f"{'trusted' if bounced else 'untrusted'} via relay = direct; relay saw "
                 f"{len(seen)} bytes, no target name", took)
+
+
+def test_relay_with_two_workers(identity_dir: Path, tmp_path: Path,
+                                notaries: tuple[NotaryProcess, NotaryProcess, int]) -> None:
+    """With --workers 2 every worker binds the relay port (SO_REUSEPORT) and relays."""
+    dest, _, _ = notaries
+    relay_port = free_port()
+    api_port = free_port()
+    n = NotaryProcess(copy_identity(identity_dir, tmp_path / "d"), [
+        "--workers", "2", "--listen", f"127.0.0.1:{api_port}", "--allow-target",
+        "127.0.0.0/8", "--relay-listen", f"127.0.0.1:{relay_port}", "--relay-port",
+        str(dest.port)], tls=False)
+    try:
+        heads = []
+        deadline = time.monotonic() + 20
+        while len(heads) < 6 and time.monotonic() < deadline:
+            try:
+                sock, head = relay_connect(relay_port, connect_head(f"127.0.0.1:{dest.port}"))
+            except OSError:
+                time.sleep(0.2)  # workers still starting
+                continue
+            sock.close()
+            heads.append(head)
+    finally:
+        n.stop()
+    assert len(heads) == 6
+    assert all(h == OK_PREFIX + b"X-Convergence-Notary: 127.0.0.1\r\n\r\n" for h in heads)
