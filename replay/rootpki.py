@@ -50,6 +50,9 @@ THESIS_TABLE3 = (
     ("GeoTrust", 6557), ("VeriSign", 4083), ("Parallels", 4048), ("DigiCert", 3697),
     ("Thawte", 3470),
 )
+# Each tail root has 0.88 times the sites of the one before: with 40 roots the whole world
+# then matches the thesis's 97,415 sites (top 1 ~ 19%, top 5 ~ 59%, top 10 ~ 78%).
+TAIL_RATIO = 0.88
 BAD_ROLES = ("self-signed", "private-ca", "expired", "wrong-host", "missing-intermediate",
              "mitm")
 GOOD_ROLES = ("good", "good-full", "good-direct")
@@ -64,10 +67,11 @@ IDLE_TIMEOUT = 2.0
 
 
 def root_weights(n: int) -> list[float]:
-    """Popularity weights of ``n`` roots: Table 3's nine counts, then a geometric tail."""
+    """Popularity weights of ``n`` roots: Table 3's nine counts, then a geometric tail
+    (ratio :data:`TAIL_RATIO`)."""
     counts = [float(c) for _, c in THESIS_TABLE3[:n]]
     while len(counts) < n:
-        counts.append(counts[-1] * 0.8)
+        counts.append(counts[-1] * TAIL_RATIO)
     return counts
 
 
