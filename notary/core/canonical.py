@@ -43,9 +43,13 @@ def _check(value: Any, depth: int = 0) -> None:
 def canonical_json(value: Any) -> bytes:
     """The JCS serialisation of ``value`` as UTF-8 bytes."""
     _check(value)
-    return json.dumps(
+    text = json.dumps(
         value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-    ).encode("utf-8")
+    )
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") has no UTF-8 form
+        raise BadData("canonical JSON strings must be valid Unicode") from exc
 
 
 def is_canonical(raw: bytes) -> bool:
