@@ -10,7 +10,8 @@ by an independent brute-force restatement of the rules). The generator runs each
 vector file is both the specification and proof that the reference passes it.
 
 Signatures are RSASSA-PKCS1-v1_5 (deterministic) with the TEST-ONLY keys in ``keys/``; the
-real 2011 responses come from ``legacy-2011/``.
+real 2011 responses come from ``legacy-2011/``. The extended answers are signed with TEST-ONLY
+Ed25519 keys derived from fixed seeds (``_extended_cases.py``; Ed25519 is deterministic).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _extended_cases import extended_answers  # noqa: E402
 from _parsing_cases import bundles, fingerprints, requests_  # noqa: E402
 from _rules_cases import cache, consensus  # noqa: E402
 from _wire_cases import responses, signatures  # noqa: E402
@@ -39,6 +41,7 @@ FILES: dict[str, Callable[[], dict[str, Any]]] = {
     "bundles.json": bundles,
     "consensus.json": consensus,
     "cache.json": cache,
+    "extended-answers.json": extended_answers,
 }
 
 

@@ -39,7 +39,9 @@ def test_vector_file_shape(name: str) -> None:
         assert c["comment"] and isinstance(c["flags"], list)
         assert set(c["flags"]) <= set(doc["notes"]), c
         if c["result"] == "invalid":
-            assert c["error"], c
+            assert c.get("error") or c.get("kind"), c  # extended-answers names it "kind"
+        if c["result"] == "rejected":
+            assert c["kind"], c
 
 
 @pytest.mark.parametrize("name,case_id", _cases())
@@ -55,6 +57,25 @@ def test_compare_reports_a_wrong_result() -> None:
     actual = run_case(doc, case)
     case["result"] = "invalid"
     assert compare(case, actual) == ["result: expected 'invalid', got 'valid'"]
+
+
+def test_compare_reports_a_wrong_extended_verdict_and_kind() -> None:
+    doc = _DOCS["extended-answers.json"]
+    valid = next(c for c in doc["tests"] if c.get("verdict") == "match")
+    assert compare({**valid, "verdict": "mismatch"}, run_case(doc, valid)) == [
+        "verdict: expected 'mismatch', got 'match'"
+    ]
+    stale = next(c for c in doc["tests"] if c.get("kind") == "stale")
+    assert compare({**stale, "kind": "bad-signature"}, run_case(doc, stale)) == [
+        "kind: expected 'bad-signature', got 'stale'"
+    ]
+
+
+def test_extended_vectors_cover_every_failure_kind() -> None:
+    from converge.extended import FAILURE_KINDS
+
+    kinds = {c.get("kind") for c in _DOCS["extended-answers.json"]["tests"]}
+    assert set(FAILURE_KINDS) <= kinds
 
 
 def test_generator_verify_passes() -> None:

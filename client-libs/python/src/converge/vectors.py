@@ -9,6 +9,7 @@ in a field, or hex in the same field name with a ``_hex`` suffix.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,14 @@ from cryptography import x509
 from .bundle import parse_bundle
 from .cachepolicy import cache_decision
 from .errors import BadInput
+from .extended import (
+    AnswerRejected,
+    CanonicalError,
+    canonical_json,
+    parse_signing_keys,
+    trusted_keys,
+    verify_answer,
+)
 from .fingerprint import parse_fingerprint
 from .legacy import (
     outcome_from_http,
@@ -34,6 +43,7 @@ SCHEMAS = (
     "converge-vectors/bundles/1",
     "converge-vectors/consensus/1",
     "converge-vectors/cache/1",
+    "converge-vectors/extended-answers/1",
 )
 
 
@@ -109,6 +119,8 @@ def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
                 out["result"] = "trusted" if v else "untrusted"
         elif schema == "converge-vectors/cache/1":
             out["result"] = cache_decision(case["timestamp"], case["now"], case["lifetime"])
+        elif schema == "converge-vectors/extended-answers/1":
+            out.update(_extended_case(doc, case))
         else:
             raise ValueError(f"unknown vector schema {schema!r}")
     except BadInput as e:
@@ -116,12 +128,44 @@ def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _extended_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
+    if case["type"] == "bundle":
+        try:
+            b = parse_bundle(_bytes(case, "bundle"))
+        except BadInput as e:
+            return {"result": "invalid", "kind": e.kind}
+        return {"result": "valid", "extended": b.offers_extended}
+    if case["type"] == "canonical":
+        try:
+            text = canonical_json(json.loads(case["input"])).decode("utf-8")
+        except (CanonicalError, ValueError):
+            return {"result": "invalid", "kind": "canonical"}
+        return {"result": "valid", "canonical": text}
+    exp = case["expect"]
+    keys = parse_signing_keys([doc["signing_keys"][name] for name in case["bundle_keys"]])
+    fp = exp.get("fingerprint")
+    try:
+        v = verify_answer(
+            _bytes(case, "answer"),
+            trusted_keys(keys, exp["now"]),
+            host=exp.get("host"),
+            port=exp.get("port"),
+            fingerprint=None if fp is None else parse_fingerprint(fp),
+            nonce=exp.get("nonce"),
+            now=exp["now"],
+            max_skew=exp.get("max_skew", 300),
+        )
+    except AnswerRejected as e:
+        return {"result": "rejected", "kind": e.kind}
+    return {"result": "valid", "verdict": v.verdict}
+
+
 def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
     """Differences between a case's expected output fields and ``actual`` (empty = pass).
 
     Compared: ``result``, and each of ``error``, ``kind``, ``algorithm``, ``canonical``,
     ``request``, ``signed_bytes``, ``signed_bytes_reserialised``, ``name``, ``version``,
-    ``hosts`` that the case states.
+    ``hosts``, ``verdict``, ``extended`` that the case states.
     """
     problems = []
     for key in (
@@ -136,6 +180,8 @@ def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
         "name",
         "version",
         "hosts",
+        "verdict",
+        "extended",
     ):
         if key in case and case[key] != actual.get(key):
             problems.append(f"{key}: expected {case[key]!r}, got {actual.get(key)!r}")

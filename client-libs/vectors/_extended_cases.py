@@ -1,0 +1,359 @@
+"""Vector cases for the extended format ``converge-answer/1``: RFC 8785 canonical JSON and
+signed answers (valid, tampered, wrong key, wrong target, stale, nonce mismatch, unknown key,
+retired keys, non-canonical, malformed).
+
+The Ed25519 keys are TEST-ONLY and derived from fixed seeds (SHA-256 of a label), so the
+signatures are byte-identical on every run (Ed25519 signing is deterministic, RFC 8032).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from _common import CERTS, Case, fp, numbered
+from converge.extended import canonical_json
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+SEEDS = {
+    "current": "converge test signing key: current",
+    "retired": "converge test signing key: retired",
+    "other": "converge test signing key: other (not in any bundle)",
+}
+T = 1795324044  # answered_at of the answers
+VALID_UNTIL = T + 1000  # the retired key's end of overlap
+HOST, PORT = "www.example.org", 443
+NONCE = "q83vEjRWeJASNFZ4kBI0Vg"  # 16 bytes
+FP256 = fp("extended-site", 32)
+FP1 = fp("extended-site")
+OLD256, OLD1 = fp("extended-site-old", 32), fp("extended-site-old")
+
+
+def _key(name: str) -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(hashlib.sha256(SEEDS[name].encode()).digest())
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _raw(name: str) -> bytes:
+    return _key(name).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def _kid(name: str) -> str:
+    return hashlib.sha256(_raw(name)).digest()[:8].hex()
+
+
+def _bundle_entry(name: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "alg": "ed25519",
+        "key_id": _kid(name),
+        "public_key": _b64url(_raw(name)),
+        "status": "retired" if name == "retired" else "current",
+    }
+    if name == "retired":
+        entry["valid_until"] = VALID_UNTIL
+    return entry
+
+
+def _statement(**over: Any) -> dict[str, Any]:
+    stmt: dict[str, Any] = {
+        "type": "converge-answer/1",
+        "target": {"host": HOST, "port": PORT, "ip": None},
+        "address": "93.184.216.34",
+        "request": {"alg": "sha256", "fingerprint": FP256, "nonce": NONCE},
+        "verdict": "match",
+        "detail": None,
+        "observations": [
+            {"sha256": FP256, "sha1": FP1, "first_seen": T - 86400 * 30, "last_seen": T},
+            {"sha256": OLD256, "sha1": OLD1, "first_seen": T - 86400 * 400,
+             "last_seen": T - 86400 * 31},
+        ],
+        "answered_at": T,
+        "cache": "miss",
+        "key_id": _kid("current"),
+    }
+    stmt.update(over)
+    return stmt
+
+
+def _sign(stmt: dict[str, Any], key: str = "current", sig_kid: str | None = None) -> bytes:
+    sig = _key(key).sign(canonical_json(stmt))
+    doc = {
+        "statement": stmt,
+        "signature": {"alg": "ed25519", "key_id": sig_kid or stmt["key_id"], "value": _b64url(sig)},
+    }
+    return canonical_json(doc)
+
+
+def _resign_doc(raw: bytes, mutate: Any) -> bytes:
+    """Parse a signed answer, change it (without re-signing), serialise canonically."""
+    doc = json.loads(raw)
+    mutate(doc)
+    return canonical_json(doc)
+
+
+def _answer_text(raw: bytes) -> dict[str, str]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"answer_hex": raw.hex()}
+    if text.isascii():
+        return {"answer": text}
+    return {"answer_hex": raw.hex()}
+
+
+def extended_answers() -> dict[str, Any]:
+    good = _sign(_statement())
+
+    def answer(
+        comment: str,
+        raw: bytes,
+        *,
+        result: str,
+        kind: str | None = None,
+        verdict: str | None = None,
+        keys: tuple[str, ...] = ("current",),
+        now: int = T + 5,
+        flags: list[str] | None = None,
+        **expect: Any,
+    ) -> Case:
+        exp = {"host": HOST, "port": PORT, "fingerprint": FP256, "nonce": NONCE, "now": now,
+               "max_skew": 300}
+        exp.update(expect)
+        case: Case = {
+            "comment": comment,
+            "flags": flags or [],
+            "type": "answer",
+            **_answer_text(raw),
+            "bundle_keys": list(keys),
+            "expect": exp,
+            "result": result,
+        }
+        if kind is not None:
+            case["kind"] = kind
+        if verdict is not None:
+            case["verdict"] = verdict
+        return case
+
+    def ok(comment: str, raw: bytes, verdict: str, **kw: Any) -> Case:
+        return answer(comment, raw, result="valid", verdict=verdict, **kw)
+
+    def bad(comment: str, raw: bytes, kind: str, **kw: Any) -> Case:
+        return answer(comment, raw, result="rejected", kind=kind, **kw)
+
+    def canon(comment: str, text: str, out: str | None, flags: list[str] | None = None) -> Case:
+        case: Case = {"comment": comment, "flags": flags or [], "type": "canonical",
+                      "input": text}
+        if out is None:
+            case.update(result="invalid", kind="canonical")
+        else:
+            case.update(result="valid", canonical=out)
+        return case
+
+    no_nonce = _sign(_statement(request={"alg": "sha256", "fingerprint": FP256, "nonce": None},
+                                cache="hit", address=None))
+    sha1_req = _sign(_statement(request={"alg": "sha1", "fingerprint": FP1, "nonce": NONCE}))
+    ip_target = _sign(_statement(target={"host": "93.184.216.34", "port": PORT, "ip": None}))
+    mismatch = _sign(_statement(verdict="mismatch"))
+    unreachable = _sign(_statement(verdict="unreachable", detail="connection refused",
+                                   observations=[], address=None))
+    refused = _sign(_statement(verdict="refused", detail="target address 10.0.0.1 is private",
+                               observations=[], address=None))
+    with_ca = _sign(_statement(ca={"verdict": "valid", "reason": None, "store": "mozilla",
+                                   "root_sha256": None}))
+    retired = _sign(_statement(key_id=_kid("retired")), key="retired")
+    other_own = _sign(_statement(key_id=_kid("other")), key="other")
+    other_claims_current = _sign(_statement(), key="other")
+    unknown_kid = _sign(_statement(key_id="0011223344556677"), key="current")
+
+    def set_path(*path: str, value: Any) -> Any:
+        def mutate(doc: dict[str, Any]) -> None:
+            node = doc
+            for p in path[:-1]:
+                node = node[p]
+            node[path[-1]] = value
+        return mutate
+
+    good_doc = json.loads(good)
+    pretty = json.dumps(good_doc, indent=1).encode()
+    reordered = json.dumps({"statement": good_doc["statement"], "signature":
+                            good_doc["signature"]}, separators=(",", ":")).encode()
+    escaped = good.replace(b'"match"', b'"m\\u0061tch"')
+    sig_value = good_doc["signature"]["value"]
+    sig_raw = base64.urlsafe_b64decode(sig_value + "==")
+
+    legacy_bundle = {
+        "version": 1,
+        "name": "Test Org",
+        "hosts": [{"host": "notary-a.test", "ssl_port": 443, "http_port": 80,
+                   "certificate": CERTS["test-notary"]}],
+    }
+    protocols = ["convergence-v1", "converge-answer/1"]
+
+    def bundle(comment: str, extra: dict[str, Any], extended: bool | None) -> Case:
+        case: Case = {"comment": comment, "flags": [], "type": "bundle",
+                      "bundle": json.dumps({**legacy_bundle, **extra})}
+        if extended is None:
+            case.update(result="invalid", kind="bundle")
+        else:
+            case.update(result="valid", extended=extended)
+        return case
+
+    cur, ret = _bundle_entry("current"), _bundle_entry("retired")
+    bundle_cases = [
+        bundle("legacy bundle: no extended fields", {}, False),
+        bundle("protocols and signing_keys: offers the extended format",
+               {"protocols": protocols, "signing_keys": [cur]}, True),
+        bundle("current and retired keys", {"protocols": protocols, "signing_keys": [cur, ret]},
+               True),
+        bundle("signing_keys without protocols: not advertised", {"signing_keys": [cur]}, False),
+        bundle("protocols without the extended format", {"protocols": ["convergence-v1"]}, False),
+        bundle("protocols lists the format but no signing_keys", {"protocols": protocols}, None),
+        bundle("alg is not ed25519", {"protocols": protocols,
+                                      "signing_keys": [{**cur, "alg": "rsa"}]}, None),
+        bundle("key_id does not match the key", {"protocols": protocols, "signing_keys": [
+            {**cur, "key_id": _kid("other")}]}, None),
+        bundle("public key of 31 bytes", {"protocols": protocols, "signing_keys": [
+            {**cur, "public_key": _b64url(_raw("current")[:31])}]}, None),
+        bundle("public key padded base64", {"protocols": protocols, "signing_keys": [
+            {**cur, "public_key": cur["public_key"] + "="}]}, None),
+        bundle("unknown status", {"protocols": protocols, "signing_keys": [
+            {**cur, "status": "revoked"}]}, None),
+        bundle("retired key without valid_until", {"protocols": protocols, "signing_keys": [
+            cur, {k: v for k, v in ret.items() if k != "valid_until"}]}, None),
+        bundle("no current key", {"protocols": protocols, "signing_keys": [ret]}, None),
+        bundle("two current keys", {"protocols": protocols, "signing_keys": [
+            cur, {**_bundle_entry("other")}]}, None),
+        bundle("the same key twice", {"protocols": protocols, "signing_keys": [cur, cur]}, None),
+        bundle("signing_keys is empty", {"protocols": protocols, "signing_keys": []}, None),
+    ]
+
+    cases: list[Case] = [
+        *bundle_cases,
+        canon("keys sorted, no white space", '{"b": 1, "a": [true, false, null], '
+              '"c": {"z": "x", "y": 2}}', '{"a":[true,false,null],"b":1,"c":{"y":2,"z":"x"}}'),
+        canon("empty containers", '{"x": {}, "y": []}', '{"x":{},"y":[]}'),
+        canon("short escapes and \\u00xx lower case for other controls",
+              '["\\u0007\\b\\t\\n\\f\\r\\"\\\\/"]', '["\\u0007\\b\\t\\n\\f\\r\\"\\\\/"]'),
+        canon("non-ASCII characters are written as UTF-8, not escaped",
+              '["\\u00e9\\u2028\\ud83d\\ude00"]', '["\u00e9\u2028\U0001f600"]'),
+        canon("integers in shortest form; -0 is 0", '[0, -0, 10, -12, 9007199254740991]',
+              '[0,0,10,-12,9007199254740991]'),
+        canon("integers beyond 2**53-1 are outside the format", "[9007199254740992]", None,
+              ["subset"]),
+        canon("the format has no floats", "[1.5]", None, ["subset"]),
+        canon("exponent notation is a float", "[1e2]", None, ["subset"]),
+        canon("keys are ASCII in this format", '{"\\u00e9": 1}', None, ["subset"]),
+        canon("a lone surrogate cannot be UTF-8", '["\\ud800"]', None),
+        ok("valid match, nonce echoed", good, "match"),
+        ok("valid: host compared case-insensitively", good, "match", host="WWW.Example.ORG."),
+        ok("valid offline: no target, fingerprint or nonce to bind", good, "match", host=None,
+           port=None, fingerprint=None, nonce=None),
+        ok("valid mismatch (signed 409)", mismatch, "mismatch"),
+        ok("valid unreachable (signed 503), no observations", unreachable, "unreachable"),
+        ok("valid refused (signed 403)", refused, "refused"),
+        ok("valid cached answer without nonce", no_nonce, "match", nonce=None),
+        ok("valid SHA-1 request", sha1_req, "match", fingerprint=FP1),
+        ok("valid IP-literal target", ip_target, "match", host="93.184.216.34"),
+        ok("valid with the optional ca member", with_ca, "match"),
+        ok("time: exactly max_skew after answered_at", good, "match", now=T + 300,
+           flags=["boundary"]),
+        ok("time: exactly max_skew before answered_at", good, "match", now=T - 300,
+           flags=["boundary"]),
+        bad("stale: max_skew + 1 after", good, "stale", now=T + 301, flags=["boundary"]),
+        bad("stale: answer from the future", good, "stale", now=T - 301),
+        bad("stale with a small configured skew", good, "stale", now=T + 5, max_skew=4),
+        bad("tampered verdict (match -> mismatch)", _resign_doc(
+            good, set_path("statement", "verdict", value="mismatch")), "bad-signature"),
+        bad("tampered last_seen", _resign_doc(good, set_path(
+            "statement", "observations", value=[
+                {**good_doc["statement"]["observations"][0], "last_seen": T + 1},
+                good_doc["statement"]["observations"][1]])), "bad-signature"),
+        bad("tampered answered_at (replayed later)", _resign_doc(
+            good, set_path("statement", "answered_at", value=T + 3600)), "bad-signature",
+            now=T + 3600),
+        bad("tampered target port", _resign_doc(
+            good, set_path("statement", "target", "port", value=8443)), "bad-signature",
+            port=8443),
+        bad("wrong key: signed by a key outside the bundle, claiming the current key's id",
+            other_claims_current, "bad-signature"),
+        bad("unknown key: signed by a key outside the bundle, with its own id", other_own,
+            "unknown-key"),
+        bad("unknown key id", unknown_kid, "unknown-key"),
+        bad("signature of 63 bytes", _resign_doc(
+            good, set_path("signature", "value", value=_b64url(sig_raw[:63]))), "bad-signature"),
+        bad("signature not base64url", _resign_doc(
+            good, set_path("signature", "value", value="!" * 86)), "bad-signature"),
+        bad("wrong target host", good, "wrong-target", host="www.example.com"),
+        bad("wrong target port", good, "wrong-target", port=8443),
+        bad("answer about another certificate fingerprint", good, "wrong-target",
+            fingerprint=OLD256, flags=["fingerprint-binding"]),
+        bad("answer about the same digest under another algorithm", sha1_req, "wrong-target",
+            fingerprint=FP256, flags=["fingerprint-binding"]),
+        bad("nonce mismatch", good, "nonce-mismatch", nonce="AAAAAAAAAAAAAAAAAAAAAA"),
+        bad("nonce sent, answer has none (a cached answer replayed)", no_nonce,
+            "nonce-mismatch"),
+        ok("retired key within its overlap", retired, "match", keys=("current", "retired")),
+        ok("retired key at valid_until", retired, "match", keys=("current", "retired"),
+           now=VALID_UNTIL, max_skew=2000, flags=["boundary"]),
+        bad("retired key after its overlap", retired, "unknown-key", keys=("current", "retired"),
+            now=VALID_UNTIL + 1, max_skew=2000, flags=["boundary"]),
+        bad("non-canonical: pretty-printed", pretty, "non-canonical"),
+        bad("non-canonical: members out of order", reordered, "non-canonical"),
+        bad("non-canonical: trailing newline", good + b"\n", "non-canonical"),
+        bad("non-canonical: needless \\u escape", escaped, "non-canonical"),
+        bad("malformed: not JSON", good[:-1], "malformed"),
+        bad("malformed: a JSON array", b"[]", "malformed"),
+        bad("malformed: no signature member", canonical_json(
+            {"statement": good_doc["statement"]}), "malformed"),
+        bad("malformed: an extra top-level member", canonical_json(
+            {**good_doc, "x": 1}), "malformed"),
+        bad("malformed: signature is a string", canonical_json(
+            {**good_doc, "signature": sig_value}), "malformed"),
+        bad("malformed: another type", _sign(_statement(type="converge-answer/2")), "malformed"),
+        bad("malformed: another signature alg", _resign_doc(
+            good, set_path("signature", "alg", value="rsa")), "malformed"),
+        bad("malformed: key ids of statement and signature differ",
+            _sign(_statement(), sig_kid=_kid("retired")), "malformed",
+            keys=("current", "retired")),
+        bad("malformed: a float inside the statement", good.replace(
+            f'"answered_at":{T}'.encode(), f'"answered_at":{T}.0'.encode()), "malformed"),
+        bad("malformed: a lone surrogate in a string (cannot be UTF-8)", good.replace(
+            b'"cache":"miss"', b'"cache":"\\ud800"'), "malformed"),
+        bad("malformed: unknown verdict (signed)", _sign(_statement(verdict="maybe")),
+            "malformed"),
+        bad("malformed: answered_at is a string (signed)", _sign(_statement(
+            answered_at=str(T))), "malformed"),
+        bad("malformed: larger than 64 KiB", b'{"statement":{"x":"' + b"a" * 65536 + b'"}}',
+            "malformed"),
+    ]
+    return {
+        "schema": "converge-vectors/extended-answers/1",
+        "description": (
+            "The extended format converge-answer/1 (docs/wire-format.md): RFC 8785 canonical "
+            "JSON (type canonical: input text -> canonical text or invalid) and signed answers "
+            "(type answer: verify with the bundle's signing_keys named in bundle_keys, the "
+            "expectations in expect -- null = not checked -- and the documented order of "
+            "checks; output result valid + verdict, or rejected + kind). Keys are trusted at "
+            "expect.now (a retired key while now <= valid_until); freshness is "
+            "|now - answered_at| <= max_skew. Type bundle: a v1 bundle with the optional "
+            "protocols and signing_keys fields -> valid + extended (whether it offers the "
+            "format), or invalid."
+        ),
+        "notes": {
+            "subset": "valid JSON outside the format's canonical subset (floats, integers "
+            "beyond 2**53-1, non-ASCII keys): invalid",
+            "boundary": "exactly at a limit, or one past it",
+            "fingerprint-binding": "the verifier knows which fingerprint it asked about; the "
+            "notary's reference verifier has no such argument",
+        },
+        "signing_keys": {name: _bundle_entry(name) for name in ("current", "retired", "other")},
+        "test_key_seeds": {name: hashlib.sha256(s.encode()).hexdigest()
+                           for name, s in SEEDS.items()},
+        "tests": numbered(cases),
+    }
