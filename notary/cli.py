@@ -65,6 +65,10 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
                       "address (default 20000)"}),
     ("--max-connections", {"type": int, "metavar": "N", "help": "open connections per "
                            "process before answering 503 (default 10000; 0 turns it off)"}),
+    ("--probe-rate-limit", {"type": float, "metavar": "RPS", "help": "live probes per second "
+                            "per client address, 429 beyond (default 1000; 0 turns it off)"}),
+    ("--probe-rate-burst", {"type": int, "metavar": "N", "help": "probe token-bucket size "
+                            "per client address (default 2000)"}),
     ("--relay-listen", {"action": "append", "metavar": "HOST:PORT",
                         "help": "plain-HTTP bounce relay (CONNECT to other notaries' port "
                         "4242 only; repeatable; off by default)"}),

@@ -53,6 +53,8 @@ class Settings:
     rate_burst: int = 20_000
     rate_clients: int = 100_000  # client addresses remembered by the rate limiter
     max_connections: int = 10_000  # open connections per process (0: off)
+    probe_rate_limit: float = 1_000.0  # live probes per second per client address (0: off)
+    probe_rate_burst: int = 2_000
     relay_listen: list[str] = field(default_factory=list)  # plain-HTTP CONNECT relay ports
     relay_port: int = 4242  # the only destination port the relay connects to
     max_tunnels: int = 256  # open relay connections per process
@@ -109,10 +111,14 @@ class Settings:
             raise BadConfig("recheck_after and negative_ttl must not be negative")
         if self.workers > 64:
             raise BadConfig("workers must be at most 64")
-        if self.rate_limit < 0 or self.max_connections < 0:
-            raise BadConfig("rate_limit and max_connections must not be negative")
-        if self.rate_burst < 1 or self.rate_clients < 1 or self.redis_timeout <= 0:
-            raise BadConfig("rate_burst, rate_clients and redis_timeout must be positive")
+        if self.rate_limit < 0 or self.max_connections < 0 or self.probe_rate_limit < 0:
+            raise BadConfig(
+                "rate_limit, probe_rate_limit and max_connections must not be negative"
+            )
+        if (self.rate_burst < 1 or self.probe_rate_burst < 1 or self.rate_clients < 1
+                or self.redis_timeout <= 0):
+            raise BadConfig("rate_burst, probe_rate_burst, rate_clients and redis_timeout "
+                            "must be positive")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen)
         for spec in self.relay_listen:

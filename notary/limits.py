@@ -10,6 +10,11 @@ Rules:
   forgotten first. A forgotten address starts again with a full bucket, so the bound trades
   a little leniency towards very many distinct addresses for bounded memory.
 * ``rate == 0`` turns rate limiting off.
+* Live probes have a bucket of their own per client address (``--probe-rate-limit``): a
+  request that needs a new probe is charged to the address that sent it, so one client
+  cannot make the notary scan on its behalf faster than that rate, however its requests
+  are spread over targets. Cache hits and requests that join a probe already running are
+  not charged. The address travels from the HTTP layer to the prober in :data:`CLIENT`.
 * The connection cap counts open connections of one process. While more than
   ``max_connections`` are open, every request is answered at once with 503, ``Retry-After``
   and ``Connection: close`` so the count falls; ``max_connections == 0`` turns the cap off.
@@ -18,13 +23,20 @@ Rules:
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from notary.core.target import Target
 from notary.errors import RateLimited, TooManyConnections
+from notary.probe import Prober, ProbeResult
+
+CLIENT: ContextVar[str | None] = ContextVar("notary_client", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +60,12 @@ def take(bucket: Bucket | None, now: float, rate: float, burst: int) -> tuple[Bu
 class RateLimiter:
     """Token buckets per client address in a bounded table (see module rules)."""
 
-    def __init__(self, rate: float, burst: int, max_clients: int = 100_000) -> None:
+    def __init__(
+        self, rate: float, burst: int, max_clients: int = 100_000, what: str = "requests"
+    ) -> None:
         if rate < 0 or burst < 1 or max_clients < 1:
             raise ValueError("rate >= 0, burst >= 1 and max_clients >= 1 are required")
+        self.what = what
         self.rate = rate
         self.burst = burst
         self._max = max_clients
@@ -77,7 +92,7 @@ class RateLimiter:
         if wait > 0.0:
             self.refused += 1
             raise RateLimited(
-                f"too many requests from your address (limit {self.rate:g}/s, burst "
+                f"too many {self.what} from your address (limit {self.rate:g}/s, burst "
                 f"{self.burst}); retry later",
                 retry_after=max(1, math.ceil(wait)),
             )
@@ -120,4 +135,25 @@ class ConnectionCap:
             )
 
 
-__all__ = ["Bucket", "ConnectionCap", "RateLimiter", "take"]
+class ProbeLimitedProber:
+    """A :class:`Prober` that charges each live probe to the requesting client's bucket.
+
+    The check runs before the first suspension point, so a refused probe never becomes a
+    flight that other requests could join.
+    """
+
+    def __init__(
+        self, inner: Prober, limiter: RateLimiter, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._inner = inner
+        self.limiter = limiter
+        self._clock = clock
+
+    async def probe(self, target: Target) -> ProbeResult:
+        client = CLIENT.get()
+        if client is not None:
+            self.limiter.check(client, self._clock())
+        return await self._inner.probe(target)
+
+
+__all__ = ["CLIENT", "Bucket", "ConnectionCap", "ProbeLimitedProber", "RateLimiter", "take"]

@@ -38,7 +38,7 @@ from notary.errors import (
     TooManyConnections,
 )
 from notary.keys import Identity
-from notary.limits import ConnectionCap, RateLimiter
+from notary.limits import CLIENT, ConnectionCap, ProbeLimitedProber, RateLimiter
 from notary.metrics import Metrics, TimedProber
 from notary.probe import Prober, TLSProber
 from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
@@ -110,7 +110,9 @@ def _admit(request: web.Request) -> None:
     """Apply the connection cap and the client's rate limit (raises when over)."""
     app = request.app
     app[CONNS].check()
-    app[RATE].check(request.remote or "", time.monotonic())
+    client = request.remote or ""
+    app[RATE].check(client, time.monotonic())
+    CLIENT.set(client)  # live probes this request starts are charged to this address
 
 
 def _failed(request: web.Request, exc: NotaryError) -> web.Response:
@@ -280,6 +282,11 @@ def create_app(
     if metrics is not None:
         app[METRICS] = metrics
         the_prober = TimedProber(the_prober, metrics)
+    if settings.probe_rate_limit > 0:
+        the_prober = ProbeLimitedProber(the_prober, RateLimiter(
+            settings.probe_rate_limit, settings.probe_rate_burst, settings.rate_clients,
+            what="live probes",
+        ))
     ext_signer = ExtSigner(signing_key) if signing_key is not None else None
     app[INFO] = info_document(settings, identity, ext_signer.key_id if ext_signer else None)
 

@@ -283,3 +283,44 @@ async def test_readiness_fails_when_the_store_is_down() -> None:
     finally:
         await runner.cleanup()
         await store.close()
+
+
+async def test_probe_rate_limit_charges_live_probes_not_cache_hits(
+    notary_factory: object,
+) -> None:
+    n = await notary_factory(probe_rate_limit=0.1, probe_rate_burst=2)  # type: ignore[operator]
+    async with aiohttp.ClientSession() as s:
+        assert (await post(s, n.url, "a.test")).status == 200  # probe 1
+        assert (await post(s, n.url, "b.test")).status == 200  # probe 2
+        async with s.post(f"{n.url}/target/c.test+443", data={"fingerprint": FP}) as r:
+            body = await r.text()
+            assert r.status == 429 and "live probes" in body
+            assert int(r.headers["Retry-After"]) >= 1
+        for _ in range(5):  # cache hits are not charged
+            assert (await post(s, n.url, "a.test")).status == 200
+    assert n.prober.probes == 2
+
+
+async def test_probe_rate_limit_off_lets_every_probe_through(notary_factory: object) -> None:
+    n = await notary_factory(probe_rate_limit=0)  # type: ignore[operator]
+    async with aiohttp.ClientSession() as s:
+        for host in ("a.test", "b.test", "c.test", "d.test"):
+            assert (await post(s, n.url, host)).status == 200
+    assert n.prober.probes == 4
+
+
+async def test_probe_limiter_needs_no_client_outside_requests() -> None:
+    from notary.limits import CLIENT, ProbeLimitedProber
+
+    inner = CountingProber()
+    limited = ProbeLimitedProber(inner, RateLimiter(rate=0.001, burst=1), clock=lambda: 0.0)
+    await limited.probe(Target("a.test", 443))  # no client: not charged
+    await limited.probe(Target("a.test", 443))
+    token = CLIENT.set("192.0.2.1")
+    try:
+        await limited.probe(Target("a.test", 443))
+        with pytest.raises(RateLimited):
+            await limited.probe(Target("a.test", 443))
+    finally:
+        CLIENT.reset(token)
+    assert inner.probes == 3
