@@ -1,0 +1,326 @@
+package converge
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Asking notaries over the network (IO): one TLS connection per physical host, pinned to the
+// bundle's certificate (no CA or host name check), one legacy request, the response read
+// until the server closes. All hosts of one logical notary are raced; the first definitive
+// answer wins. Through a bounce relay, one CONNECT names every host of the notary and the
+// relay picks. Every wait is bounded (connect timeout, notary timeout, response size).
+
+// NotaryResult is what one logical notary said.
+type NotaryResult struct {
+	Name        string
+	Vote        Vote // success, failure, unreachable, or skipped (settled before it answered)
+	Kind        string
+	Status      int // 0 = no HTTP status
+	Host        string
+	Detail      string
+	Elapsed     time.Duration
+	CacheStatus string
+}
+
+type hostAnswer struct {
+	outcome     Outcome
+	host        string
+	cacheStatus string
+}
+
+func notaryTLSConfig(serverName string) *tls.Config {
+	return &tls.Config{
+		// The bundle's pin replaces CA and host name checks; it is checked right after the
+		// handshake, before the request is sent.
+		InsecureSkipVerify: true, //nolint:gosec
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         serverName,
+	}
+}
+
+func serverNameFor(host string) string {
+	if net.ParseIP(host) != nil {
+		return ""
+	}
+	return host
+}
+
+// ConnectHead is the CONNECT head sent to a bounce relay for one notary's hosts (pure).
+func ConnectHead(dests []NotaryHost, port int) []byte {
+	first := dests[0].Host
+	lines := []string{fmt.Sprintf("CONNECT %s:%d HTTP/1.1", first, port), "Host: " + first}
+	for _, d := range dests[1:] {
+		lines = append(lines, fmt.Sprintf("X-Convergence-Notary: %s+%d", d.Host, port))
+	}
+	return []byte(strings.Join(lines, "\r\n") + "\r\n\r\n")
+}
+
+var errUnreachable = errors.New("unreachable")
+
+func unreachable(format string, args ...any) error {
+	return ioFailure(KindUnreachable, errUnreachable, format, args...)
+}
+
+// ParseConnectReply says which destination a relay connected to (pure); a status other than
+// 200 or an unknown destination is an "unreachable" error.
+func ParseConnectReply(head []byte, dests []NotaryHost) (NotaryHost, error) {
+	lines := strings.Split(latin1(head), "\r\n")
+	parts := strings.SplitN(lines[0], " ", 3)
+	if len(parts) < 2 || !strings.HasPrefix(parts[0], "HTTP/1.") || parts[1] != "200" {
+		return NotaryHost{}, unreachable("relay refused the tunnel: %.80q", lines[0])
+	}
+	connected, found := "", false
+	for _, line := range lines[1:] {
+		name, value, _ := strings.Cut(line, ":")
+		if strings.ToLower(pyStrip(name)) == "x-convergence-notary" {
+			connected, found = strings.ToLower(pyStrip(value)), true
+		}
+	}
+	if !found {
+		if len(dests) == 1 {
+			return dests[0], nil
+		}
+		return NotaryHost{}, unreachable("relay did not name the notary host it connected to")
+	}
+	host, _, _ := strings.Cut(connected, "+")
+	for _, d := range dests {
+		if h := strings.ToLower(d.Host); h == host || h == connected {
+			return d, nil
+		}
+	}
+	return NotaryHost{}, unreachable("relay connected to an unknown notary host %q", connected)
+}
+
+const maxRelayHead = 8192
+
+// readHead reads a reply head byte by byte up to the blank line (nothing past it is
+// consumed: TLS starts right after).
+func readHead(conn net.Conn) ([]byte, error) {
+	var head []byte
+	b := make([]byte, 1)
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		if len(head) >= maxRelayHead {
+			return nil, unreachable("relay reply head too large")
+		}
+		if _, err := conn.Read(b); err != nil {
+			return nil, unreachable("relay closed the connection: %v", err)
+		}
+		head = append(head, b[0])
+	}
+	return head, nil
+}
+
+// queryOpts are the per-check settings a host query needs.
+type queryOpts struct {
+	connectTimeout time.Duration
+	maxBytes       int
+	relay          *Bundle
+	relayDests     []NotaryHost
+	bouncePort     int
+	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (o *queryOpts) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if o.dialer != nil {
+		return o.dialer(ctx, "tcp", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// openDirect connects and handshakes with one host.
+func openDirect(ctx context.Context, nh NotaryHost, o *queryOpts) (*tls.Conn, NotaryHost, error) {
+	raw, err := o.dial(ctx, net.JoinHostPort(nh.Host, strconv.Itoa(nh.SSLPort)))
+	if err != nil {
+		return nil, nh, unreachable("%s:%d: %v", nh.Host, nh.SSLPort, err)
+	}
+	conn := tls.Client(raw, notaryTLSConfig(serverNameFor(nh.Host)))
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, nh, unreachable("%s:%d: TLS: %v", nh.Host, nh.SSLPort, err)
+	}
+	return conn, nh, nil
+}
+
+// openViaRelay asks the relay (each of its hosts in turn) for a tunnel to one of dests.
+func openViaRelay(ctx context.Context, o *queryOpts) (*tls.Conn, NotaryHost, error) {
+	var last error
+	for _, rh := range o.relay.Hosts {
+		conn, nh, err := func() (*tls.Conn, NotaryHost, error) {
+			raw, err := o.dial(ctx, net.JoinHostPort(rh.Host, strconv.Itoa(rh.HTTPPort)))
+			if err != nil {
+				return nil, NotaryHost{}, err
+			}
+			stop := context.AfterFunc(ctx, func() { raw.Close() })
+			defer stop()
+			if _, err := raw.Write(ConnectHead(o.relayDests, o.bouncePort)); err != nil {
+				raw.Close()
+				return nil, NotaryHost{}, err
+			}
+			head, err := readHead(raw)
+			if err != nil {
+				raw.Close()
+				return nil, NotaryHost{}, err
+			}
+			nh, err := ParseConnectReply(head, o.relayDests)
+			if err != nil {
+				raw.Close()
+				return nil, NotaryHost{}, err
+			}
+			conn := tls.Client(raw, notaryTLSConfig(serverNameFor(nh.Host)))
+			if err := conn.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return nil, NotaryHost{}, err
+			}
+			return conn, nh, nil
+		}()
+		if err == nil {
+			return conn, nh, nil
+		}
+		last = err
+	}
+	return nil, NotaryHost{}, unreachable("no host of relay %q worked: %v", o.relay.Name, last)
+}
+
+// queryHost asks one physical host (or, through a relay, whichever destination the relay
+// reaches). IO failures become outcomes, never errors.
+func queryHost(ctx context.Context, nh NotaryHost, target string, port int, wanted []Fingerprint, o *queryOpts) hostAnswer {
+	label := fmt.Sprintf("%s:%d", nh.Host, nh.SSLPort)
+	if o.relay != nil {
+		label = fmt.Sprintf("%s:%d via %s", nh.Host, o.bouncePort, o.relay.Name)
+	}
+	request, err := RequestBytes(target, port, wanted[0])
+	if err != nil {
+		return hostAnswer{failureOf(err, 0), label, ""}
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	var conn *tls.Conn
+	if o.relay == nil {
+		conn, nh, err = openDirect(cctx, nh, o)
+	} else {
+		conn, nh, err = openViaRelay(cctx, o)
+		if err == nil {
+			label = fmt.Sprintf("%s:%d via %s", nh.Host, o.bouncePort, o.relay.Name)
+		}
+	}
+	timedOut := cctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if err != nil {
+		if timedOut {
+			return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, label, ""}
+		}
+		return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: err.Error()}, label, ""}
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	state := conn.ConnectionState()
+	if len(state.PeerCertificates) == 0 || sha1.Sum(state.PeerCertificates[0].Raw) != [20]byte(nh.Pin.Digest) {
+		return hostAnswer{Outcome{Vote: VoteFailure, Kind: KindPin,
+			Detail: label + " presented a certificate other than the pinned one"}, label, ""}
+	}
+	if _, err := conn.Write(request); err != nil {
+		return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, label, ""}
+	}
+	raw, err := readToEOF(conn, o.maxBytes)
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Family == BadInput {
+			return hostAnswer{failureOf(err, 0), label, ""}
+		}
+		if ctx.Err() != nil {
+			return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, label, ""}
+		}
+		return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, label, ""}
+	}
+	outcome, resp := OutcomeFromHTTP(raw, wanted, nh.Certificate.PublicKey, o.maxBytes)
+	cs := ""
+	if resp != nil {
+		cs = resp.Headers["cache-status"]
+	}
+	return hostAnswer{outcome, label, cs}
+}
+
+// readToEOF reads until the server closes, at most maxBytes. A close without close_notify
+// after some data keeps what was read.
+func readToEOF(r io.Reader, maxBytes int) ([]byte, error) {
+	var buf bytes.Buffer
+	chunk := make([]byte, 32*1024)
+	for {
+		n, err := r.Read(chunk)
+		buf.Write(chunk[:n])
+		if buf.Len() > maxBytes {
+			return nil, responseErr("response larger than %d bytes", maxBytes)
+		}
+		if err == io.EOF {
+			return buf.Bytes(), nil
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) && buf.Len() > 0 {
+				return buf.Bytes(), nil
+			}
+			return nil, err
+		}
+	}
+}
+
+var definitiveKinds = map[string]bool{"listed": true, "status-only": true, "mismatch": true, "not-listed": true}
+var severity = map[string]int{"signature": 3, "response": 3, "pin": 2}
+
+// askNotary races every physical host of b (or one relayed query naming all of them).
+func askNotary(ctx context.Context, b *Bundle, target string, port int, wanted []Fingerprint,
+	notaryTimeout time.Duration, o queryOpts) NotaryResult {
+	t0 := time.Now()
+	nctx, cancel := context.WithTimeout(ctx, notaryTimeout)
+	defer cancel()
+	hosts := b.Hosts
+	if o.relay != nil {
+		hosts = b.Hosts[:1]
+		o.relayDests = b.Hosts
+	}
+	answers := make(chan hostAnswer, len(hosts))
+	for _, h := range hosts {
+		go func(h NotaryHost) { answers <- queryHost(nctx, h, target, port, wanted, &o) }(h)
+	}
+	var got []hostAnswer
+	var winner *hostAnswer
+wait:
+	for range hosts {
+		select {
+		case a := <-answers:
+			got = append(got, a)
+			if definitiveKinds[a.outcome.Kind] {
+				winner = &got[len(got)-1]
+				break wait
+			}
+		case <-nctx.Done():
+			break wait
+		}
+	}
+	cancel()
+	elapsed := time.Since(t0)
+	if winner == nil && len(got) > 0 {
+		best := 0
+		for i, a := range got {
+			if severity[a.outcome.Kind] > severity[got[best].outcome.Kind] {
+				best = i
+			}
+		}
+		winner = &got[best]
+	}
+	if winner == nil {
+		return NotaryResult{Name: b.Name, Vote: VoteUnreachable, Kind: KindTimeout,
+			Detail: fmt.Sprintf("no answer within %s", notaryTimeout), Elapsed: elapsed}
+	}
+	oc := winner.outcome
+	return NotaryResult{b.Name, oc.Vote, oc.Kind, oc.Status, winner.host, oc.Detail, elapsed, winner.cacheStatus}
+}

@@ -1,0 +1,225 @@
+package converge
+
+import (
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strconv"
+)
+
+// The shared test vectors (client-libs/vectors/*.json) through this library: RunVectorCase
+// computes this implementation's output for one case, in the fields CLIENT-CLI.md names.
+// The conformance CLI prints these outputs; the tests compare them with the expectations.
+
+// VectorSchemas lists the vector schemas this implementation understands.
+var VectorSchemas = []string{
+	"converge-vectors/fingerprints/1",
+	"converge-vectors/requests/1",
+	"converge-vectors/legacy-signatures/1",
+	"converge-vectors/notary-responses/1",
+	"converge-vectors/bundles/1",
+	"converge-vectors/consensus/1",
+	"converge-vectors/cache/1",
+}
+
+// SupportsSchema reports whether schema is one of VectorSchemas.
+func SupportsSchema(schema string) bool {
+	for _, s := range VectorSchemas {
+		if s == schema {
+			return true
+		}
+	}
+	return false
+}
+
+func vBytes(c map[string]any, name string) ([]byte, error) {
+	if h, ok := c[name+"_hex"].(string); ok {
+		return hex.DecodeString(h)
+	}
+	s, ok := c[name].(string)
+	if !ok {
+		return nil, fmt.Errorf("case has no %s", name)
+	}
+	return []byte(s), nil
+}
+
+func vString(c map[string]any, name string) string {
+	s, _ := c[name].(string)
+	return s
+}
+
+func vInt(c map[string]any, name string) (int64, bool) {
+	switch n := c[name].(type) {
+	case json.Number:
+		i, err := strconv.ParseInt(n.String(), 10, 64)
+		return i, err == nil
+	case float64:
+		return int64(n), float64(int64(n)) == n
+	}
+	return 0, false
+}
+
+func vFloat(c map[string]any, name string) (float64, bool) {
+	switch n := c[name].(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+func vectorKey(doc map[string]any, name string) (any, error) {
+	certs, _ := doc["certificates"].(map[string]any)
+	p, _ := certs[name].(string)
+	block, _ := pem.Decode([]byte(p))
+	if block == nil {
+		return nil, fmt.Errorf("vector certificate %q missing", name)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return cert.PublicKey, nil
+}
+
+// RunVectorCase returns this implementation's output for one case of a vector file (doc is
+// the whole file decoded with json.Decoder.UseNumber). An error means the case itself is
+// unusable (a harness problem), never a rule violation, which is reported in the output.
+func RunVectorCase(doc, c map[string]any) (map[string]any, error) {
+	schema, _ := doc["schema"].(string)
+	out := map[string]any{"id": c["id"]}
+	invalid := func(err error) (map[string]any, error) {
+		if k := ErrorKind(err); k != "" {
+			out["result"], out["error"] = "invalid", k
+			return out, nil
+		}
+		return nil, err
+	}
+	switch schema {
+	case "converge-vectors/fingerprints/1":
+		fp, err := ParseFingerprint(vString(c, "input"))
+		if err != nil {
+			return invalid(err)
+		}
+		out["result"], out["algorithm"], out["canonical"] = "valid", fp.Algorithm, fp.ColonHex()
+	case "converge-vectors/requests/1":
+		fp, err := ParseFingerprint(vString(c, "fingerprint"))
+		if err != nil {
+			return invalid(err)
+		}
+		port, ok := vInt(c, "port")
+		if !ok || port != int64(int(port)) {
+			return invalid(badInput(KindTarget, "invalid target port"))
+		}
+		req, err := RequestBytes(vString(c, "host"), int(port), fp)
+		if err != nil {
+			return invalid(err)
+		}
+		out["result"], out["request"] = "valid", string(req)
+	case "converge-vectors/legacy-signatures/1":
+		body, err := vBytes(c, "body")
+		if err != nil {
+			return nil, err
+		}
+		key, err := vectorKey(doc, vString(c, "certificate"))
+		if err != nil {
+			return nil, err
+		}
+		signed, err := ParseSignedList(body, MaxResponseBytes)
+		if err == nil {
+			err = VerifySignedList(signed, key)
+		}
+		if err != nil {
+			return invalid(err)
+		}
+		out["result"] = "valid"
+		out["signed_bytes"] = nil
+		if signed.SignedBytesCut != nil {
+			out["signed_bytes"] = string(signed.SignedBytesCut)
+		}
+		out["signed_bytes_reserialised"] = string(signed.SignedBytesReserialised)
+	case "converge-vectors/notary-responses/1":
+		var wanted []Fingerprint
+		list, _ := c["fingerprints"].([]any)
+		for _, x := range list {
+			s, _ := x.(string)
+			fp, err := ParseFingerprint(s)
+			if err != nil {
+				return invalid(err)
+			}
+			wanted = append(wanted, fp)
+		}
+		raw, err := vBytes(c, "raw")
+		if err != nil {
+			return nil, err
+		}
+		key, err := vectorKey(doc, vString(c, "certificate"))
+		if err != nil {
+			return nil, err
+		}
+		o, _ := OutcomeFromHTTP(raw, wanted, key, MaxResponseBytes)
+		out["result"], out["kind"] = string(o.Vote), o.Kind
+	case "converge-vectors/bundles/1":
+		data, err := vBytes(c, "bundle")
+		if err != nil {
+			return nil, err
+		}
+		b, err := ParseBundle(data)
+		if err != nil {
+			return invalid(err)
+		}
+		hosts := []any{}
+		for _, h := range b.Hosts {
+			hosts = append(hosts, map[string]any{"host": h.Host, "ssl_port": h.SSLPort,
+				"http_port": h.HTTPPort, "pin": h.Pin.ColonHex()})
+		}
+		out["result"], out["name"], out["version"], out["hosts"] = "valid", b.Name, b.Version, hosts
+	case "converge-vectors/consensus/1":
+		policy, err := ParsePolicy(vString(c, "policy"))
+		if err != nil {
+			return invalid(err)
+		}
+		var votes []Vote
+		list, _ := c["votes"].([]any)
+		for _, x := range list {
+			s, _ := x.(string)
+			votes = append(votes, Vote(s))
+		}
+		standAside, _ := c["stand_aside"].(bool)
+		pending, _ := vInt(c, "pending")
+		if pending > 0 {
+			v, ok, err := Settled(policy, votes, int(pending), standAside)
+			if err != nil {
+				return nil, err
+			}
+			out["result"] = map[bool]string{true: "trusted", false: "untrusted"}[v]
+			if !ok {
+				out["result"] = "unsettled"
+			}
+		} else {
+			v, err := Decide(policy, votes, standAside)
+			if err != nil {
+				return nil, err
+			}
+			out["result"] = map[bool]string{true: "trusted", false: "untrusted"}[v]
+		}
+	case "converge-vectors/cache/1":
+		var ts *int64
+		if n, ok := vInt(c, "timestamp"); ok {
+			ts = &n
+		}
+		now, _ := vFloat(c, "now")
+		var lifetime *float64
+		if f, ok := vFloat(c, "lifetime"); ok {
+			lifetime = &f
+		}
+		out["result"] = CacheDecision(ts, now, lifetime)
+	default:
+		return nil, fmt.Errorf("unknown vector schema %q", schema)
+	}
+	return out, nil
+}
