@@ -12,8 +12,17 @@
 * "Org Replay": a relay presenting Org B's own certificate (so the pin holds) that forwards
   each request to Org A and returns A's signed bytes: the signature cannot verify against
   B's key.
+* "Org Swap": a relay presenting Org B's certificate that forwards each request to Org B
+  about another target: 127.0.0.2:P (where the forged certificate is served) instead of
+  127.0.0.1:P. A legacy answer names no target, so it is fooled; an extended one is bound to
+  127.0.0.2 and is rejected as ``wrong-target``.
 * HTTPS targets made with trustme: the genuine one on 127.0.0.1:P, the forged one on
   127.0.0.2:P.
+
+Bundles: ``notary bundle`` advertises the extended format (``protocols`` and
+``signing_keys``). The legacy cases use each bundle without those two fields (``Org A``);
+the extended cases use it as written (``Org A+``, likewise ``Org Dead+``, ``Org Replay+``,
+``Org Swap+``).
 
 Everything is started once per session. When ``notary`` (the console script) is missing the
 live cases are skipped with that reason; the vector cases still run.
@@ -377,6 +386,30 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         rp["hosts"] = [{**b["hosts"][0], "ssl_port": relay_srv.server_address[1]}]
         e.bundles["Org Replay"] = tmp / "org-replay.notary"
         e.bundles["Org Replay"].write_text(json.dumps(rp))
+
+        # Org Swap: presents B's certificate, asks B about 127.0.0.2 instead of 127.0.0.1
+        b_port = procs[1].port
+
+        def swap(s: ssl.SSLSocket) -> None:
+            req = _swap_target(_read_request(s), "127.0.0.1", "127.0.0.2")
+            up_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            up_ctx.check_hostname = False
+            up_ctx.verify_mode = ssl.CERT_NONE
+            with (
+                socket.create_connection(("127.0.0.1", b_port), timeout=10) as raw,
+                up_ctx.wrap_socket(raw) as up,
+            ):
+                up.sendall(req)
+                while chunk := up.recv(65536):
+                    s.sendall(chunk)
+
+        swap_srv = _tls_server(("127.0.0.1", 0), relay_ctx, swap)
+        servers.append(swap_srv)
+        sw = {**b, "name": "Org Swap"}
+        sw["hosts"] = [{**b["hosts"][0], "ssl_port": swap_srv.server_address[1]}]
+        e.bundles["Org Swap"] = tmp / "org-swap.notary"
+        e.bundles["Org Swap"].write_text(json.dumps(sw))
+        _split_extended(e)
         yield e
     finally:
         for n in procs:
@@ -392,6 +425,44 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             srv.server_close()
 
 
+def _swap_target(request: bytes, old: str, new: str) -> bytes:
+    """Rewrite a legacy (``/target/<old>+``) or extended (JSON ``"host"``) request to ask
+    about ``new`` instead of ``old``."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    if head.startswith(b"POST /target/"):
+        return request.replace(f"/target/{old}+".encode(), f"/target/{new}+".encode(), 1)
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return request
+    if isinstance(doc, dict) and doc.get("host") == old:
+        doc["host"] = new
+    body = json.dumps(doc).encode()
+    lines = [
+        line
+        for line in head.split(b"\r\n")
+        if not line.lower().startswith(b"content-length:")
+    ]
+    lines.append(f"Content-Length: {len(body)}".encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+EXTENDED_FIELDS = ("protocols", "signing_keys")
+
+
+def _split_extended(e: Environment) -> None:
+    """``X+`` = the bundle as ``notary bundle`` wrote it (extended format advertised);
+    ``X`` = the same bundle without the extended fields (a legacy bundle)."""
+    for name, path in list(e.bundles.items()):
+        doc = json.loads(path.read_text())
+        if not all(f in doc for f in EXTENDED_FIELDS):
+            raise RuntimeError(f"notary bundle for {name} does not advertise the extended format")
+        e.bundles[f"{name}+"] = path
+        legacy = path.with_name(path.stem + "-legacy.notary")
+        legacy.write_text(json.dumps({k: v for k, v in doc.items() if k not in EXTENDED_FIELDS}))
+        e.bundles[name] = legacy
+
+
 def make_config_dir(
     base: Path, env: Environment, notaries: list[str], settings: dict[str, Any]
 ) -> Path:
@@ -400,7 +471,8 @@ def make_config_dir(
     (d / "notaries-available").mkdir(parents=True)
     (d / "notaries-enabled").mkdir()
     for i, name in enumerate(notaries):
-        fname = f"{i:02d}-{name.lower().replace(' ', '-')}.notary"
+        slug = name.lower().replace(" ", "-").replace("+", "-ext")
+        fname = f"{i:02d}-{slug}.notary"
         shutil.copy(env.bundles[name], d / "notaries-available" / fname)
         os.symlink(Path("..") / "notaries-available" / fname, d / "notaries-enabled" / fname)
     placeholders = {

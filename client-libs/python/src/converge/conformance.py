@@ -76,7 +76,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
                 "cache": v.from_cache,
                 "relay": v.relay,
                 "notaries": [
-                    {"name": r.name, "outcome": r.vote, "kind": r.kind, "status": r.status}
+                    {
+                        "name": r.name,
+                        "outcome": r.vote,
+                        "kind": r.kind,
+                        "status": r.status,
+                        "protocol": r.protocol,
+                    }
                     for r in v.results
                 ],
             },
