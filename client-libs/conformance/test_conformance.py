@@ -44,7 +44,7 @@ LISTED = (S, "listed")
 MISMATCH = (F, "mismatch")
 DOWN = (U, "unreachable")
 MATCH = (S, "match")
-V1, V2 = "convergence-v1", "converge-answer/1"
+V2 = "converge-answer/1"
 
 CASES = [
     Case(
@@ -294,13 +294,13 @@ CASES = [
         "ext-mixed",
         "a legacy bundle among extended ones is asked in the legacy format",
         ("Org A+", "Org B", "Org C+"),
-        (Step("genuine", 0, True, False, (MATCH, LISTED, MATCH), protocols=(V2, V1, V2)),),
+        (Step("genuine", 0, True, False, (MATCH, LISTED, MATCH)),),
     ),
     Case(
         "ext-off",
         "extended off: the same bundles, legacy answers",
         ABC_EXT,
-        (Step("genuine", 0, True, False, (LISTED,) * 3, protocols=(V1,) * 3),),
+        (Step("genuine", 0, True, False, (LISTED,) * 3),),
         {"extended": "off"},
     ),
     Case(
@@ -329,7 +329,7 @@ CASES = [
         "ext-swapped-target-legacy",
         "twin, the legacy weakness: the same swap fools a legacy answer, which names no target",
         ("Org Swap",),
-        (Step("forged", 0, True, False, (LISTED,), protocols=(V1,)),),
+        (Step("forged", 0, True, False, (LISTED,)),),
         {"notary-agreement": "minority"},
     ),
 ]
