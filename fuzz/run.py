@@ -1,4 +1,4 @@
-"""Fuzz every parser in ``targets.PARSERS`` for a bounded time.
+"""Fuzz every parser in ``fuzz_targets.PARSERS`` for a bounded time.
 
     python fuzz/run.py --seconds 20            # all targets, time split between them
     python fuzz/run.py --seconds 300 --target "notary extended request"
@@ -25,8 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from seeds import SEEDS  # noqa: E402
-from targets import KNOWN_OPEN, PARSERS, run  # noqa: E402
+from fuzz_seeds import SEEDS  # noqa: E402
+from fuzz_targets import KNOWN_OPEN, PARSERS, run  # noqa: E402
 
 INSTRUMENTED = ["notary.core", "notary.relay", "notary.resolve", "notary.config",
                 "converge.legacy", "converge.bundle", "converge.config", "replay.flows",

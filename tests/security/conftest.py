@@ -4,7 +4,6 @@ at the end of the session from the rows the tests added."""
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,22 +83,3 @@ def good_target(site_cert: trustme.LeafCert) -> Iterator[ThreadServer]:
     """A well-behaved TLS site on loopback (for the 'still healthy' checks)."""
     with ThreadServer(tls_handler(server_ctx(site_cert))) as server:
         yield server
-
-
-@pytest.fixture(scope="session")
-def python() -> str:
-    return sys.executable
-
-
-def have_netns() -> str | None:
-    """None when network namespaces can be created here, else why not."""
-    name = "cvprobe-ns"
-    try:
-        r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
-                           timeout=10)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"cannot run ip: {exc}"
-    if r.returncode != 0:
-        return f"ip netns add failed (needs root / CAP_NET_ADMIN): {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
-    return None

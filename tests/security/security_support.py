@@ -357,3 +357,17 @@ def running_notary(data_dir: Path, args: list[str], tls: bool = True) -> Iterato
         yield n
     finally:
         n.stop()
+
+
+def have_netns() -> str | None:
+    """None when network namespaces can be created here, else why not."""
+    name = f"cvprobe{os.getpid()}"
+    try:
+        r = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True,
+                           timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"cannot run ip: {exc}"
+    if r.returncode != 0:
+        return f"ip netns add failed (needs root / CAP_NET_ADMIN): {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
+    return None

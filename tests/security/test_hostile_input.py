@@ -1,7 +1,7 @@
 """Hostile input: every parser, property-tested with hypothesis.
 
 Property: on any input a parser returns or raises its own bad-input family, in bounded
-time. The parsers and their allowed families are the table in ``fuzz/targets.py``.
+time. The parsers and their allowed families are the table in ``fuzz/fuzz_targets.py``.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from fuzz_seeds import SEEDS
+from fuzz_targets import KNOWN_OPEN, PARSERS, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from security_support import Results
-from seeds import SEEDS
-from targets import KNOWN_OPEN, PARSERS, run
 
 SUITE = "hostile input"
 PER_CALL_LIMIT = 1.0  # seconds; generous on a shared 2-core machine
@@ -121,7 +121,7 @@ def test_parser_raises_only_its_own_errors(name: str, results: Results) -> None:
 
 def test_the_harness_catches_a_crash() -> None:
     """Must-fail twin: an error outside the allowed family does escape ``run``."""
-    from targets import PARSERS as table
+    from fuzz_targets import PARSERS as table
 
     def crashing(data: bytes) -> object:
         raise KeyError("boom")

@@ -29,8 +29,15 @@ from typing import Any
 
 import pytest
 import trustme
-from conftest import have_netns
-from security_support import REPO, NotaryProcess, Results, copy_identity, leaf_der, sha1_colon
+from security_support import (
+    REPO,
+    NotaryProcess,
+    Results,
+    copy_identity,
+    have_netns,
+    leaf_der,
+    sha1_colon,
+)
 
 SUITE = "man in the middle (network namespaces)"
 _WHY = have_netns()

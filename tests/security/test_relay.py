@@ -455,7 +455,7 @@ def test_relay_with_two_workers(identity_dir: Path, tmp_path: Path,
         "127.0.0.0/8", "--relay-listen", f"127.0.0.1:{relay_port}", "--relay-port",
         str(dest.port)], tls=False)
     try:
-        heads = []
+        heads: list[bytes] = []
         deadline = time.monotonic() + 20
         while len(heads) < 6 and time.monotonic() < deadline:
             try:
