@@ -48,7 +48,7 @@ async def test_match_answers_200_with_signed_history(
     key = notary.identity.cert.public_key()
     assert verifies_recipe_a(r.body, key)  # type: ignore[arg-type]
     assert verifies_recipe_b(r.body, key)  # type: ignore[arg-type]
-    assert target.handshakes == 1
+    assert target.hellos == 1
     assert target.sni_seen == ["site.test"]
 
 
@@ -127,7 +127,7 @@ async def test_history_after_rotation_lists_both_newest_first(
     # record still names it (the legacy rule: a known fingerprint is a hit)
     r3 = await notary.post(spec, sha1_fp(leaf_der(old)))
     assert r3.status == 200 and r3.cache_status == HIT
-    assert target.handshakes == 2
+    assert target.hellos == 2
 
 
 async def test_dead_port_answers_503_within_the_timeout(make_notary: MakeNotary) -> None:
@@ -150,7 +150,7 @@ async def test_handshake_that_never_completes_answers_503(
     r = await notary.post(f"site.test+{target.port}", sha1_fp(leaf_der(site_cert)))
     elapsed = time.monotonic() - started
     assert r.status == 503
-    assert target.accepted == 1 and target.handshakes == 0
+    assert target.accepted == 1 and target.hellos == 0
     assert 0.4 <= elapsed < 10  # the probe timeout, measured generously
     assert b"no TLS handshake within" in r.body
 
@@ -259,7 +259,7 @@ async def test_concurrent_requests_share_one_probe(
     target.gate.set()
     replies = await asyncio.gather(*tasks)
     assert [r.status for r in replies] == [200] * n
-    assert target.accepted == 1 and target.handshakes == 1
+    assert target.accepted == 1 and target.hellos == 1
     assert notary.service.probes_started == 1
     assert len({r.body for r in replies}) == 1
 
@@ -274,7 +274,7 @@ async def test_sequential_misses_each_probe(
     for _ in range(3):
         r = await notary.post(spec, sha1_fp(leaf_der(ca.issue_cert("x.test"))))
         assert r.status == 409
-    assert target.handshakes == 3
+    assert target.hellos == 3
     assert notary.service.probes_started == 3
 
 
@@ -317,11 +317,11 @@ async def test_recheck_after_reprobes_as_stale(
     clock.advance(100)  # at the limit: still fresh
     r = await notary.post(spec, fp)
     assert r.status == 200 and r.cache_status == HIT
-    assert target.handshakes == 1
+    assert target.hellos == 1
     clock.advance(1)  # one past it: re-verified by a probe
     r = await notary.post(spec, fp)
     assert r.status == 200 and r.cache_status == STALE
-    assert target.handshakes == 2
+    assert target.hellos == 2
     finish = r.json()["fingerprintList"][0]["timestamp"]["finish"]
     assert finish == str(int(clock.now))
 
@@ -362,7 +362,7 @@ async def test_get_without_fingerprint(
     assert first.fingerprints() == [sha1_fp(leaf_der(site_cert))]
     second = await notary.get(spec)
     assert second.status == 200 and second.cache_status == HIT
-    assert target.handshakes == 1
+    assert target.hellos == 1
 
 
 async def test_keep_alive_http11_client(
