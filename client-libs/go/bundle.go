@@ -32,11 +32,12 @@ type NotaryHost struct {
 
 // SigningKey is one Ed25519 key of the extended format listed in a bundle.
 type SigningKey struct {
-	Alg        string
-	KeyID      string
-	PublicKey  []byte // raw 32 bytes
-	Status     string // "current" or "retired"
-	ValidUntil int64  // retired keys: unix seconds; 0 = none given
+	Alg           string
+	KeyID         string
+	PublicKey     []byte // raw 32 bytes
+	PublicKeyText string // as written in the bundle (unpadded base64url)
+	Status        string // "current" or "retired"
+	ValidUntil    int64  // retired keys: unix seconds
 }
 
 // Bundle is one logical notary (an organisation), parsed from a .notary file.
@@ -166,40 +167,118 @@ func ParseBundle(data []byte) (*Bundle, error) {
 		}
 		b.Hosts = append(b.Hosts, nh)
 	}
-	// Extended-format fields; legacy clients ignore them, and so does this parser when they
-	// are malformed (the bundle then simply does not offer the extended format).
-	if p := obj.get("protocols"); p != nil && p.kind == jArray {
-		for _, x := range p.arr {
-			if s, ok := x.asString(); ok {
-				b.Protocols = append(b.Protocols, s)
-			}
+	// Optional fields of the extended format (legacy clients ignore them), validated as
+	// strictly as the Python client does.
+	if obj.has("protocols") {
+		if b.Protocols, err = parseProtocols(obj.get("protocols")); err != nil {
+			return nil, err
 		}
 	}
-	if ks := obj.get("signing_keys"); ks != nil && ks.kind == jArray {
-		for _, k := range ks.arr {
-			if sk, ok := parseSigningKey(k); ok {
-				b.SigningKeys = append(b.SigningKeys, sk)
-			}
+	if obj.has("signing_keys") {
+		if b.SigningKeys, err = parseSigningKeys(obj.get("signing_keys")); err != nil {
+			return nil, err
 		}
+	}
+	if b.Offers(ExtendedFormat) && len(b.SigningKeys) == 0 {
+		return nil, bundleErr("protocols lists %s but the bundle has no signing_keys", ExtendedFormat)
 	}
 	return b, nil
 }
 
-func parseSigningKey(k *jsonValue) (SigningKey, bool) {
-	alg, ok1 := k.get("alg").asString()
-	kid, ok2 := k.get("key_id").asString()
-	pub, ok3 := k.get("public_key").asString()
+// OffersExtended: the bundle advertises converge-answer/1 and carries its signing keys.
+func (b *Bundle) OffersExtended() bool {
+	return b.Offers(ExtendedFormat) && len(b.SigningKeys) > 0
+}
+
+const maxSigningKeys = 8
+
+func parseProtocols(v *jsonValue) ([]string, error) {
+	if v.kind != jArray || len(v.arr) > 16 {
+		return nil, bundleErr("protocols must be a list of at most 16 strings")
+	}
+	out := []string{}
+	for _, x := range v.arr {
+		s, ok := x.asString()
+		if n := len([]rune(s)); !ok || n == 0 || n > 64 {
+			return nil, bundleErr("protocols must be a list of short strings")
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseSigningKey(k *jsonValue) (SigningKey, error) {
+	if k.kind != jObject {
+		return SigningKey{}, bundleErr("a signing key entry must be an object")
+	}
+	for _, key := range k.keys {
+		switch utf16Decode(key) {
+		case "alg", "key_id", "public_key", "status", "valid_until":
+		default:
+			return SigningKey{}, bundleErr("unknown signing key field %q", utf16Decode(key))
+		}
+	}
+	if alg, _ := k.get("alg").asString(); alg != "ed25519" {
+		return SigningKey{}, bundleErr("signing key alg must be ed25519")
+	}
+	text, ok := k.get("public_key").asString()
+	raw, err := unb64url(text)
+	if !ok || err != nil {
+		return SigningKey{}, bundleErr("signing key public_key must be unpadded base64url")
+	}
+	if len(raw) != 32 {
+		return SigningKey{}, bundleErr("an Ed25519 public key has 32 bytes")
+	}
+	kid, ok := k.get("key_id").asString()
+	if !ok || kid != keyIDOf(raw) {
+		return SigningKey{}, bundleErr("signing key id %q does not match its public key", kid)
+	}
 	status, _ := k.get("status").asString()
-	if !ok1 || !ok2 || !ok3 || alg != "ed25519" {
-		return SigningKey{}, false
+	until := k.get("valid_until")
+	sk := SigningKey{Alg: "ed25519", KeyID: kid, PublicKey: raw, PublicKeyText: text, Status: status}
+	switch {
+	case status == "current" && k.get("status").kind == jString:
+		if until != nil && until.kind != jNull {
+			return SigningKey{}, bundleErr("a current signing key has no valid_until")
+		}
+	case status == "retired" && k.get("status").kind == jString:
+		n, ok := until.asInt()
+		if !ok || n <= 0 || n > maxSafeInt {
+			return SigningKey{}, bundleErr("a retired signing key needs valid_until (unix seconds)")
+		}
+		sk.ValidUntil = n
+	default:
+		return SigningKey{}, bundleErr("signing key status must be current or retired")
 	}
-	raw, err := unb64url(pub)
-	if err != nil || len(raw) != 32 || keyIDOf(raw) != kid {
-		return SigningKey{}, false
+	return sk, nil
+}
+
+func parseSigningKeys(v *jsonValue) ([]SigningKey, error) {
+	if v.kind != jArray || len(v.arr) == 0 {
+		return nil, bundleErr("signing_keys must be a non-empty list")
 	}
-	until, _ := k.get("valid_until").asInt()
-	if status == "" {
-		status = "current"
+	if len(v.arr) > maxSigningKeys {
+		return nil, bundleErr("more than %d signing keys", maxSigningKeys)
 	}
-	return SigningKey{alg, kid, raw, status, until}, true
+	var out []SigningKey
+	seen := map[string]bool{}
+	current := 0
+	for _, x := range v.arr {
+		k, err := parseSigningKey(x)
+		if err != nil {
+			return nil, err
+		}
+		if seen[k.KeyID] {
+			return nil, bundleErr("signing key ids repeat")
+		}
+		seen[k.KeyID] = true
+		if k.Status == "current" {
+			current++
+		}
+		out = append(out, k)
+	}
+	if current != 1 {
+		return nil, bundleErr("signing_keys must hold exactly one current key")
+	}
+	return out, nil
 }

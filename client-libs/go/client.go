@@ -235,6 +235,18 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 	if len(notaries) == 0 {
 		return Verdict{}, badInput(KindConfig, "no notaries enabled")
 	}
+	if cfg.Extended == ExtendedRequire {
+		var offering []*Bundle
+		for _, b := range notaries {
+			if b.OffersExtended() {
+				offering = append(offering, b)
+			}
+		}
+		if len(offering) == 0 {
+			return Verdict{}, badInput(KindConfig, "extended is require but no enabled notary's bundle offers %s", ExtendedFormat)
+		}
+		notaries = offering
+	}
 	var relay *Bundle
 	if cfg.Bounce {
 		if len(notaries) < 2 {
@@ -271,9 +283,14 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 	}
 	done := make(chan indexed, k)
 	for i, b := range chosen {
-		go func(i int, b *Bundle) {
-			done <- indexed{i, askNotary(tctx, b, host, port, fps, seconds(cfg.NotaryTimeout), opts)}
-		}(i, b)
+		o := opts
+		if cfg.Extended != ExtendedOff && b.OffersExtended() {
+			o.ext = &extQuery{keys: b.SigningKeys, nonce: cfg.ExtendedNonce, maxSkew: cfg.MaxSkew,
+				fallback: cfg.Extended == ExtendedFallback, now: c.now}
+		}
+		go func(i int, b *Bundle, o queryOpts) {
+			done <- indexed{i, askNotary(tctx, b, host, port, fps, seconds(cfg.NotaryTimeout), o)}
+		}(i, b, o)
 	}
 	results := make([]*NotaryResult, k)
 	pending := k

@@ -62,6 +62,9 @@ type Config struct {
 	MaxResponseBytes int
 	Bounce           bool
 	BouncePort       int
+	Extended         string // off, prefer (default), fallback, require
+	ExtendedNonce    bool   // a fresh random nonce with every extended query
+	MaxSkew          int64  // seconds an extended answer's time may differ from ours
 	Bundles          []*Bundle // when non-nil, used instead of NotariesDir
 }
 
@@ -72,6 +75,7 @@ func DefaultConfig() Config {
 		Agreement: Majority, Quorum: 3, ConnectTimeout: 3, NotaryTimeout: 5, TotalTimeout: 10,
 		CacheLifetime: &lifetime, StandAside: true, EarlyReturn: true,
 		MaxResponseBytes: 256 * 1024, BouncePort: 4242,
+		Extended: ExtendedPrefer, ExtendedNonce: true, MaxSkew: DefaultMaxSkew,
 	}
 }
 
@@ -121,7 +125,8 @@ var knownConfigKeys = map[string]bool{
 	"db": true, "userdb": true, "notaries-dir": true, "notary-agreement": true, "quorum": true,
 	"connect-timeout": true, "notary-timeout": true, "total-timeout": true,
 	"cache-lifetime": true, "stand-aside": true, "early-return": true, "bounce": true,
-	"bounce-port": true, "max-response-bytes": true,
+	"bounce-port": true, "max-response-bytes": true, "extended": true, "extended-nonce": true,
+	"max-skew": true,
 }
 
 func cfgErr(format string, args ...any) error { return badInput(KindConfig, format, args...) }
@@ -235,6 +240,25 @@ func parseConfig(dir string, raw *jsonValue) (Config, error) {
 		return Config{}, err
 	}
 	if c.MaxResponseBytes, err = cfgInt(raw, "max-response-bytes", 256*1024, 1024, 16*1024*1024, "an integer 1024..16777216"); err != nil {
+		return Config{}, err
+	}
+	if v := raw.get("extended"); v != nil {
+		m, _ := v.asString()
+		switch m {
+		case ExtendedOff, ExtendedPrefer, ExtendedFallback, ExtendedRequire:
+			c.Extended = m
+		default:
+			return Config{}, cfgErr("extended must be one of off, prefer, fallback, require")
+		}
+	}
+	if v := raw.get("max-skew"); v != nil {
+		n, ok := v.asInt()
+		if !ok || n < 0 || n > 86400 {
+			return Config{}, cfgErr("max-skew must be an integer 0..86400 (seconds)")
+		}
+		c.MaxSkew = n
+	}
+	if c.ExtendedNonce, err = cfgBool(raw, "extended-nonce", true); err != nil {
 		return Config{}, err
 	}
 	if v := raw.get("notary-agreement"); v != nil {

@@ -2,12 +2,15 @@ package converge
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/json"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -59,11 +62,19 @@ func RejectReason(err error) string {
 	return ""
 }
 
+// unb64url decodes unpadded base64url (unused trailing bits are not checked, as in the
+// Python client).
 func unb64url(s string) ([]byte, error) {
-	if strings.ContainsAny(s, "=+/") {
+	if len(s)%4 == 1 {
 		return nil, errors.New("not base64url without padding")
 	}
-	return base64.RawURLEncoding.Strict().DecodeString(s)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return nil, errors.New("not base64url without padding")
+		}
+	}
+	return base64.RawURLEncoding.DecodeString(s)
 }
 
 func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -74,20 +85,30 @@ func keyIDOf(raw []byte) string {
 	return hex.EncodeToString(d[:8])
 }
 
-// TrustedKeys returns the bundle's signing keys usable at now, by key id: current keys, and
-// retired ones until their valid_until.
-func (b *Bundle) TrustedKeys(now int64) map[string]ed25519.PublicKey {
+// TrustedAt: a current key always, a retired one while now <= valid_until.
+func (k SigningKey) TrustedAt(now int64) bool {
+	return k.Status == "current" || (k.Status == "retired" && now <= k.ValidUntil)
+}
+
+// TrustedKeys returns the bundle's signing keys trusted at now, by key id.
+func TrustedKeys(keys []SigningKey, now int64) map[string]ed25519.PublicKey {
 	out := map[string]ed25519.PublicKey{}
-	for _, k := range b.SigningKeys {
-		if k.Status == "retired" && (k.ValidUntil == 0 || now > k.ValidUntil) {
-			continue
+	for _, k := range keys {
+		if k.TrustedAt(now) {
+			out[k.KeyID] = ed25519.PublicKey(k.PublicKey)
 		}
-		if k.Status != "current" && k.Status != "retired" {
-			continue
-		}
-		out[k.KeyID] = ed25519.PublicKey(k.PublicKey)
 	}
 	return out
+}
+
+// ExpectedHost is the host as a notary names it in target.host: an IP literal in its
+// compressed form, a DNS name in lower case without a trailing dot.
+func ExpectedHost(host string) string {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return ip.String()
+	}
+	name := strings.ToLower(host)
+	return strings.TrimSuffix(name, ".")
 }
 
 // ExtendedAnswer is a verified answer.
@@ -107,14 +128,16 @@ type ExtObservation struct {
 	FirstSeen, LastSeen int64
 }
 
-// Expect is what a verifier binds an answer to. Empty Host skips the target check, empty
-// Nonce the nonce check, Now 0 the freshness check (an offline verifier may not know them).
+// Expect is what a verifier binds an answer to. Empty Host skips the target check, a nil
+// Fingerprint the fingerprint check, empty Nonce the nonce check, nil Now the freshness
+// check (an offline verifier may not know them).
 type Expect struct {
-	Host    string
-	Port    int
-	Nonce   string
-	Now     int64
-	MaxSkew int64 // 0 = DefaultMaxSkew
+	Host        string
+	Port        int
+	Fingerprint *Fingerprint
+	Nonce       string
+	Now         *int64
+	MaxSkew     int64
 }
 
 // VerifyAnswer checks an extended answer body in the documented order:
@@ -171,13 +194,22 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 	if exp.Host != "" {
 		th, okh := target.get("host").asString()
 		tp, okp := target.get("port").asInt()
-		if !okh || !okp || th != exp.Host || tp != int64(exp.Port) {
+		if !okh || !okp || th != ExpectedHost(exp.Host) || tp != int64(exp.Port) {
 			return nil, reject(RejectWrongTarget, "answer is about another target, not %s:%d", exp.Host, exp.Port)
 		}
 	}
+	request := stmt.get("request")
+	if exp.Fingerprint != nil {
+		alg, ok1 := request.get("alg").asString()
+		fp, ok2 := request.get("fingerprint").asString()
+		if request == nil || request.kind != jObject || !ok1 || !ok2 ||
+			alg != exp.Fingerprint.Algorithm || fp != exp.Fingerprint.ColonHex() {
+			return nil, reject(RejectWrongTarget, "answer is about another certificate fingerprint")
+		}
+	}
 	if exp.Nonce != "" {
-		n, ok := stmt.get("request").get("nonce").asString()
-		if !ok || n != exp.Nonce {
+		n, ok := request.get("nonce").asString()
+		if request == nil || request.kind != jObject || !ok || n != exp.Nonce {
 			return nil, reject(RejectNonceMismatch, "answer does not echo our nonce")
 		}
 	}
@@ -185,17 +217,13 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 	if !ok {
 		return nil, reject(RejectMalformed, "answered_at must be an integer")
 	}
-	if exp.Now != 0 {
-		skew := exp.MaxSkew
-		if skew == 0 {
-			skew = DefaultMaxSkew
-		}
-		d := exp.Now - at
+	if exp.Now != nil {
+		d := *exp.Now - at
 		if d < 0 {
 			d = -d
 		}
-		if d > skew {
-			return nil, reject(RejectStale, "answer time is %d s from now", exp.Now-at)
+		if d > exp.MaxSkew {
+			return nil, reject(RejectStale, "answer time is %d s from now (max skew %d s)", *exp.Now-at, exp.MaxSkew)
 		}
 	}
 	out := &ExtendedAnswer{Verdict: verdict, KeyID: kid, AnsweredAt: at, statement: stmt}
@@ -212,4 +240,94 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 		}
 	}
 	return out, nil
+}
+
+// ---------------------------------------------------------------- requests and outcomes
+
+// Extended-format modes of the "extended" configuration key.
+const (
+	ExtendedOff      = "off"      // legacy only
+	ExtendedPrefer   = "prefer"   // extended with notaries whose bundle offers it
+	ExtendedFallback = "fallback" // as prefer, legacy when the host does not offer it
+	ExtendedRequire  = "require"  // ask only notaries that offer it
+)
+
+// AnswerMediaType is the Content-Type of a signed answer; AnswerPath its request path.
+const (
+	AnswerMediaType = "application/vnd.converge.answer+json"
+	AnswerPath      = "/v2/answer"
+)
+
+// verdictStatus is the status a notary sends with each signed verdict.
+var verdictStatus = map[string]int{"match": 200, "mismatch": 409, "unreachable": 503, "refused": 403}
+
+// notOffered: statuses meaning "this notary does not speak the extended format here".
+var notOffered = map[int]bool{400: true, 404: true, 405: true, 501: true}
+
+// NewNonce returns unpadded base64url of 16 random bytes.
+func NewNonce() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return b64url(b)
+}
+
+// ExtendedRequestBytes is the whole HTTP/1.0 request of the extended format.
+func ExtendedRequestBytes(host string, port int, fp Fingerprint, nonce string) ([]byte, error) {
+	if err := CheckTarget(host, port); err != nil {
+		return nil, err
+	}
+	hostJSON, _ := json.Marshal(host)
+	body := fmt.Sprintf(`{"host":%s,"port":%d,"fingerprint":"%s","alg":"%s"`, hostJSON, port, fp.ColonHex(), fp.Algorithm)
+	if nonce != "" {
+		body += `,"nonce":"` + nonce + `"`
+	}
+	body += "}"
+	head := fmt.Sprintf("POST %s HTTP/1.0\r\nContent-Type: application/json\r\nAccept: %s\r\n"+
+		"Connection: close\r\nContent-Length: %d\r\n\r\n", AnswerPath, AnswerMediaType, len(body))
+	return []byte(head + body), nil
+}
+
+// RequestFingerprint is the form to ask about: SHA-256 when known, else the first.
+func RequestFingerprint(forms []Fingerprint) Fingerprint {
+	for _, f := range forms {
+		if f.Algorithm == "sha256" {
+			return f
+		}
+	}
+	return forms[0]
+}
+
+// extVotes maps a verified verdict to a vote and kind: "refused" stands aside like an
+// unreachable notary (it says nothing about the certificate).
+var extVotes = map[string][2]string{
+	"match":       {string(VoteSuccess), "match"},
+	"mismatch":    {string(VoteFailure), "mismatch"},
+	"unreachable": {string(VoteUnreachable), "target-unreachable"},
+	"refused":     {string(VoteUnreachable), "refused"},
+}
+
+// EvaluateExtended reduces one extended response to a vote: a verification failure is a
+// failure of the kind it names; a status that does not fit the signed verdict is a
+// "response" failure; a response without a signed answer is an unreachable "status".
+func EvaluateExtended(resp *HTTPResponse, keys map[string]ed25519.PublicKey, exp Expect) Outcome {
+	ctype := strings.ToLower(strings.TrimSpace(strings.SplitN(resp.Headers["content-type"], ";", 2)[0]))
+	signed := false
+	for _, st := range verdictStatus {
+		signed = signed || st == resp.Status
+	}
+	if !signed || ctype != AnswerMediaType {
+		return Outcome{Vote: VoteUnreachable, Kind: "status", Status: resp.Status, Detail: fmt.Sprintf("HTTP status %d", resp.Status)}
+	}
+	v, err := VerifyAnswer(resp.Body, keys, exp)
+	if err != nil {
+		return Outcome{Vote: VoteFailure, Kind: RejectReason(err), Status: resp.Status, Detail: err.Error()}
+	}
+	if verdictStatus[v.Verdict] != resp.Status {
+		return Outcome{Vote: VoteFailure, Kind: KindResponse, Status: resp.Status,
+			Detail: fmt.Sprintf("status %d with signed verdict %s", resp.Status, v.Verdict)}
+	}
+	vk := extVotes[v.Verdict]
+	return Outcome{Vote: Vote(vk[0]), Kind: vk[1], Status: resp.Status, Detail: v.Detail, Answer: resp.Body}
 }

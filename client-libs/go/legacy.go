@@ -280,6 +280,7 @@ type Outcome struct {
 	Status  int // 0 = none
 	Detail  string
 	History []HistoryEntry
+	Answer  []byte // a verified extended answer
 }
 
 func failureOf(err error, status int) Outcome {
@@ -300,11 +301,11 @@ func Evaluate(status int, body []byte, wanted []Fingerprint, publicKey crypto.Pu
 			return failureOf(err, status)
 		}
 		if status == 409 {
-			return Outcome{VoteFailure, "mismatch", status, "notary sees another certificate", signed.Entries}
+			return Outcome{VoteFailure, "mismatch", status, "notary sees another certificate", signed.Entries, nil}
 		}
 		for _, fp := range wanted {
 			if signed.Lists(fp) {
-				return Outcome{VoteSuccess, "listed", status, "", signed.Entries}
+				return Outcome{VoteSuccess, "listed", status, "", signed.Entries, nil}
 			}
 		}
 		listedAlg := map[string]bool{}
@@ -317,9 +318,9 @@ func Evaluate(status int, body []byte, wanted []Fingerprint, publicKey crypto.Pu
 		}
 		if !anyAlg && len(signed.Entries) > 0 {
 			// A v1 list carries SHA-1 only; asked by SHA-256 alone the pinned 200 decides.
-			return Outcome{VoteSuccess, "status-only", status, "list holds no fingerprint of the asked kind", signed.Entries}
+			return Outcome{VoteSuccess, "status-only", status, "list holds no fingerprint of the asked kind", signed.Entries, nil}
 		}
-		return Outcome{VoteFailure, "not-listed", status, "200 without the fingerprint in the signed list", signed.Entries}
+		return Outcome{VoteFailure, "not-listed", status, "200 without the fingerprint in the signed list", signed.Entries, nil}
 	case 303:
 		return Outcome{Vote: VoteUnreachable, Kind: "inconclusive", Status: status, Detail: "notary could not decide"}
 	}

@@ -30,13 +30,28 @@ type NotaryResult struct {
 	Detail      string
 	Elapsed     time.Duration
 	CacheStatus string
+	Protocol    string // convergence-v1 or converge-answer/1; "" when not asked
+	Answer      []byte // the verified extended answer, if any
 }
 
 type hostAnswer struct {
 	outcome     Outcome
 	host        string
 	cacheStatus string
+	protocol    string
 }
+
+// extQuery says how to ask one notary in the extended format.
+type extQuery struct {
+	keys     []SigningKey
+	nonce    bool
+	maxSkew  int64
+	fallback bool
+	now      func() float64
+}
+
+// LegacyFormat is the protocol name of the 2011 wire format.
+const LegacyFormat = "convergence-v1"
 
 func notaryTLSConfig(serverName string) *tls.Config {
 	return &tls.Config{
@@ -127,6 +142,7 @@ type queryOpts struct {
 	relay          *Bundle
 	relayDests     []NotaryHost
 	bouncePort     int
+	ext            *extQuery
 	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -193,15 +209,49 @@ func openViaRelay(ctx context.Context, o *queryOpts) (*tls.Conn, NotaryHost, err
 }
 
 // queryHost asks one physical host (or, through a relay, whichever destination the relay
-// reaches). IO failures become outcomes, never errors.
+// reaches). IO failures become outcomes, never errors. With o.ext the extended format is
+// used, and with o.ext.fallback the legacy one when the host does not offer it (a failed
+// verification never falls back).
 func queryHost(ctx context.Context, nh NotaryHost, target string, port int, wanted []Fingerprint, o *queryOpts) hostAnswer {
+	if o.ext == nil {
+		return queryHostWith(ctx, nh, target, port, wanted, o, nil)
+	}
+	a := queryHostWith(ctx, nh, target, port, wanted, o, o.ext)
+	if o.ext.fallback && a.outcome.Kind == "status" && notOffered[a.outcome.Status] {
+		return queryHostWith(ctx, nh, target, port, wanted, o, nil)
+	}
+	return a
+}
+
+func queryHostWith(ctx context.Context, nh NotaryHost, target string, port int, wanted []Fingerprint, o *queryOpts, ext *extQuery) hostAnswer {
+	protocol := LegacyFormat
+	if ext != nil {
+		protocol = ExtendedFormat
+	}
+	a := queryHostOnce(ctx, nh, target, port, wanted, o, ext)
+	a.protocol = protocol
+	return a
+}
+
+func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, wanted []Fingerprint, o *queryOpts, ext *extQuery) hostAnswer {
 	label := fmt.Sprintf("%s:%d", nh.Host, nh.SSLPort)
 	if o.relay != nil {
 		label = fmt.Sprintf("%s:%d via %s", nh.Host, o.bouncePort, o.relay.Name)
 	}
-	request, err := RequestBytes(target, port, wanted[0])
+	var request []byte
+	var err error
+	asked, nonce := wanted[0], ""
+	if ext == nil {
+		request, err = RequestBytes(target, port, asked)
+	} else {
+		asked = RequestFingerprint(wanted)
+		if ext.nonce {
+			nonce = NewNonce()
+		}
+		request, err = ExtendedRequestBytes(target, port, asked, nonce)
+	}
 	if err != nil {
-		return hostAnswer{failureOf(err, 0), label, ""}
+		return hostAnswer{outcome: failureOf(err, 0), host: label}
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	var conn *tls.Conn
@@ -217,37 +267,50 @@ func queryHost(ctx context.Context, nh NotaryHost, target string, port int, want
 	cancel()
 	if err != nil {
 		if timedOut {
-			return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, label, ""}
+			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, host: label}
 		}
-		return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: err.Error()}, label, ""}
+		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: err.Error()}, host: label}
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	state := conn.ConnectionState()
 	if len(state.PeerCertificates) == 0 || sha1.Sum(state.PeerCertificates[0].Raw) != [20]byte(nh.Pin.Digest) {
-		return hostAnswer{Outcome{Vote: VoteFailure, Kind: KindPin,
-			Detail: label + " presented a certificate other than the pinned one"}, label, ""}
+		return hostAnswer{outcome: Outcome{Vote: VoteFailure, Kind: KindPin,
+			Detail: label + " presented a certificate other than the pinned one"}, host: label}
 	}
 	if _, err := conn.Write(request); err != nil {
-		return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, label, ""}
+		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
 	}
 	raw, err := readToEOF(conn, o.maxBytes)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Family == BadInput {
-			return hostAnswer{failureOf(err, 0), label, ""}
+			return hostAnswer{outcome: failureOf(err, 0), host: label}
 		}
 		if ctx.Err() != nil {
-			return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, label, ""}
+			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, host: label}
 		}
-		return hostAnswer{Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, label, ""}
+		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
 	}
-	outcome, resp := OutcomeFromHTTP(raw, wanted, nh.Certificate.PublicKey, o.maxBytes)
+	var outcome Outcome
+	var resp *HTTPResponse
+	if ext == nil {
+		outcome, resp = OutcomeFromHTTP(raw, wanted, nh.Certificate.PublicKey, o.maxBytes)
+	} else {
+		now := int64(ext.now())
+		resp, err = ParseHTTPResponse(raw, o.maxBytes)
+		if err != nil {
+			outcome = failureOf(err, 0)
+		} else {
+			outcome = EvaluateExtended(resp, TrustedKeys(ext.keys, now), Expect{Host: target, Port: port,
+				Fingerprint: &asked, Nonce: nonce, Now: &now, MaxSkew: ext.maxSkew})
+		}
+	}
 	cs := ""
 	if resp != nil {
 		cs = resp.Headers["cache-status"]
 	}
-	return hostAnswer{outcome, label, cs}
+	return hostAnswer{outcome: outcome, host: label, cacheStatus: cs}
 }
 
 // readToEOF reads until the server closes, at most maxBytes. A close without close_notify
@@ -273,8 +336,10 @@ func readToEOF(r io.Reader, maxBytes int) ([]byte, error) {
 	}
 }
 
-var definitiveKinds = map[string]bool{"listed": true, "status-only": true, "mismatch": true, "not-listed": true}
-var severity = map[string]int{"signature": 3, "response": 3, "pin": 2}
+var definitiveKinds = map[string]bool{"listed": true, "status-only": true, "mismatch": true, "not-listed": true, "match": true}
+var severity = map[string]int{"signature": 3, "response": 3, "pin": 2,
+	RejectMalformed: 3, RejectNonCanonical: 3, RejectUnknownKey: 3, RejectBadSignature: 3,
+	RejectWrongTarget: 3, RejectNonceMismatch: 3, RejectStale: 3}
 
 // askNotary races every physical host of b (or one relayed query naming all of them).
 func askNotary(ctx context.Context, b *Bundle, target string, port int, wanted []Fingerprint,
@@ -322,5 +387,6 @@ wait:
 			Detail: fmt.Sprintf("no answer within %s", notaryTimeout), Elapsed: elapsed}
 	}
 	oc := winner.outcome
-	return NotaryResult{b.Name, oc.Vote, oc.Kind, oc.Status, winner.host, oc.Detail, elapsed, winner.cacheStatus}
+	return NotaryResult{b.Name, oc.Vote, oc.Kind, oc.Status, winner.host, oc.Detail, elapsed,
+		winner.cacheStatus, winner.protocol, oc.Answer}
 }

@@ -22,6 +22,7 @@ var VectorSchemas = []string{
 	"converge-vectors/bundles/1",
 	"converge-vectors/consensus/1",
 	"converge-vectors/cache/1",
+	"converge-vectors/extended-answers/1",
 }
 
 // SupportsSchema reports whether schema is one of VectorSchemas.
@@ -218,8 +219,90 @@ func RunVectorCase(doc, c map[string]any) (map[string]any, error) {
 			lifetime = &f
 		}
 		out["result"] = CacheDecision(ts, now, lifetime)
+	case "converge-vectors/extended-answers/1":
+		return extendedCase(doc, c, out)
 	default:
 		return nil, fmt.Errorf("unknown vector schema %q", schema)
 	}
+	return out, nil
+}
+
+func extendedCase(doc, c, out map[string]any) (map[string]any, error) {
+	switch vString(c, "type") {
+	case "bundle":
+		data, err := vBytes(c, "bundle")
+		if err != nil {
+			return nil, err
+		}
+		b, err := ParseBundle(data)
+		if err != nil {
+			out["result"], out["kind"] = "invalid", ErrorKind(err)
+			return out, nil
+		}
+		out["result"], out["extended"] = "valid", b.OffersExtended()
+		return out, nil
+	case "canonical":
+		v, err := parseJSON([]byte(vString(c, "input")))
+		var text []byte
+		if err == nil {
+			text, err = canonicalJSON(v)
+		}
+		if err != nil {
+			out["result"], out["kind"] = "invalid", "canonical"
+			return out, nil
+		}
+		out["result"], out["canonical"] = "valid", string(text)
+		return out, nil
+	case "answer":
+	default:
+		return nil, fmt.Errorf("unknown case type %q", vString(c, "type"))
+	}
+	exp, _ := c["expect"].(map[string]any)
+	all, _ := doc["signing_keys"].(map[string]any)
+	names, _ := c["bundle_keys"].([]any)
+	var entries []any
+	for _, n := range names {
+		name, _ := n.(string)
+		entries = append(entries, all[name])
+	}
+	text, err := json.Marshal(entries)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := parseJSON(text)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := parseSigningKeys(parsed)
+	if err != nil {
+		out["result"], out["error"] = "invalid", ErrorKind(err)
+		return out, nil
+	}
+	now, _ := vInt(exp, "now")
+	e := Expect{Host: vString(exp, "host"), Nonce: vString(exp, "nonce"), Now: &now, MaxSkew: DefaultMaxSkew}
+	if p, ok := vInt(exp, "port"); ok {
+		e.Port = int(p)
+	}
+	if ms, ok := vInt(exp, "max_skew"); ok {
+		e.MaxSkew = ms
+	}
+	if fpText, ok := exp["fingerprint"].(string); ok {
+		fp, err := ParseFingerprint(fpText)
+		if err != nil {
+			out["result"], out["error"] = "invalid", ErrorKind(err)
+			return out, nil
+		}
+		e.Fingerprint = &fp
+	}
+	answer, err := vBytes(c, "answer")
+	if err != nil {
+		return nil, err
+	}
+	v, err := VerifyAnswer(answer, TrustedKeys(keys, now), e)
+	if err != nil {
+		out["result"], out["kind"] = "rejected", RejectReason(err)
+		return out, nil
+	}
+	out["result"], out["verdict"] = "valid", v.Verdict
 	return out, nil
 }
