@@ -47,6 +47,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         src = p.add_mutually_exclusive_group(required=chains_required)
         src.add_argument("--chains", type=Path, help="chains JSONL (from notary scan)")
         src.add_argument("--db", type=Path, help="a notary's SQLite store (its chains)")
+        src.add_argument("--redis", metavar="URL", help="a notary's Redis store (its chains)")
+        p.add_argument("--redis-prefix", default="converge:", help="key prefix (converge:)")
         p.add_argument("--roots", type=Path, action="append", default=[], metavar="PEM",
                        help="more roots for the full store (repeatable)")
         p.add_argument("--no-mozilla", action="store_true",
@@ -83,16 +85,28 @@ def _store(args: argparse.Namespace) -> RootStore:
     return full_store(list(args.roots), mozilla=not args.no_mozilla)
 
 
-async def _db_chains(path: Path) -> list[SiteChain]:
-    from notary.store.sqlite import SQLiteStore
+async def _stored_chains(args: argparse.Namespace) -> list[SiteChain]:
+    from notary.store.base import StoredChain
 
-    if not path.exists():
-        raise BadConfig(f"no database at {path}")
-    store = await SQLiteStore.open(path)
-    try:
-        stored = await store.chains(MAX_STORED_CHAINS)
-    finally:
-        await store.close()
+    stored: list[StoredChain]
+    if args.redis is not None:
+        from notary.store.redis import RedisStore
+
+        rstore = RedisStore.from_url(args.redis, prefix=args.redis_prefix, timeout=5.0)
+        try:
+            stored = await rstore.chains(MAX_STORED_CHAINS)
+        finally:
+            await rstore.close()
+    else:
+        from notary.store.sqlite import SQLiteStore
+
+        if not args.db.exists():
+            raise BadConfig(f"no database at {args.db}")
+        store = await SQLiteStore.open(args.db)
+        try:
+            stored = await store.chains(MAX_STORED_CHAINS)
+        finally:
+            await store.close()
     latest: dict[str, tuple[int, tuple[bytes, ...]]] = {}
     for c in stored:  # one chain per target: the most recently seen
         if c.location not in latest or c.seen >= latest[c.location][0]:
@@ -105,8 +119,8 @@ async def _db_chains(path: Path) -> list[SiteChain]:
 
 
 def _chains(args: argparse.Namespace) -> tuple[list[SiteChain], int]:
-    if args.db is not None:
-        return asyncio.run(_db_chains(args.db)), 0
+    if args.db is not None or args.redis is not None:
+        return asyncio.run(_stored_chains(args)), 0
     return read_chains(args.chains)
 
 

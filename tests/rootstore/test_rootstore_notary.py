@@ -186,3 +186,37 @@ async def test_extended_statement_has_ca_only_with_a_ca_verifier(
     status, doc = await extended(b_port, old.port, sha256_hex(expired))
     assert status == 200 and doc["statement"]["verdict"] == "match"
     assert doc["statement"]["ca"]["verdict"] == "expired"
+
+
+async def test_analysis_reads_the_chains_a_notary_kept(
+    pki: PKI, start: Any, target: Any, tmp_path: Path
+) -> None:
+    import asyncio
+    import csv
+
+    from notary.cli import main
+
+    roots = str(roots_pem(pki, tmp_path / "roots.pem"))
+    port, app = await start(verifier="both", ca_roots=[roots], ca_no_mozilla=True)
+    for root in (0, 0, 1):
+        chain = pki.chain("site.test", root)
+        server = await target(chain)
+        assert (await legacy(port, f"site.test+{server.port}", sha256_hex(chain)))[0] == 200
+    db = app[SERVICE].store.backend.path
+    out = tmp_path / "analysis"
+    rc = await asyncio.to_thread(main, [
+        "rootstore", "analyze", "--db", str(db), "--roots", roots, "--no-mozilla", "--now",
+        str(int(CLOCK)), "--out", str(out)])
+    assert rc == 0
+    with (out / "popularity.csv").open() as fh:
+        rows = [(r["root"], r["sites"]) for r in csv.DictReader(fh)]
+    assert rows == [("Test CA A", "2"), ("Test CA B", "1")]
+    # twin: a notary in the default mode keeps no chains, so there is nothing to analyse
+    p_port, p_app = await start()
+    chain = pki.chain("site.test", 2)
+    server = await target(chain)
+    assert (await legacy(p_port, f"site.test+{server.port}", sha256_hex(chain)))[0] == 200
+    rc = await asyncio.to_thread(main, [
+        "rootstore", "analyze", "--db", str(p_app[SERVICE].store.backend.path), "--roots",
+        roots, "--no-mozilla", "--out", str(tmp_path / "none")])
+    assert rc == 2
