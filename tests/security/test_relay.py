@@ -323,10 +323,15 @@ def test_tunnel_byte_bound(limited: tuple[NotaryProcess, int, int], results: Res
 
 
 def test_tunnel_count_bound(limited: tuple[NotaryProcess, int, int], results: Results) -> None:
-    relay, relay_port, _ = limited
-    held = [socket.create_connection(("127.0.0.1", relay_port), timeout=5) for _ in range(3)]
+    """--max-tunnels 3: two idle connections plus a third that tunnels (at the limit), then a
+    fourth is refused at once (one past it)."""
+    relay, relay_port, echo_port = limited
+    time.sleep(0.3)  # let earlier tests' connections go
+    # all within well under the 1 s head and idle timeouts of this relay
+    held = [socket.create_connection(("127.0.0.1", relay_port), timeout=5) for _ in range(2)]
     try:
-        time.sleep(0.3)
+        third, third_head = relay_connect(relay_port, connect_head(f"127.0.0.1:{echo_port}"))
+        held.append(third)
         t0 = time.monotonic()
         sock, head = relay_connect(relay_port, b"")
         took = time.monotonic() - t0
@@ -334,6 +339,7 @@ def test_tunnel_count_bound(limited: tuple[NotaryProcess, int, int], results: Re
     finally:
         for s in held:
             s.close()
+    assert third_head.startswith(OK_PREFIX), third_head
     assert head.startswith(b"HTTP/1.0 503 Service Unavailable\r\n"), head
     results.add(SUITE, "4th relay connection with --max-tunnels 3", "fast 503",
                 "503 Service Unavailable", took)
