@@ -22,6 +22,7 @@ from notary_support import (
     verifies_recipe_b,
 )
 
+from notary.errors import StoreUnavailable
 from notary.keys import Identity
 
 MakeTarget = Callable[..., Awaitable[TLSTarget]]
@@ -395,3 +396,48 @@ async def test_keep_alive_http11_client(
         writer.close()
         await writer.wait_closed()
     assert statuses == [(200, MISS), (200, HIT), (200, HIT)]
+
+
+class FailingStore:
+    """A store whose backing service is down (an in-memory twin of our Store interface)."""
+
+    async def get(self, location: str) -> None:
+        raise StoreUnavailable("store read failed: disk on fire")
+
+    async def observe(self, location: str, seen: object, now: int) -> None:
+        raise StoreUnavailable("store write failed: disk on fire")
+
+    async def save_body(self, location: str, version: int, body: bytes) -> None:
+        raise StoreUnavailable("store write failed: disk on fire")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_store_failure_answers_503(
+    make_target: MakeTarget, make_notary: MakeNotary, site_cert: trustme.LeafCert
+) -> None:
+    target = await make_target(site_cert)
+    notary = await make_notary(store=FailingStore())
+    r = await notary.post(f"site.test+{target.port}", sha1_fp(leaf_der(site_cert)))
+    assert r.status == 503
+    assert b"disk on fire" in r.body
+    assert r.header("Retry-After") is not None
+    assert r.cache_status == "converge-notary; fwd=miss; detail=store-unavailable"
+
+
+async def test_http11_connection_close_is_honoured(
+    make_target: MakeTarget, make_notary: MakeNotary, site_cert: trustme.LeafCert
+) -> None:
+    target = await make_target(site_cert)
+    notary = await make_notary()
+    fp = sha1_fp(leaf_der(site_cert))
+    body = f"fingerprint={fp}".encode()
+    req = (
+        f"POST /target/site.test+{target.port} HTTP/1.1\r\nHost: n\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    r = await notary.send(req, timeout=10)  # returns only once the server has closed
+    assert r.status == 200
+    assert r.header("Transfer-Encoding") is None
+    assert r.header("Content-Length") == str(len(r.body))

@@ -201,6 +201,8 @@ async def test_loopback_target_refused_by_default(
         f"site.test+{target.port}",
         f"127.0.0.1+{target.port}",
         f"anything.test+{target.port}/127.0.0.1",
+        f"[::ffff:127.0.0.1]+{target.port}",
+        f"anything.test+{target.port}/::ffff:127.0.0.1",
     ):
         r = await strict.post(spec, fp)
         assert r.status == 403, spec
@@ -211,6 +213,10 @@ async def test_loopback_target_refused_by_default(
     # twin: allowed by --allow-target
     allowing = await make_notary(served=True, allow_target=["127.0.0.0/8"])
     assert (await allowing.post(f"site.test+{target.port}", fp)).status == 200
+    # the IPv4-mapped form of an allowed IPv4 address is allowed too, and reaches the target
+    mapped = await allowing.post(f"mapped.test+{target.port}/::ffff:127.0.0.1", fp)
+    assert mapped.status == 200
+    assert target.accepted == 2
 
 
 async def test_name_resolving_to_private_address_refused(
