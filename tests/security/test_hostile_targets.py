@@ -187,3 +187,25 @@ def test_many_hostile_targets_at_once(notary: NotaryProcess, good_target: Thread
     results.add(SUITE, "20 slowloris/silent targets probed concurrently",
                 "all 503 within the probe timeout", f"20 x 503, slowest "
                 f"{max(r.seconds for r in replies):.2f} s", took, (before, after))
+
+
+def test_notary_is_not_a_flood_amplifier(notary: NotaryProcess, results: Results) -> None:
+    """40 concurrent and 20 later requests about one silent target: one probe reaches it
+    (single flight, then the negative cache answers)."""
+    import concurrent.futures
+
+    with ThreadServer(silent) as target:
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(40) as pool:
+            first = list(pool.map(lambda _: notary.query(f"127.0.0.1+{target.port}", "AA" * 20),
+                                  range(40)))
+        later = [notary.query(f"127.0.0.1+{target.port}", "AA" * 20) for _ in range(20)]
+        took = time.monotonic() - t0
+        reached = target.accepted
+    assert [r.status for r in first + later] == [503] * 60
+    assert reached == 1
+    assert all(r.header("cache-status") == "converge-notary; hit; detail=unreachable"
+               for r in later)
+    results.add(SUITE, "60 requests (40 at once) about one silent target",
+                "one probe reaches the target; the rest share it or hit the negative cache",
+                f"60 x 503; target saw {reached} connection", took)
