@@ -229,7 +229,12 @@ func queryHostWith(ctx context.Context, nh NotaryHost, target string, port int, 
 		protocol = ExtendedFormat
 	}
 	a := queryHostOnce(ctx, nh, target, port, wanted, o, ext)
-	a.protocol = protocol
+	switch a.outcome.Kind {
+	case KindUnreachable, KindPin, KindTimeout:
+		// no answer in any format
+	default:
+		a.protocol = protocol
+	}
 	return a
 }
 

@@ -97,8 +97,12 @@ func check(dir, host, portText, fp string, out io.Writer) int {
 				if r.Status != 0 {
 					status = r.Status
 				}
+				var protocol any
+				if r.Protocol != "" {
+					protocol = r.Protocol
+				}
 				notaries = append(notaries, map[string]any{"name": r.Name, "outcome": r.Vote,
-					"kind": r.Kind, "status": status})
+					"kind": r.Kind, "status": status, "protocol": protocol})
 			}
 			var relay any
 			if v.Relay != "" {
