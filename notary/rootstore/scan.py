@@ -121,7 +121,9 @@ def parse_chain_line(line: str) -> SiteChain | None:
     try:
         doc = json.loads(line)
         chain = tuple(base64.b64decode(c, validate=True) for c in doc.get("chain") or ())
-        host, port = str(doc["host"]), int(doc.get("port", 443))
+        host, port = normalise_host(str(doc["host"])), int(doc.get("port", 443))
+    except BadInput as exc:
+        raise BadData(f"bad host: {exc.message}") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadData(f"not a chain line ({exc})") from exc
     return SiteChain(host, port, chain) if chain else None

@@ -200,3 +200,21 @@ def test_notary_scan_subprocess(tmp_path: Path) -> None:
                           "--chains", str(out), "--out", str(tmp_path / "a")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no chains" in bad.stderr
+
+
+def test_chain_lines_are_checked(tmp_path: Path) -> None:
+    from notary.errors import BadData
+    from notary.rootstore.scan import read_chains
+
+    good = json.dumps({"host": "A.Test", "port": 443, "chain": ["AAEC"]})
+    failed = json.dumps({"host": "b.test", "port": 443, "chain": [], "error": "refused"})
+    path = tmp_path / "c.jsonl"
+    path.write_text(f"{good}\n{failed}\n\n", encoding="utf-8")
+    sites, missing = read_chains(path)
+    assert [(s.host, s.chain) for s in sites] == [("a.test", (b"\x00\x01\x02",))]
+    assert missing == 1
+    for bad in ('{"host": "bad host", "chain": ["AAEC"]}', '{"chain": ["AAEC"]}',
+                '{"host": "a.test", "chain": ["!!"]}', "not json"):
+        path.write_text(bad + "\n", encoding="utf-8")
+        with pytest.raises(BadData, match="c.jsonl:1"):
+            read_chains(path)
