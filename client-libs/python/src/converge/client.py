@@ -5,7 +5,10 @@
    :func:`~converge.cachepolicy.cache_decision` calls a ``hit`` is trusted without asking.
 3. Otherwise pick up to ``quorum`` distinct logical notaries at random, ask them in parallel
    (:func:`~converge.notary_io.ask_notary`) and stop as soon as
-   :func:`~converge.policy.settled` says no further answer can change the verdict.
+   :func:`~converge.policy.settled` says no further answer can change the verdict. A notary
+   whose bundle offers ``converge-answer/1`` is asked in that format (configuration key
+   ``extended``; :mod:`converge.extended`); the others in the legacy one. With
+   ``extended: require`` only the former are candidates.
 4. Write the cache only after a trusted verdict.
 
 The synchronous :func:`converge` answers a cache hit without starting an event loop.

@@ -1,0 +1,213 @@
+"""The extended format's pure parts: configuration, bundles, requests, and the reduction of
+an HTTP response to a vote. Signature and canonical-JSON rules are covered case by case by
+``client-libs/vectors/extended-answers.json`` (test_converge_vectors.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from converge import extended
+from converge.bundle import parse_bundle
+from converge.config import add_notary, list_notaries, parse_config
+from converge.errors import BundleError, ConfigError
+from converge.fingerprint import Fingerprint, parse_fingerprint
+from converge.legacy import HttpResponse
+from converge.notary_io import NotaryResult
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
+DOC = json.loads((VECTORS / "extended-answers.json").read_text())
+KEY = Ed25519PrivateKey.from_private_bytes(bytes(32))
+RAW = KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+KID = hashlib.sha256(RAW).digest()[:8].hex()
+FP = parse_fingerprint("AB" * 32)
+NONCE = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def _cert() -> str:
+    doc = json.loads((VECTORS / "bundles.json").read_text())
+    bundle = json.loads(next(c["bundle"] for c in doc["tests"] if c["result"] == "valid"
+                             and '"version": 1' in c["bundle"]))
+    return str(bundle["hosts"][0]["certificate"])
+
+
+def bundle_doc(**extra: Any) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "name": "Org X",
+        "hosts": [{"host": "127.0.0.1", "ssl_port": 4242, "http_port": 80,
+                   "certificate": _cert()}],
+        **extra,
+    }
+
+
+def key_entry() -> dict[str, Any]:
+    return {"alg": "ed25519", "key_id": KID,
+            "public_key": base64.urlsafe_b64encode(RAW).rstrip(b"=").decode(),
+            "status": "current"}
+
+
+def answer(verdict: str = "match", **over: Any) -> bytes:
+    stmt: dict[str, Any] = {
+        "type": extended.FORMAT, "target": {"host": "site.test", "port": 443, "ip": None},
+        "address": None, "request": {"alg": "sha256", "fingerprint": FP.colon_hex(),
+                                     "nonce": NONCE},
+        "verdict": verdict, "detail": None, "observations": [], "answered_at": 1000,
+        "cache": "hit", "key_id": KID,
+    }
+    stmt.update(over)
+    sig = extended.b64url(KEY.sign(extended.canonical_json(stmt)))
+    return extended.canonical_json(
+        {"statement": stmt, "signature": {"alg": "ed25519", "key_id": KID, "value": sig}})
+
+
+def evaluate(status: int, body: bytes, ctype: str = extended.MEDIA_TYPE,
+             **kw: Any) -> extended.ExtOutcome:
+    args: dict[str, Any] = {"host": "site.test", "port": 443, "fingerprint": FP,
+                            "nonce": NONCE, "now": 1000, "max_skew": 300}
+    args.update(kw)
+    return extended.evaluate(HttpResponse(status, {"content-type": ctype}, body),
+                             {KID: KEY.public_key()}, **args)
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+def test_config_defaults_and_values(tmp_path: Path) -> None:
+    cfg = parse_config(tmp_path, {})
+    assert (cfg.extended, cfg.extended_nonce, cfg.max_skew) == ("prefer", True, 300)
+    cfg = parse_config(tmp_path, {"extended": "require", "extended-nonce": False,
+                                  "max-skew": 0})
+    assert (cfg.extended, cfg.extended_nonce, cfg.max_skew) == ("require", False, 0)
+    assert parse_config(tmp_path, {"max-skew": 86400}).max_skew == 86400
+
+
+@pytest.mark.parametrize("raw", [{"extended": "on"}, {"extended": True}, {"max-skew": -1},
+                                 {"max-skew": 86401}, {"max-skew": 1.5},
+                                 {"extended-nonce": "yes"}])
+def test_config_refuses_bad_extended_values(tmp_path: Path, raw: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        parse_config(tmp_path, raw)
+
+
+# ---------------------------------------------------------------------- bundles
+
+
+def test_bundle_with_signing_keys_survives_add_and_list(tmp_path: Path) -> None:
+    doc = bundle_doc(protocols=["convergence-v1", extended.FORMAT], signing_keys=[key_entry()])
+    bundle, path = add_notary(tmp_path, json.dumps(doc).encode())
+    assert bundle.offers_extended
+    (stored, enabled, _), = list_notaries(tmp_path)
+    assert enabled and stored.offers_extended and stored == bundle
+    assert json.loads(path.read_text())["signing_keys"] == [key_entry()]
+    # twin: a legacy bundle stays legacy, and its stored form has no extended fields
+    legacy, lpath = add_notary(tmp_path, json.dumps({**bundle_doc(), "name": "Org L"}).encode())
+    assert not legacy.offers_extended
+    assert "signing_keys" not in json.loads(lpath.read_text())
+
+
+def test_bundle_refuses_a_key_id_of_another_key() -> None:
+    bad = {**key_entry(), "key_id": "00" * 8}
+    with pytest.raises(BundleError, match="does not match"):
+        parse_bundle(bundle_doc(protocols=[extended.FORMAT], signing_keys=[bad]))
+    assert parse_bundle(bundle_doc(protocols=[extended.FORMAT],
+                                   signing_keys=[key_entry()])).offers_extended
+
+
+def test_retired_keys_are_trusted_until_valid_until() -> None:
+    retired = extended.SigningKey(KID, KEY.public_key(), "", "retired", 100)
+    assert extended.trusted_keys([retired], 100) == {KID: retired.public_key}
+    assert extended.trusted_keys([retired], 101) == {}
+
+
+# ---------------------------------------------------------------------- requests
+
+
+def test_request_names_target_fingerprint_alg_and_nonce() -> None:
+    raw = extended.request_bytes("Site.Test", 443, FP, nonce=NONCE)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /v2/answer HTTP/1.0\r\n")
+    assert f"Content-Length: {len(body)}".encode() in head
+    assert json.loads(body) == {"host": "Site.Test", "port": 443,
+                                "fingerprint": FP.colon_hex(), "alg": "sha256",
+                                "nonce": NONCE}
+    assert "nonce" not in json.loads(extended.request_body("a.test", 1, FP, nonce=None))
+
+
+def test_nonces_are_fresh_and_within_bounds() -> None:
+    a, b = extended.new_nonce(), extended.new_nonce()
+    assert a != b and len(extended.unb64url(a)) == 16
+    with pytest.raises(ValueError):
+        extended.new_nonce(7)
+
+
+def test_sha256_is_asked_when_known() -> None:
+    sha1 = Fingerprint("sha1", b"\x01" * 20)
+    assert extended.request_fingerprint([sha1, FP]) == FP
+    assert extended.request_fingerprint([sha1]) == sha1
+
+
+def test_expected_host_is_the_notary_form() -> None:
+    assert extended.expected_host("WWW.Example.ORG.") == "www.example.org"
+    assert extended.expected_host("[2001:db8::0:1]") == "2001:db8::1"
+
+
+# ---------------------------------------------------------------------- votes
+
+
+@pytest.mark.parametrize(
+    "verdict,status,vote,kind",
+    [("match", 200, "success", "match"), ("mismatch", 409, "failure", "mismatch"),
+     ("unreachable", 503, "unreachable", "target-unreachable"),
+     ("refused", 403, "unreachable", "refused")],
+)
+def test_verified_verdicts_become_votes(verdict: str, status: int, vote: str, kind: str) -> None:
+    out = evaluate(status, answer(verdict))
+    assert (out.vote, out.kind, out.status) == (vote, kind, status)
+    assert out.answer == answer(verdict)
+
+
+def test_a_status_that_does_not_fit_the_signed_verdict_is_a_failure() -> None:
+    out = evaluate(200, answer("mismatch"))
+    assert (out.vote, out.kind, out.answer) == ("failure", "response", None)
+
+
+def test_a_check_that_fails_is_a_failure_vote() -> None:
+    assert evaluate(200, answer(), nonce="B" * 22).kind == "nonce-mismatch"
+    assert evaluate(200, answer(), now=1301).kind == "stale"
+    assert evaluate(200, answer(), host="other.test").kind == "wrong-target"
+    out = evaluate(200, answer(), fingerprint=parse_fingerprint("CD" * 32))
+    assert (out.vote, out.kind) == ("failure", "wrong-target")
+    assert evaluate(200, answer()).vote == "success"  # twin
+
+
+def test_no_signed_answer_is_unreachable() -> None:
+    for status in (400, 404, 503):
+        out = evaluate(status, b"no\n", ctype="text/plain")
+        assert (out.vote, out.kind, out.status) == ("unreachable", "status", status)
+    # a 200 that is not the answer media type is not read as one
+    assert evaluate(200, answer(), ctype="application/json").kind == "status"
+
+
+def test_framing_errors_are_failures() -> None:
+    out, resp = extended.outcome_from_http(
+        b"garbage", {KID: KEY.public_key()}, host="site.test", port=443, fingerprint=FP,
+        nonce=None, now=1000, max_skew=300, max_bytes=1024)
+    assert resp is None and (out.vote, out.kind) == ("failure", "response")
+
+
+def test_result_json_names_the_protocol() -> None:
+    r = NotaryResult("Org X", "success", "match", 200, protocol=extended.FORMAT, answer=b"{}")
+    assert r.to_json()["protocol"] == extended.FORMAT and "answer" not in r.to_json()
+
+
+def test_vector_file_keys_are_valid_bundle_entries() -> None:
+    keys = extended.parse_signing_keys(
+        [DOC["signing_keys"]["current"], DOC["signing_keys"]["retired"]])
+    assert [k.status for k in keys] == ["current", "retired"]
