@@ -12,6 +12,7 @@ import hashlib
 import json
 import socket
 import ssl
+import warnings
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,9 +46,16 @@ def sha256_fp(der: bytes) -> str:
     return hashlib.sha256(der).digest().hex(":").upper()
 
 
-def server_context(cert: trustme.LeafCert) -> ssl.SSLContext:
+def server_context(
+    cert: trustme.LeafCert, max_version: ssl.TLSVersion | None = None
+) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     cert.configure_cert(ctx)
+    if max_version is not None:
+        with warnings.catch_warnings():  # old versions are deprecated: that is the point
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ctx.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+            ctx.maximum_version = max_version
     return ctx
 
 
@@ -110,6 +118,7 @@ class TLSTarget:
         host: str = "127.0.0.1",
         stall: bool = False,
         gated: bool = False,
+        max_version: ssl.TLSVersion | None = None,
     ) -> None:
         self.host = host
         self.port = 0
@@ -121,9 +130,12 @@ class TLSTarget:
         self.hellos = 0
         self.handshakes = 0
         self.sni_seen: list[str | None] = []
-        self._default = server_context(cert)
-        self._by_sni = {name: server_context(c) for name, c in (by_sni or {}).items()}
-        self._listen_ctx = server_context(cert)
+        self._max_version = max_version
+        self._default = server_context(cert, max_version)
+        self._by_sni = {
+            name: server_context(c, max_version) for name, c in (by_sni or {}).items()
+        }
+        self._listen_ctx = server_context(cert, max_version)
         self._listen_ctx.sni_callback = self._on_hello
         self._server: asyncio.Server | None = None
         self._transports: set[asyncio.BaseTransport] = set()
@@ -131,7 +143,7 @@ class TLSTarget:
 
     def use(self, cert: trustme.LeafCert) -> None:
         """Present ``cert`` (to clients without a matching SNI name) from now on."""
-        self._default = server_context(cert)
+        self._default = server_context(cert, self._max_version)
 
     def _on_hello(self, sslobj: ssl.SSLObject, name: str | None, ctx: ssl.SSLContext) -> None:
         self.hellos += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 
@@ -441,3 +442,27 @@ async def test_http11_connection_close_is_honoured(
     assert r.status == 200
     assert r.header("Transfer-Encoding") is None
     assert r.header("Content-Length") == str(len(r.body))
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+async def test_targets_speaking_tls12_or_tls13(
+    make_target: MakeTarget,
+    make_notary: MakeNotary,
+    site_cert: trustme.LeafCert,
+    version: ssl.TLSVersion,
+) -> None:
+    target = await make_target(site_cert, max_version=version)
+    notary = await make_notary()
+    r = await notary.post(f"site.test+{target.port}", sha1_fp(leaf_der(site_cert)))
+    assert r.status == 200
+
+
+async def test_target_limited_to_tls11_is_unreachable(
+    make_target: MakeTarget, make_notary: MakeNotary, site_cert: trustme.LeafCert
+) -> None:
+    """Twin: the notary does not go below TLS 1.2."""
+    target = await make_target(site_cert, max_version=ssl.TLSVersion.TLSv1_1)
+    notary = await make_notary()
+    r = await notary.post(f"site.test+{target.port}", sha1_fp(leaf_der(site_cert)))
+    assert r.status == 503
+    assert r.cache_status == "converge-notary; fwd=miss; detail=unreachable"
