@@ -65,12 +65,12 @@ async def test_chain_is_bounded_in_count(pki: PKI, tmp_path: Path) -> None:
     leaf = make_leaf(["127.0.0.1"], cas[-1], pki.key, NOW)
     sent = (der(leaf), *(der(c.cert) for c in reversed(cas[1:])))
     assert len(sent) == MAX_CHAIN_CERTS + 2
-    _, chain = await capture(sent, pki, tmp_path)
-    assert len(chain) == MAX_CHAIN_CERTS
+    # one past the bound: the first ten are kept
+    _, chain = await capture(sent[: MAX_CHAIN_CERTS + 1], pki, tmp_path)
     assert chain == sent[:MAX_CHAIN_CERTS]
-    # one less than the bound is kept whole
-    _, short = await capture(sent[: MAX_CHAIN_CERTS - 1], pki, tmp_path / "short")
-    assert short == sent[: MAX_CHAIN_CERTS - 1]
+    # at the bound: kept whole
+    _, whole = await capture(sent[:MAX_CHAIN_CERTS], pki, tmp_path / "at")
+    assert whole == sent[:MAX_CHAIN_CERTS]
 
 
 def pki_store(pki: PKI) -> RootStore:

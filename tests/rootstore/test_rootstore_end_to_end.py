@@ -218,3 +218,15 @@ def test_chain_lines_are_checked(tmp_path: Path) -> None:
         path.write_text(bad + "\n", encoding="utf-8")
         with pytest.raises(BadData, match="c.jsonl:1"):
             read_chains(path)
+
+
+async def test_scan_concurrency_bound() -> None:
+    from notary.errors import BadConfig
+    from notary.rootstore.scan import MAX_CONCURRENCY
+
+    prober = TLSProber(Resolver({}, use_system=False),
+                       AddressPolicy(parse_networks(["127.0.0.0/8"])), 1.0)
+    assert await scan([], prober, MAX_CONCURRENCY, lambda line: None) == {"ok": 0, "failed": 0}
+    for bad in (0, MAX_CONCURRENCY + 1):
+        with pytest.raises(BadConfig):
+            await scan([], prober, bad, lambda line: None)

@@ -155,8 +155,12 @@ def test_bad_chains(pki: PKI) -> None:
     impostor = make_ca("Test Issuing A", "Test CA A", NOW, pki.roots[1])
     forged = (pki.chain("a.test", 0)[0], der(impostor.cert))
     assert verify_chain(forged, "a.test", NOW_TS, full).verdict == "bad-chain"
-    too_long = tuple(pki.chain("a.test", 0)[:1]) * 11
-    assert verify_chain(too_long, "a.test", NOW_TS, full).verdict == "bad-chain"
+    # the bound: 10 certificates are looked at, 11 are refused unread
+    chain = pki.chain("a.test", 0)
+    at_bound = (*chain, *(der(pki.roots[1].cert),) * 8)
+    assert len(at_bound) == 10 and verify_chain(at_bound, "a.test", NOW_TS, full).ok
+    past = verify_chain((*at_bound, der(pki.roots[1].cert)), "a.test", NOW_TS, full)
+    assert past.verdict == "bad-chain" and "more than 10" in past.reason
 
 
 def test_mitm_rogue_intermediate_is_accepted_by_ca_trust(pki: PKI) -> None:
