@@ -1,0 +1,95 @@
+"""What clients of a prepared target farm were shown, as a client-view file for
+``notary rootstore compare`` (docs/rootstore.md), and the host list for ``notary scan``.
+
+For every site in ``<state>/targets.csv``: the chain the farm serves (``certs/<host>.0.pem``:
+the leaf and its intermediate), except for ``mitm`` sites, whose clients were shown the
+forged chain (``certs/<host>.forged.pem``) while the farm, the notary's clean path, serves the
+genuine one. ``dead`` sites have no chain and are left out of the view (a scan reports them
+unreachable). ``rotating`` sites show their first certificate, as the targets list does.
+
+    python -m replay.rootview STATE [-o client-view.jsonl] [--hosts hosts.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from replay.errors import ReplayInputError, ReplayIOError
+from replay.workload import read_target_roles, read_targets
+
+MAX_CHAIN_FILE = 64 * 1024
+
+
+def _chain(path: Path) -> list[str]:
+    try:
+        if path.stat().st_size > MAX_CHAIN_FILE:
+            raise ReplayInputError(f"{path} is larger than {MAX_CHAIN_FILE} bytes")
+        certs = x509.load_pem_x509_certificates(path.read_bytes())
+    except OSError as exc:
+        raise ReplayIOError(f"cannot read {path}: {exc}") from exc
+    except ValueError as exc:
+        raise ReplayInputError(f"{path}: not PEM certificates ({exc})") from exc
+    return [base64.b64encode(c.public_bytes(Encoding.DER)).decode("ascii") for c in certs]
+
+
+def client_view(state: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """(client-view lines, ``host:port`` scan lines) for a prepared farm state."""
+    targets = read_targets(state / "targets.csv")
+    roles = read_target_roles(state / "targets.csv")
+    try:
+        sites: dict[str, Any] = json.loads((state / "sites.json").read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReplayIOError(f"{state}: not a prepared farm ({exc})") from exc
+    view: list[dict[str, Any]] = []
+    scan: list[str] = []
+    for host, target in targets.items():
+        scan.append(f"{host}:{target.port}")
+        role = roles.get(host, "")
+        site = sites.get(host)
+        if role == "dead" or site is None:
+            continue
+        certs = state / "certs"
+        path = certs / f"{host}.forged.pem" if role == "mitm" else certs / site["files"][0]
+        view.append({"host": host, "port": target.port, "role": role,
+                     "chain": _chain(path)})
+    return view, scan
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m replay.rootview")
+    p.add_argument("state", type=Path, help="a prepared farm state directory")
+    p.add_argument("-o", "--output", type=Path, help="client view JSONL (default stdout)")
+    p.add_argument("--hosts", type=Path, help="also write host:port lines for notary scan")
+    args = p.parse_args(argv)
+    try:
+        view, scan = client_view(args.state)
+        text = "".join(json.dumps(v) + "\n" for v in view)
+        if args.output:
+            args.output.write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+        if args.hosts:
+            args.hosts.write_text("".join(f"{h}\n" for h in scan), encoding="utf-8")
+    except (ReplayInputError, ReplayIOError) as exc:
+        print(f"rootview: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"rootview: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["client_view", "main"]
