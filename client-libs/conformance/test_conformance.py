@@ -297,6 +297,13 @@ CASES = [
         (Step("genuine", 0, True, False, (MATCH, LISTED, MATCH)),),
     ),
     Case(
+        "ext-bounce",
+        "extended answers through one notary's bounce relay; the other two vote",
+        ("Org A@bounce+", "Org B@bounce+", "Org C@bounce+"),
+        (Step("genuine", 0, True, False, (MATCH, MATCH), relayed=True, protocols=(V2,) * 2),),
+        {"bounce": True, "bounce-port": "$bounce_port"},
+    ),
+    Case(
         "ext-off",
         "extended off: the same bundles, legacy answers",
         ABC_EXT,

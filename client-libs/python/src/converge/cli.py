@@ -320,6 +320,8 @@ def cmd_notary(args: argparse.Namespace, out: TextIO) -> int:
                             "enabled": en,
                             "file": p.name,
                             "hosts": [f"{h.host}:{h.ssl_port}" for h in b.hosts],
+                            "extended": b.offers_extended,
+                            "signing_keys": [k.key_id for k in b.signing_keys],
                         }
                         for b, en, p in items
                     ]
@@ -329,7 +331,8 @@ def cmd_notary(args: argparse.Namespace, out: TextIO) -> int:
         else:
             for b, en, p in items:
                 hosts = ", ".join(f"{h.host}:{h.ssl_port}" for h in b.hosts)
-                print(f"{'*' if en else ' '} {b.name}  [{p.name}]  {hosts}", file=out)
+                ext = "  (converge-answer/1)" if b.offers_extended else ""
+                print(f"{'*' if en else ' '} {b.name}  [{p.name}]  {hosts}{ext}", file=out)
             if not items:
                 print("no notaries; add one with: converge notary add FILE|URL", file=out)
         return 0
