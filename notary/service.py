@@ -323,11 +323,12 @@ class NotaryService:
         except TargetUnreachable as exc:
             self.negative.put(key, self._clock() + self.settings.negative_ttl, exc.message)
             raise
-        rec = await self.store.observe(target.location, result.digests, int(self._clock()))
         if self.ca is not None and result.chain:
+            # before the record: whoever reads the new record finds its chain
             await self.store.save_chain(
                 target.location, result.digests.sha256, result.chain, int(self._clock())
             )
+        rec = await self.store.observe(target.location, result.digests, int(self._clock()))
         await self._body(rec)
         rec = await self.store.get(target.location) or rec
         return rec, result
