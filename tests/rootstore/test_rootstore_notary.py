@@ -107,7 +107,7 @@ def self_signed(pki: PKI) -> tuple[bytes, ...]:
 
 
 async def test_default_and_both_give_byte_identical_legacy_answers(
-    pki: PKI, start: Any, target: Any, tmp_path: Path
+    pki: PKI, start: Any, target: Any, tmp_path: Path, identity: Identity
 ) -> None:
     roots = str(roots_pem(pki, tmp_path / "roots.pem"))
     chain = self_signed(pki)
@@ -122,6 +122,15 @@ async def test_default_and_both_give_byte_identical_legacy_answers(
     assert first_p[0] == 200 and first_p == first_b
     hit_p, hit_b = await legacy(p_port, spec, fp), await legacy(b_port, spec, fp)
     assert hit_p == hit_b and hit_p[2] == "converge-notary; hit"
+    # and both are exactly the legacy format's bytes for that one observation
+    from notary.core import legacy as wire
+    from notary.core.fingerprint import CertDigests
+    from notary.core.history import observe
+    from notary.core.signing import LegacySigner
+
+    history = observe((), CertDigests.of(chain[0]), int(CLOCK))
+    payload = wire.signed_payload(history)
+    assert first_p[1] == wire.body(payload, LegacySigner(identity.key).sign(payload))
     # the chain is stored only when a CA verifier runs
     leaf = bytes.fromhex(fp)
     assert await b_app[SERVICE].store.get_chain(spec.replace("+", ":"), leaf) is not None
