@@ -211,3 +211,57 @@ def test_vector_file_keys_are_valid_bundle_entries() -> None:
     keys = extended.parse_signing_keys(
         [DOC["signing_keys"]["current"], DOC["signing_keys"]["retired"]])
     assert [k.status for k in keys] == ["current", "retired"]
+
+
+# ---------------------------------------------------------------------- verify-answer
+
+
+def _case(pred: Any) -> dict[str, Any]:
+    return next(c for c in DOC["tests"] if c["type"] == "answer" and pred(c))
+
+
+def test_verify_answer_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from converge.cli import main
+
+    valid = _case(lambda c: c.get("verdict") == "match" and c["expect"]["host"] is None)
+    f = tmp_path / "a.answer"
+    f.write_text(valid["answer"])
+    bundle = tmp_path / "b.notary"
+    keys = [DOC["signing_keys"][n] for n in ("current", "retired")]
+    bundle.write_text(json.dumps(bundle_doc(protocols=[extended.FORMAT], signing_keys=keys)))
+    assert main(["verify-answer", str(f), "--bundle", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "VALID: signed by notary 'Org X'" in out and "verdict      match" in out
+    now = str(valid["expect"]["now"])
+    assert main(["verify-answer", str(f), "--bundle", str(bundle), "--json", "--now", now,
+                 "--host", "www.example.org", "--port", "443"]) == 0
+    proven = json.loads(capsys.readouterr().out)
+    assert proven["result"] == "valid" and proven["key_status"] == "current"
+    assert proven["checked"][-1].startswith("time within 300 s")
+    # twins: a tampered answer is rejected (1), a bundle without signing keys is an error (2)
+    tampered = _case(lambda c: c.get("kind") == "bad-signature")
+    f.write_text(tampered["answer"])
+    assert main(["verify-answer", str(f), "--bundle", str(bundle), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["kind"] == "bad-signature"
+    bundle.write_text(json.dumps(bundle_doc()))
+    assert main(["verify-answer", str(f), "--bundle", str(bundle)]) == 2
+
+
+def test_verify_answer_retired_key_depends_on_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from converge.cli import main
+
+    case = _case(lambda c: c["bundle_keys"] == ["current", "retired"]
+                 and c.get("verdict") == "match")
+    f = tmp_path / "a.answer"
+    f.write_text(case["answer"])
+    bundle = tmp_path / "b.notary"
+    keys = [DOC["signing_keys"][n] for n in ("current", "retired")]
+    bundle.write_text(json.dumps(bundle_doc(protocols=[extended.FORMAT], signing_keys=keys)))
+    until = DOC["signing_keys"]["retired"]["valid_until"]
+    args = ["verify-answer", str(f), "--bundle", str(bundle), "--max-skew", "86400"]
+    assert main([*args, "--now", str(until)]) == 0
+    assert "(retired)" in capsys.readouterr().out
+    assert main([*args, "--now", str(until + 1)]) == 1
+    assert "unknown-key" in capsys.readouterr().out
