@@ -206,7 +206,8 @@ class Aggregate:
         return self.notary_bytes / denom if denom else None
 
     def span(self) -> int:
-        return int(math.ceil(self.end)) + 1
+        """Seconds covered by the run (at least 1)."""
+        return max(1, int(math.ceil(self.end)))
 
 
 def time_to_levels(ratios: dict[int, float], levels: Iterable[float] = LEVELS,
@@ -233,8 +234,12 @@ def bin_width(span_seconds: float) -> int:
     return 1
 
 
+def bins(span: int, width: int) -> int:
+    return max(1, math.ceil(span / width))
+
+
 def binned(per_s: dict[int, int] | dict[int, float], width: int, span: int) -> list[float]:
-    out = [0.0] * (span // width + 1)
+    out = [0.0] * bins(span, width)
     for s, v in per_s.items():
         if 0 <= s // width < len(out):
             out[s // width] += v

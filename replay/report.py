@@ -20,6 +20,7 @@ from replay.aggregate import (
     ResultRow,
     bin_width,
     binned,
+    bins,
 )
 from replay.errors import MalformedRow, ReplayInputError, ReplayIOError
 from replay.ingest import ErrorLog
@@ -87,7 +88,7 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
     t1_rows = []
     for o, n, share in t1:
         study = STUDY_TABLE1.get(o)
-        t1_rows.append([OUTCOME_LABELS[o], n, _pct(share),
+        t1_rows.append([OUTCOME_LABELS[o], f"{n:,}", _pct(share),
                         f"{study[0]:,}" if study else "-", _pct(study[1]) if study else "-"])
     _write_csv(out_dir / "table1.csv", ["outcome", "count", "share", "study_count",
                                         "study_share"],
@@ -95,7 +96,7 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
                  STUDY_TABLE1.get(o, ("", ""))[1]] for o, n, s in t1])
 
     t2 = agg.table2()
-    t2_rows = [[LAYER_LABELS[k], n, _pct(s), f"{STUDY_TABLE2[k][0]:,}",
+    t2_rows = [[LAYER_LABELS[k], f"{n:,}", _pct(s), f"{STUDY_TABLE2[k][0]:,}",
                 _pct(STUDY_TABLE2[k][1])] for k, n, s in t2]
     _write_csv(out_dir / "table2.csv", ["layer", "count", "share", "study_count",
                                         "study_share"],
@@ -112,7 +113,7 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
         h = agg.latency.get(cond)
         if h is None or h.n == 0:
             continue
-        lat_rows.append([cond, h.n, f"{h.mean * 1000:.1f}", f"{h.quantile(0.5) * 1000:.1f}",
+        lat_rows.append([cond, f"{h.n:,}", f"{h.mean * 1000:.1f}", f"{h.quantile(0.5) * 1000:.1f}",
                          f"{h.quantile(0.9) * 1000:.1f}", f"{h.quantile(0.99) * 1000:.1f}",
                          f"{h.quantile(0.999) * 1000:.1f}", f"{h.max * 1000:.1f}"])
     lat_header = ["condition", "n", "mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
@@ -139,8 +140,9 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
         "lateness_max_ms": agg.lateness.max * 1000,
         "wire_lateness_p50_ms": agg.wire_lateness.quantile(0.5) * 1000,
         "wire_lateness_p99_ms": agg.wire_lateness.quantile(0.99) * 1000,
-        "latency_ms": {r[0]: {"n": r[1], "mean": float(r[2]), "p50": float(r[3]),
-                              "p99": float(r[5])} for r in lat_rows},
+        "latency_ms": {c: {"n": h.n, "mean": h.mean * 1000, "p50": h.quantile(0.5) * 1000,
+                           "p99": h.quantile(0.99) * 1000}
+                       for c, h in agg.latency.items() if h.n},
         "notaries": dict(agg.notaries), "stages": stages or {},
     }
     (out_dir / "report.json").write_text(json.dumps(summary, indent=2) + "\n",
@@ -205,7 +207,7 @@ def _plots(agg: Aggregate, out_dir: Path) -> list[str]:
     span = agg.span()
     width = bin_width(span)
     unit = "minutes" if width == 60 else "seconds"
-    xs = [i * width / (60 if width == 60 else 1) for i in range(span // width + 1)]
+    xs = [i * width / (60 if width == 60 else 1) for i in range(bins(span, width))]
     names = []
 
     def save(fig: Any, name: str) -> None:

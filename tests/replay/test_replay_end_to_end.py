@@ -146,6 +146,19 @@ def test_tls_notary_pinned_and_wrong_pin(tmp_path: Path, world: dict[str, object
         bad = tmp_path / "bad.csv"
         _ok("run", str(wl), "--notary", f"https://127.0.0.1:{port}", "-o", str(bad),
             "--pin-cert", str(wrong_pin), "--limit", "5", "--speed", "10", "--quiet")
+        # the operator-published SHA-1 pin (GET / pin_sha1) is checked, then pinned
+        req = urllib.request.Request(f"https://127.0.0.1:{port}/",
+                                     headers={"Accept": "application/json"})
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:
+            pin_sha1 = json.loads(resp.read())["pin_sha1"]
+        by_sha1 = tmp_path / "sha1.csv"
+        _ok("run", str(wl), "--notary", f"https://127.0.0.1:{port}", "-o", str(by_sha1),
+            "--pin-sha1", pin_sha1, "--limit", "3", "--speed", "10", "--quiet")
+        wrong = run_cli("run", str(wl), "--notary", f"https://127.0.0.1:{port}", "-o",
+                        str(tmp_path / "x.csv"), "--pin-sha1", "00" * 20, "--limit", "3")
+        assert wrong.returncode == 2 and "does not match" in wrong.stderr
+    with by_sha1.open() as fh:
+        assert all(r["status"] for r in csv.DictReader(fh))
     with good.open() as fh:
         statuses = [r["status"] for r in csv.DictReader(fh)]
     assert len(statuses) == 5 and all(s in ("200", "409", "503") for s in statuses)

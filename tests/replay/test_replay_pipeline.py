@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay.errors import MalformedRow, ReplayInputError
 from replay.flows import FlowRecord
@@ -176,3 +178,28 @@ def test_name_map_file(tmp_path: Path) -> None:
     errors = ErrorLog()
     assert read_name_map(path, errors) == {"192.0.2.1": "a.test", "192.0.2.2": "b.test"}
     assert errors.count == 1 and ":4:" in errors.messages[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1000), st.floats(0, 50)), max_size=60))
+def test_reorder_buffer_property(items: list[tuple[float, float]]) -> None:
+    """Flows displaced by at most the window come out complete and in start order."""
+    # arrival order: by (start + displacement); displacement <= 50 < window
+    arrivals = sorted(items, key=lambda x: x[0] + x[1])
+    buf = ReorderBuffer(window=60)
+    out: list[float] = []
+    for start, _ in arrivals:
+        released, late = buf.push(flow(start, "10.0.0.1", "192.0.2.1"))
+        assert late == []
+        out += [r.start for r in released]
+    out += [r.start for r in buf.flush()]
+    assert out == sorted(s for s, _ in items)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from(["a", "b"]),
+                          st.floats(0, 100)), max_size=50))
+def test_client_cache_requests_are_distinct_pairs(events: list[tuple[str, str, float]]) -> None:
+    cache = ClientCache()
+    misses = sum(not cache.lookup(c, h, 443, t) for c, h, t in sorted(events, key=lambda e: e[2]))
+    assert misses == len({(c, h) for c, h, _ in events})
