@@ -24,10 +24,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from cryptography import x509
+
 from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
 
 OrgMode = Literal["registrable", "label"]
 MAX_K = 50
+MAX_POOL = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +57,35 @@ class RootCount:
     cumulative: float
 
 
-def attribute(sites: Iterable[SiteChain], full: RootStore, now: int) -> list[SiteVerdict]:
-    """Verify every site's chain against the full store at ``now``."""
-    return [SiteVerdict(s.host, s.port, verify_chain(s.chain, s.host, now, full)) for s in sites]
+def attribute(
+    sites: Iterable[SiteChain],
+    full: RootStore,
+    now: int,
+    pool: Sequence[x509.Certificate] = (),
+) -> list[SiteVerdict]:
+    """Verify every site's chain against the full store at ``now`` (``pool``: intermediates
+    seen elsewhere, used only to name a missing intermediate)."""
+    return [SiteVerdict(s.host, s.port, verify_chain(s.chain, s.host, now, full, pool=pool))
+            for s in sites]
+
+
+def intermediate_pool(sites: Iterable[SiteChain], limit: int = MAX_POOL) -> list[x509.Certificate]:
+    """The distinct CA certificates sent after the leaf in any chain (at most ``limit``)."""
+    seen: set[bytes] = set()
+    out: list[x509.Certificate] = []
+    for s in sites:
+        for der in s.chain[1:]:
+            if der in seen or len(out) >= limit:
+                continue
+            seen.add(der)
+            try:
+                cert = x509.load_der_x509_certificate(der)
+                ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+            except (ValueError, x509.ExtensionNotFound):
+                continue
+            if ca and cert.issuer != cert.subject:
+                out.append(cert)
+    return out
 
 
 def popularity(results: Sequence[SiteVerdict]) -> list[RootCount]:
@@ -145,6 +174,7 @@ __all__ = [
     "SiteVerdict",
     "attribute",
     "coverage",
+    "intermediate_pool",
     "merge_by_org",
     "org_key",
     "popularity",

@@ -16,6 +16,7 @@ from notary.rootstore.analysis import (
     SiteChain,
     attribute,
     coverage,
+    intermediate_pool,
     merge_by_org,
     org_key,
     popularity,
@@ -157,7 +158,7 @@ def _analysis(args: argparse.Namespace) -> Analysis:
         raise BadData("no chains to analyse")
     now = _now(args)
     full = _store(args)
-    results = attribute(sites, full, now)
+    results = attribute(sites, full, now, intermediate_pool(sites))
     table = popularity(results)
     psl = privatesuffix_function()
     mode: OrgMode = "label" if args.org_mode == "label" else "registrable"

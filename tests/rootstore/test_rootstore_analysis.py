@@ -132,3 +132,26 @@ def test_report_files(results: list[SiteVerdict], tmp_path: Path) -> None:
     assert [(r["k"], r["all_sites"]) for r in rows[:2]] == [("1", "0.500000"), ("2", "0.875000")]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["valid_sites"] == 8 and summary["coverage"]["top_1"] == 0.5
+
+
+def test_intermediates_seen_elsewhere_name_a_missing_intermediate(pki: PKI) -> None:
+    from notary.rootstore.analysis import intermediate_pool
+    from replay.rootpki import make_ca
+
+    upper = make_ca("Upper", "Ladder", NOW, pki.roots[0], path_length=1)
+    lower = make_ca("Lower", "Ladder", NOW, upper)
+    start = NOW - dt.timedelta(days=1)
+    complete = SiteChain("a.test", 443, (der(make_leaf(["a.test"], lower, pki.key, start)),
+                                         der(lower.cert), der(upper.cert),
+                                         der(pki.roots[0].cert)))
+    partial = SiteChain("b.test", 443, (der(make_leaf(["b.test"], lower, pki.key, start)),
+                                        der(lower.cert)))
+    pool = intermediate_pool([complete, partial])
+    assert {c.subject.rfc4514_string() for c in pool} == {"CN=Lower,O=Ladder", "CN=Upper,O=Ladder"}
+    full = RootStore("test", [r.cert for r in pki.roots])
+    with_pool = attribute([complete, partial], full, NOW_TS, pool)
+    assert [r.verdict.verdict for r in with_pool] == ["ok", "missing-intermediate"]
+    # twin: without the pool the broken chain cannot be told from an unknown root
+    alone = attribute([partial], full, NOW_TS)
+    assert alone[0].verdict.verdict == "unknown-root"
+    assert intermediate_pool([complete], limit=1) == pool[:1]
