@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import sys
 import time
 from pathlib import Path
+
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.errors import BadConfig, BadData
@@ -26,8 +30,8 @@ from notary.rootstore.analysis import (
 from notary.rootstore.compare import Observed, compare
 from notary.rootstore.report import Analysis, format_comparison, write_analysis, write_comparison
 from notary.rootstore.scan import parse_hosts, read_chains, scan, write_line
-from notary.rootstore.stores import full_store, read_fingerprint_list
-from notary.rootstore.verify import RootStore
+from notary.rootstore.stores import full_store, read_fingerprint_list, read_pem_bundle
+from notary.rootstore.verify import RootStore, verify_chain
 
 MAX_STORED_CHAINS = 1_000_000
 
@@ -66,6 +70,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     common(t)
     t.add_argument("--k", type=int, required=True)
     t.add_argument("-o", "--output", type=Path, help="file (default stdout)")
+
+    v = rsub.add_parser("verify", help="verify one PEM chain (leaf first) for a host")
+    v.add_argument("--chain", type=Path, required=True, help="PEM file, leaf first")
+    v.add_argument("--host", required=True)
+    v.add_argument("--roots", type=Path, action="append", default=[], metavar="PEM")
+    v.add_argument("--no-mozilla", action="store_true")
+    v.add_argument("--trust", type=Path, help="restrict to these root SHA-256 fingerprints")
+    v.add_argument("--now", type=int, help="validation time, Unix seconds (default now)")
 
     c = rsub.add_parser("compare", help="agreement of perspectives, full CA and top-k CA")
     common(c)
@@ -216,8 +228,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     by_host: dict[str, list[SiteChain]] = {}
     for s in notary_sites:
         by_host.setdefault(s.host, []).append(s)
-    import hashlib
-
     view, _ = read_chains(args.client_view)
     labels = _labels(args.client_view)
     if args.ranking is not None:
@@ -242,8 +252,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _labels(path: Path) -> dict[tuple[str, int], str]:
-    import json
-
     out: dict[tuple[str, int], str] = {}
     with path.open(encoding="utf-8") as fh:
         for line in fh:
@@ -257,10 +265,23 @@ def _labels(path: Path) -> dict[tuple[str, int], str]:
     return out
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Print the verdict as JSON; exit 0 when the chain is accepted, 1 when it is not."""
+    certs = read_pem_bundle(args.chain)
+    chain = tuple(c.public_bytes(Encoding.DER) for c in certs)
+    store = _store(args)
+    if args.trust is not None:
+        store = store.restrict(read_fingerprint_list(args.trust), f"{store.name}/trusted")
+    verdict = verify_chain(chain, args.host, _now(args), store)
+    print(json.dumps(verdict.to_json()))
+    return 0 if verdict.ok else 1
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "scan":
         return cmd_scan(args)
-    handler = {"analyze": cmd_analyze, "topk": cmd_topk, "compare": cmd_compare}
+    handler = {"analyze": cmd_analyze, "topk": cmd_topk, "compare": cmd_compare,
+               "verify": cmd_verify}
     return handler[args.rootstore_command](args)
 
 

@@ -254,3 +254,25 @@ def test_checker_settings(pki: PKI, tmp_path: Path) -> None:
         parse_mode("cas")
     with pytest.raises(BadConfig):
         CAChecker("perspective", store_of(pki))
+
+
+def test_verify_cli(pki: PKI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from notary.cli import main
+
+    roots = tmp_path / "roots.pem"
+    roots.write_bytes(pem(*(r.cert for r in pki.roots)))
+    chain_file = tmp_path / "chain.pem"
+    leaf = make_leaf(["v.test"], pki.inters[2], pki.key, NOW - dt.timedelta(days=1))
+    chain_file.write_bytes(pem(leaf, pki.inters[2].cert))
+    base = ["rootstore", "verify", "--chain", str(chain_file), "--roots", str(roots),
+            "--no-mozilla", "--now", str(NOW_TS)]
+    assert main([*base, "--host", "v.test"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "ok"
+    assert main([*base, "--host", "w.test"]) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "wrong-host"
+    trust = tmp_path / "trust.txt"
+    trust.write_text(fp(pki, 0).hex() + "\n", encoding="utf-8")
+    assert main([*base, "--host", "v.test", "--trust", str(trust)]) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "not-in-top-k"
