@@ -192,19 +192,38 @@ func forms(fingerprint string, certificate []byte) ([]Fingerprint, error) {
 // SQLite lookup. Errors are bad input (fingerprint, target, configuration) or cache IO;
 // notary failures are votes in the verdict.
 func (c *Client) Check(ctx context.Context, host string, port int, fingerprint string) (Verdict, error) {
-	return c.check(ctx, host, port, fingerprint, nil)
+	return c.CheckWith(ctx, host, port, fingerprint, CheckOptions{})
+}
+
+// CheckOptions are the optional arguments of a check.
+type CheckOptions struct {
+	// Certificate (DER): the cache and the notaries' lists are matched by SHA-1 and SHA-256.
+	Certificate []byte
+	// IP asks the notaries to connect to this address (the one the caller connected to)
+	// with host as SNI; extended answers must name it.
+	IP string
+}
+
+// CheckWith is Check with options.
+func (c *Client) CheckWith(ctx context.Context, host string, port int, fingerprint string, opts CheckOptions) (Verdict, error) {
+	return c.check(ctx, host, port, fingerprint, opts.Certificate, opts.IP)
 }
 
 // CheckCertificate is Check with the DER certificate: the cache and the notaries' lists are
 // then matched by SHA-1 and SHA-256 both.
 func (c *Client) CheckCertificate(ctx context.Context, host string, port int, der []byte) (Verdict, error) {
-	return c.check(ctx, host, port, FingerprintOf(der, "sha1").ColonHex(), der)
+	return c.check(ctx, host, port, FingerprintOf(der, "sha1").ColonHex(), der, "")
 }
 
-func (c *Client) check(ctx context.Context, host string, port int, fingerprint string, der []byte) (Verdict, error) {
+func (c *Client) check(ctx context.Context, host string, port int, fingerprint string, der []byte, ip string) (Verdict, error) {
 	t0 := time.Now()
 	if err := CheckTarget(host, port); err != nil {
 		return Verdict{}, err
+	}
+	if ip != "" {
+		if _, err := CheckIP(ip); err != nil {
+			return Verdict{}, err
+		}
 	}
 	fps, err := forms(fingerprint, der)
 	if err != nil {
@@ -221,12 +240,12 @@ func (c *Client) check(ctx context.Context, host string, port int, fingerprint s
 			Policy: cfg.Agreement, StandAside: cfg.StandAside, FromCache: true,
 			Reason: "local cache hit", Elapsed: time.Since(t0)}, nil
 	}
-	return c.ask(ctx, host, port, fps, t0)
+	return c.ask(ctx, host, port, fps, t0, ip)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerprint, t0 time.Time) (Verdict, error) {
+func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerprint, t0 time.Time, ip string) (Verdict, error) {
 	cfg := &c.Config
 	notaries, err := cfg.Notaries()
 	if err != nil {
@@ -276,7 +295,7 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 	tctx, cancel := context.WithTimeout(ctx, seconds(cfg.TotalTimeout))
 	defer cancel()
 	opts := queryOpts{connectTimeout: seconds(cfg.ConnectTimeout), maxBytes: cfg.MaxResponseBytes,
-		relay: relay, bouncePort: cfg.BouncePort, dialer: c.Dial}
+		relay: relay, bouncePort: cfg.BouncePort, dialer: c.Dial, ip: ip}
 	type indexed struct {
 		i int
 		r NotaryResult

@@ -138,6 +138,10 @@ type Expect struct {
 	Nonce       string
 	Now         *int64
 	MaxSkew     int64
+	// BindIP: target.ip must be IP ("" = the client named no address, so an answer about
+	// a probe of an address someone else chose is wrong-target).
+	BindIP bool
+	IP     string
 }
 
 // VerifyAnswer checks an extended answer body in the documented order:
@@ -196,6 +200,16 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 		tp, okp := target.get("port").asInt()
 		if !okh || !okp || th != ExpectedHost(exp.Host) || tp != int64(exp.Port) {
 			return nil, reject(RejectWrongTarget, "answer is about another target, not %s:%d", exp.Host, exp.Port)
+		}
+	}
+	if exp.BindIP {
+		tip := target.get("ip")
+		if exp.IP == "" {
+			if tip != nil && tip.kind != jNull {
+				return nil, reject(RejectWrongTarget, "answer is about a probe of an address the client did not name")
+			}
+		} else if s, ok := tip.asString(); !ok || s != ExpectedHost(exp.IP) {
+			return nil, reject(RejectWrongTarget, "answer is about a probe of another address, not %s", exp.IP)
 		}
 	}
 	request := stmt.get("request")
@@ -274,12 +288,19 @@ func NewNonce() string {
 }
 
 // ExtendedRequestBytes is the whole HTTP/1.0 request of the extended format.
-func ExtendedRequestBytes(host string, port int, fp Fingerprint, nonce string) ([]byte, error) {
+func ExtendedRequestBytes(host string, port int, fp Fingerprint, nonce, ip string) ([]byte, error) {
 	if err := CheckTarget(host, port); err != nil {
 		return nil, err
 	}
 	hostJSON, _ := json.Marshal(host)
 	body := fmt.Sprintf(`{"host":%s,"port":%d,"fingerprint":"%s","alg":"%s"`, hostJSON, port, fp.ColonHex(), fp.Algorithm)
+	if ip != "" {
+		c, err := CheckIP(ip)
+		if err != nil {
+			return nil, err
+		}
+		body += `,"ip":"` + c + `"`
+	}
 	if nonce != "" {
 		body += `,"nonce":"` + nonce + `"`
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,16 +41,34 @@ func Location(host string, port int) string {
 	return strings.ToLower(host) + ":" + strconv.Itoa(port)
 }
 
-// RequestBytes is the exact request the 2011 add-on sends.
-func RequestBytes(host string, port int, fp Fingerprint) ([]byte, error) {
+// CheckIP returns an IP address literal in its compressed form, or a "target" error.
+func CheckIP(ip string) (string, error) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", badInput(KindTarget, "invalid target address %q", ip)
+	}
+	return a.String(), nil
+}
+
+// RequestBytes is the exact request the 2011 add-on sends. A non-empty ip asks the notary
+// to connect to that address (/target/<host>+<port>/<ip>, a later fork's extension).
+func RequestBytes(host string, port int, fp Fingerprint, ip string) ([]byte, error) {
 	if err := CheckTarget(host, port); err != nil {
 		return nil, err
 	}
+	suffix := ""
+	if ip != "" {
+		c, err := CheckIP(ip)
+		if err != nil {
+			return nil, err
+		}
+		suffix = "/" + c
+	}
 	body := "fingerprint=" + fp.ColonHex()
-	head := fmt.Sprintf("POST /target/%s+%d HTTP/1.0\r\n"+
+	head := fmt.Sprintf("POST /target/%s+%d%s HTTP/1.0\r\n"+
 		"Content-Type: application/x-www-form-urlencoded\r\n"+
 		"Connection: close\r\n"+
-		"Content-Length: %d\r\n\r\n", strings.ToLower(host), port, len(body))
+		"Content-Length: %d\r\n\r\n", strings.ToLower(host), port, suffix, len(body))
 	return []byte(head + body), nil
 }
 

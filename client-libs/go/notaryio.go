@@ -143,6 +143,7 @@ type queryOpts struct {
 	relayDests     []NotaryHost
 	bouncePort     int
 	ext            *extQuery
+	ip             string // ask the notaries to connect to this address ("" = resolve host)
 	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -247,13 +248,13 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 	var err error
 	asked, nonce := wanted[0], ""
 	if ext == nil {
-		request, err = RequestBytes(target, port, asked)
+		request, err = RequestBytes(target, port, asked, o.ip)
 	} else {
 		asked = RequestFingerprint(wanted)
 		if ext.nonce {
 			nonce = NewNonce()
 		}
-		request, err = ExtendedRequestBytes(target, port, asked, nonce)
+		request, err = ExtendedRequestBytes(target, port, asked, nonce, o.ip)
 	}
 	if err != nil {
 		return hostAnswer{outcome: failureOf(err, 0), host: label}
@@ -308,7 +309,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 			outcome = failureOf(err, 0)
 		} else {
 			outcome = EvaluateExtended(resp, TrustedKeys(ext.keys, now), Expect{Host: target, Port: port,
-				Fingerprint: &asked, Nonce: nonce, Now: &now, MaxSkew: ext.maxSkew})
+				Fingerprint: &asked, Nonce: nonce, Now: &now, MaxSkew: ext.maxSkew, BindIP: true, IP: o.ip})
 		}
 	}
 	cs := ""

@@ -116,7 +116,7 @@ func RunVectorCase(doc, c map[string]any) (map[string]any, error) {
 		if !ok || port != int64(int(port)) {
 			return invalid(badInput(KindTarget, "invalid target port"))
 		}
-		req, err := RequestBytes(vString(c, "host"), int(port), fp)
+		req, err := RequestBytes(vString(c, "host"), int(port), fp, vString(c, "ip"))
 		if err != nil {
 			return invalid(err)
 		}
@@ -282,6 +282,9 @@ func extendedCase(doc, c, out map[string]any) (map[string]any, error) {
 	e := Expect{Host: vString(exp, "host"), Nonce: vString(exp, "nonce"), Now: &now, MaxSkew: DefaultMaxSkew}
 	if p, ok := vInt(exp, "port"); ok {
 		e.Port = int(p)
+	}
+	if _, stated := exp["ip"]; stated {
+		e.BindIP, e.IP = true, vString(exp, "ip")
 	}
 	if ms, ok := vInt(exp, "max_skew"); ok {
 		e.MaxSkew = ms
