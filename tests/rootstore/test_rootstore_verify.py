@@ -7,6 +7,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rootstore_support import NOW, NOW_TS, PKI
 
 from notary.errors import BadData
@@ -276,3 +278,19 @@ def test_verify_cli(pki: PKI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     trust.write_text(fp(pki, 0).hex() + "\n", encoding="utf-8")
     assert main([*base, "--host", "v.test", "--trust", str(trust)]) == 1
     assert json.loads(capsys.readouterr().out)["verdict"] == "not-in-top-k"
+
+
+@given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=10))
+@settings(max_examples=100, deadline=None)
+def test_chain_encoding_round_trips_any_chain(chain: list[bytes]) -> None:
+    assert decode_chain(encode_chain(chain)) == tuple(chain)
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=150, deadline=None)
+def test_chain_decoding_fails_only_as_bad_data(raw: bytes) -> None:
+    try:
+        out = decode_chain(raw)
+    except BadData:
+        return
+    assert encode_chain(out) == raw  # anything accepted is exactly a canonical encoding
