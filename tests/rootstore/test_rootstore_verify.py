@@ -294,3 +294,26 @@ def test_chain_decoding_fails_only_as_bad_data(raw: bytes) -> None:
     except BadData:
         return
     assert encode_chain(out) == raw  # anything accepted is exactly a canonical encoding
+
+
+def test_settings_from_toml_and_flags(tmp_path: Path) -> None:
+    from notary.cli import _parser, settings_from_args
+    from notary.config import Settings, load_toml
+    from notary.errors import BadConfig
+
+    conf = tmp_path / "notary.toml"
+    conf.write_text('[notary]\nverifier = "both"\nca_roots = ["a.pem"]\nca_trust = "t.txt"\n'
+                    "ca_no_mozilla = true\n", encoding="utf-8")
+    values = load_toml(conf)
+    s = Settings(**values)
+    s.check()
+    assert (s.verifier, s.ca_roots, s.ca_trust, s.ca_no_mozilla) == (
+        "both", ["a.pem"], Path("t.txt"), True)
+    with pytest.raises(BadConfig):
+        Settings(verifier="cas").check()
+    args = _parser().parse_args(["serve", "--verifier", "ca", "--ca-roots", "x.pem",
+                                 "--ca-roots", "y.pem", "--ca-no-mozilla"])
+    flags = settings_from_args(args)
+    assert (flags.verifier, flags.ca_roots, flags.ca_no_mozilla) == ("ca", ["x.pem", "y.pem"],
+                                                                     True)
+    assert settings_from_args(_parser().parse_args(["serve"])).verifier == "perspective"
