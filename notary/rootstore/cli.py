@@ -252,16 +252,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _labels(path: Path) -> dict[tuple[str, int], str]:
+    """The ``role`` (or ``label``) of each client-view site; lines were checked already."""
     out: dict[tuple[str, int], str] = {}
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    doc = json.loads(line)
-                    out[(str(doc["host"]), int(doc.get("port", 443)))] = str(
-                        doc.get("role") or doc.get("label") or "")
-                except (ValueError, KeyError, TypeError):
-                    continue
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    try:
+                        doc = json.loads(line)
+                        out[(str(doc["host"]).lower(), int(doc.get("port", 443)))] = str(
+                            doc.get("role") or doc.get("label") or "")
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        continue
+    except OSError as exc:
+        raise BadConfig(f"cannot read {path}: {exc.strerror or exc}") from exc
     return out
 
 
