@@ -15,7 +15,9 @@
 * "Org Swap": a relay presenting Org B's certificate that forwards each request to Org B
   about another target: 127.0.0.2:P (where the forged certificate is served) instead of
   127.0.0.1:P. A legacy answer names no target, so it is fooled; an extended one is bound to
-  127.0.0.2 and is rejected as ``wrong-target``.
+  127.0.0.2 and is rejected as ``wrong-target``. "Org Inject" likewise keeps the target
+  but asks B to connect to the address 127.0.0.2 (``/target/<h>+<p>/127.0.0.2``, or the
+  extended request's ``ip``); the extended answer names that address and is rejected.
 * HTTPS targets made with trustme: the genuine one on 127.0.0.1:P, the forged one on
   127.0.0.2:P.
 
@@ -387,11 +389,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         e.bundles["Org Replay"] = tmp / "org-replay.notary"
         e.bundles["Org Replay"].write_text(json.dumps(rp))
 
-        # Org Swap: presents B's certificate, asks B about 127.0.0.2 instead of 127.0.0.1
+        # Org Swap: presents B's certificate, asks B about 127.0.0.2 instead of 127.0.0.1;
+        # Org Inject: asks B to probe the address 127.0.0.2 for the target 127.0.0.1
         b_port = procs[1].port
 
-        def swap(s: ssl.SSLSocket) -> None:
-            req = _swap_target(_read_request(s), "127.0.0.1", "127.0.0.2")
+        def forward_to_b(s: ssl.SSLSocket, rewrite: Any) -> None:
+            req = rewrite(_read_request(s))
             up_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             up_ctx.check_hostname = False
             up_ctx.verify_mode = ssl.CERT_NONE
@@ -403,12 +406,18 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
                 while chunk := up.recv(65536):
                     s.sendall(chunk)
 
-        swap_srv = _tls_server(("127.0.0.1", 0), relay_ctx, swap)
-        servers.append(swap_srv)
-        sw = {**b, "name": "Org Swap"}
-        sw["hosts"] = [{**b["hosts"][0], "ssl_port": swap_srv.server_address[1]}]
-        e.bundles["Org Swap"] = tmp / "org-swap.notary"
-        e.bundles["Org Swap"].write_text(json.dumps(sw))
+        for name, rewrite in (
+            ("Org Swap", lambda r: _swap_target(r, "127.0.0.1", "127.0.0.2")),
+            ("Org Inject", lambda r: _inject_address(r, "127.0.0.2")),
+        ):
+            srv = _tls_server(
+                ("127.0.0.1", 0), relay_ctx, lambda s, rw=rewrite: forward_to_b(s, rw)
+            )
+            servers.append(srv)
+            doc = {**b, "name": name}
+            doc["hosts"] = [{**b["hosts"][0], "ssl_port": srv.server_address[1]}]
+            e.bundles[name] = tmp / f"{name.lower().replace(' ', '-')}.notary"
+            e.bundles[name].write_text(json.dumps(doc))
         _split_extended(e)
         yield e
     finally:
@@ -425,18 +434,39 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             srv.server_close()
 
 
+def _inject_address(request: bytes, address: str) -> bytes:
+    """Rewrite a request so that the notary probes ``address`` for the same target: the
+    legacy ``/target/<h>+<p>/<address>`` or the extended ``"ip"`` member."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    if head.startswith(b"POST /target/"):
+        first, _, rest = head.partition(b"\r\n")
+        method, path, version = first.split(b" ", 2)
+        return b" ".join((method, path + b"/" + address.encode(), version)) + b"\r\n" + rest + (
+            b"\r\n\r\n" + body
+        )
+    return _rewrite_json(head, body, lambda doc: doc.update(ip=address))
+
+
 def _swap_target(request: bytes, old: str, new: str) -> bytes:
     """Rewrite a legacy (``/target/<old>+``) or extended (JSON ``"host"``) request to ask
     about ``new`` instead of ``old``."""
     head, _, body = request.partition(b"\r\n\r\n")
     if head.startswith(b"POST /target/"):
         return request.replace(f"/target/{old}+".encode(), f"/target/{new}+".encode(), 1)
+    def swap(doc: dict[str, Any]) -> None:
+        if doc.get("host") == old:
+            doc["host"] = new
+
+    return _rewrite_json(head, body, swap)
+
+
+def _rewrite_json(head: bytes, body: bytes, change: Any) -> bytes:
     try:
         doc = json.loads(body)
     except ValueError:
-        return request
-    if isinstance(doc, dict) and doc.get("host") == old:
-        doc["host"] = new
+        return head + b"\r\n\r\n" + body
+    if isinstance(doc, dict):
+        change(doc)
     body = json.dumps(doc).encode()
     lines = [
         line

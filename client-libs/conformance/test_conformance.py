@@ -333,6 +333,21 @@ CASES = [
         {"notary-agreement": "minority"},
     ),
     Case(
+        "ext-injected-address",
+        "a relay asks B to probe the forged server's address for the same target: the signed "
+        "answer names an address the client did not ask for",
+        ("Org Inject+",),
+        (Step("forged", 1, False, False, ((F, "wrong-target"),)),),
+        {"notary-agreement": "minority"},
+    ),
+    Case(
+        "ext-injected-address-legacy",
+        "twin, the legacy weakness: the injected address fools a legacy answer",
+        ("Org Inject",),
+        (Step("forged", 0, True, False, (LISTED,)),),
+        {"notary-agreement": "minority"},
+    ),
+    Case(
         "ext-swapped-target-legacy",
         "twin, the legacy weakness: the same swap fools a legacy answer, which names no target",
         ("Org Swap",),

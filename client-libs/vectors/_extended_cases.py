@@ -159,6 +159,7 @@ def extended_answers() -> dict[str, Any]:
                                 cache="hit", address=None))
     sha1_req = _sign(_statement(request={"alg": "sha1", "fingerprint": FP1, "nonce": NONCE}))
     ip_target = _sign(_statement(target={"host": "93.184.216.34", "port": PORT, "ip": None}))
+    with_ip = _sign(_statement(target={"host": HOST, "port": PORT, "ip": "93.184.216.34"}))
     mismatch = _sign(_statement(verdict="mismatch"))
     unreachable = _sign(_statement(verdict="unreachable", detail="connection refused",
                                    observations=[], address=None))
@@ -295,6 +296,14 @@ def extended_answers() -> dict[str, Any]:
             fingerprint=OLD256, flags=["fingerprint-binding"]),
         bad("answer about the same digest under another algorithm", sha1_req, "wrong-target",
             fingerprint=FP256, flags=["fingerprint-binding"]),
+        ok("address named by the client and echoed in target.ip", with_ip, "match",
+           ip="93.184.216.34", flags=["ip-binding"]),
+        ok("no address named, none in the answer", good, "match", ip=None,
+           flags=["ip-binding"]),
+        bad("an address the client did not name (a relay asked the notary to probe it)",
+            with_ip, "wrong-target", ip=None, flags=["ip-binding"]),
+        bad("another address than the one named", with_ip, "wrong-target", ip="192.0.2.1",
+            flags=["ip-binding"]),
         bad("nonce mismatch", good, "nonce-mismatch", nonce="AAAAAAAAAAAAAAAAAAAAAA"),
         bad("nonce sent, answer has none (a cached answer replayed)", no_nonce,
             "nonce-mismatch"),
@@ -338,7 +347,8 @@ def extended_answers() -> dict[str, Any]:
             "The extended format converge-answer/1 (docs/wire-format.md): RFC 8785 canonical "
             "JSON (type canonical: input text -> canonical text or invalid) and signed answers "
             "(type answer: verify with the bundle's signing_keys named in bundle_keys, the "
-            "expectations in expect -- null = not checked -- and the documented order of "
+            "expectations in expect -- null = not checked, except ip, which is checked when "
+            "present -- and the documented order of "
             "checks; output result valid + verdict, or rejected + kind). Keys are trusted at "
             "expect.now (a retired key while now <= valid_until); freshness is "
             "|now - answered_at| <= max_skew. Type bundle: a v1 bundle with the optional "
@@ -351,6 +361,8 @@ def extended_answers() -> dict[str, Any]:
             "boundary": "exactly at a limit, or one past it",
             "fingerprint-binding": "the verifier knows which fingerprint it asked about; the "
             "notary's reference verifier has no such argument",
+            "ip-binding": "expect has an ip member: target.ip must be exactly it (null: the "
+            "client named no address); the notary's reference verifier has no such argument",
         },
         "signing_keys": {name: _bundle_entry(name) for name in ("current", "retired", "other")},
         "test_key_seeds": {name: hashlib.sha256(s.encode()).hexdigest()

@@ -33,7 +33,7 @@ from .cachepolicy import cache_decision
 from .config import Config, load_config
 from .errors import CacheIOError, ConfigError, FingerprintError
 from .fingerprint import Fingerprint, as_fingerprint, fingerprint_of
-from .legacy import Vote, check_target, location
+from .legacy import Vote, check_ip, check_target, location
 from .notary_io import ExtendedQuery, NotaryResult, ask_notary
 from .policy import Policy, decide, settled
 
@@ -177,15 +177,19 @@ class Client:
         fingerprint: str | Fingerprint,
         *,
         certificate: bytes | None = None,
+        ip: str | None = None,
     ) -> Verdict:
-        """Synchronous check. A cache hit costs one indexed SQLite lookup, no event loop."""
+        """Synchronous check. A cache hit costs one indexed SQLite lookup, no event loop.
+        ``ip``: ask the notaries to connect to this address (sending ``host`` as SNI)."""
         t0 = time.perf_counter()
         check_target(host, port)
+        if ip is not None:
+            check_ip(ip)
         forms = self._forms(fingerprint, certificate)
         loc = location(host, port)
         if self._cached(loc, forms, self._clock()):
             return self._cache_verdict(host, port, forms, t0)
-        coro = self._ask(host, port, forms, t0)
+        coro = self._ask(host, port, forms, t0, ip)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -200,13 +204,16 @@ class Client:
         fingerprint: str | Fingerprint,
         *,
         certificate: bytes | None = None,
+        ip: str | None = None,
     ) -> Verdict:
         t0 = time.perf_counter()
         check_target(host, port)
+        if ip is not None:
+            check_ip(ip)
         forms = self._forms(fingerprint, certificate)
         if self._cached(location(host, port), forms, self._clock()):
             return self._cache_verdict(host, port, forms, t0)
-        return await self._ask(host, port, forms, t0)
+        return await self._ask(host, port, forms, t0, ip)
 
     def _extended_query(self, bundle: NotaryBundle) -> ExtendedQuery | None:
         """How to ask ``bundle`` in the extended format, or ``None`` for the legacy one."""
@@ -221,7 +228,9 @@ class Client:
             clock=self._clock,
         )
 
-    async def _ask(self, host: str, port: int, forms: list[Fingerprint], t0: float) -> Verdict:
+    async def _ask(
+        self, host: str, port: int, forms: list[Fingerprint], t0: float, ip: str | None = None
+    ) -> Verdict:
         cfg = self.config
         notaries = cfg.notaries()
         if not notaries:
@@ -252,6 +261,7 @@ class Client:
                     relay=relay,
                     bounce_port=cfg.bounce_port,
                     ext=self._extended_query(b),
+                    ip=ip,
                 )
             ): b.name
             for b in chosen
@@ -360,16 +370,19 @@ def converge(
     *,
     config: ConfigArg | Client = None,
     certificate: bytes | None = None,
+    ip: str | None = None,
 ) -> Verdict:
     """Is ``fingerprint`` the certificate the notaries see for ``host:port``?
 
     ``config`` is a :class:`Client`, a :class:`Config`, a configuration directory, or
     ``None`` (discover).
     ``certificate`` (DER), when given, lets the cache and the notaries' lists be matched by
-    both SHA-1 and SHA-256. Raises :class:`~converge.errors.BadInput` for bad arguments or
-    configuration; notary failures are votes in the verdict, not exceptions.
+    both SHA-1 and SHA-256. ``ip`` asks the notaries to connect to that address (the one
+    the caller connected to) with ``host`` as SNI; extended answers must name it. Raises
+    :class:`~converge.errors.BadInput` for bad arguments or configuration; notary failures
+    are votes in the verdict, not exceptions.
     """
-    return get_client(config).check(host, port, fingerprint, certificate=certificate)
+    return get_client(config).check(host, port, fingerprint, certificate=certificate, ip=ip)
 
 
 async def aconverge(
@@ -379,6 +392,9 @@ async def aconverge(
     *,
     config: ConfigArg | Client = None,
     certificate: bytes | None = None,
+    ip: str | None = None,
 ) -> Verdict:
     """The asynchronous :func:`converge`."""
-    return await get_client(config).acheck(host, port, fingerprint, certificate=certificate)
+    return await get_client(config).acheck(
+        host, port, fingerprint, certificate=certificate, ip=ip
+    )

@@ -13,8 +13,9 @@ Rules (see ``docs/wire-format.md``, "Extended: converge-answer/1"):
 * Verification, in this order, each failure named by its ``kind`` (the names of the test
   vectors): ``malformed`` / ``non-canonical`` (shape, canonical bytes), ``malformed`` (type,
   alg, key ids), ``unknown-key`` (not a trusted key of the bundle; a retired key only while
-  ``now <= valid_until``), ``bad-signature``, ``wrong-target`` (host/port, and the
-  fingerprint asked about when the caller names it), ``nonce-mismatch``, ``stale``
+  ``now <= valid_until``), ``bad-signature``, ``wrong-target`` (host/port; the address
+  asked to probe -- none unless the caller named one; the fingerprint asked about when the
+  caller names it), ``nonce-mismatch``, ``stale``
   (``|now - answered_at| > max_skew``).
 * Votes: ``match`` = success, ``mismatch`` = failure, ``unreachable`` = unreachable (stands
   aside like any unreachable notary), ``refused`` = unreachable (the notary declined to look
@@ -39,7 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import BadInput, BundleError, ResponseError
 from .fingerprint import Fingerprint
-from .legacy import HttpResponse, Vote, check_target, parse_http_response
+from .legacy import HttpResponse, Vote, check_ip, check_target, parse_http_response
 
 FORMAT = "converge-answer/1"
 LEGACY_FORMAT = "convergence-v1"
@@ -302,7 +303,7 @@ def request_body(
         "alg": fingerprint.algorithm,
     }
     if ip is not None:
-        doc["ip"] = ip
+        doc["ip"] = check_ip(ip)
     if nonce is not None:
         doc["nonce"] = nonce
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
@@ -345,12 +346,16 @@ def verify_answer(
     nonce: str | None = None,
     now: int | None = None,
     max_skew: int = DEFAULT_MAX_SKEW,
+    ip: str | None = None,
+    bind_ip: bool = False,
 ) -> VerifiedAnswer:
     """Check an answer in the documented order; raise :class:`AnswerRejected`.
 
     ``keys``: the trusted keys (see :func:`trusted_keys`). Expectations left ``None`` are not
     checked (an offline verifier may not know them). ``host`` is compared in the notary's
-    normal form (:func:`expected_host`).
+    normal form (:func:`expected_host`). With ``bind_ip`` the statement's ``target.ip`` must
+    be ``ip`` (``None``: the client named no address, so an answer about a probe of an
+    address someone else chose is ``wrong-target``).
     """
     if len(raw) > MAX_ANSWER:
         raise AnswerRejected("malformed", f"answer larger than {MAX_ANSWER} bytes")
@@ -392,6 +397,10 @@ def verify_answer(
         raise AnswerRejected(
             "wrong-target",
             f"answer is about {target.get('host')}:{target.get('port')}, not {host}:{port}",
+        )
+    if bind_ip and target.get("ip") != (None if ip is None else expected_host(ip)):
+        raise AnswerRejected(
+            "wrong-target", f"answer is about a probe of {target.get('ip')}, not {ip}"
         )
     request = stmt.get("request")
     if fingerprint is not None and (
@@ -456,7 +465,10 @@ def evaluate(
     nonce: str | None,
     now: int,
     max_skew: int,
+    ip: str | None = None,
 ) -> ExtOutcome:
+    """Reduce one response to a vote; the answer must be about ``ip`` exactly (``None``:
+    no address named)."""
     status = response.status
     ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
     signed = status in VERDICT_STATUS.values() and ctype == MEDIA_TYPE
@@ -466,7 +478,7 @@ def evaluate(
     try:
         v = verify_answer(
             response.body, keys, host=host, port=port, fingerprint=fingerprint, nonce=nonce,
-            now=now, max_skew=max_skew,
+            now=now, max_skew=max_skew, ip=ip, bind_ip=True,
         )
     except AnswerRejected as e:
         return ExtOutcome("failure", e.kind, status, str(e))
@@ -492,6 +504,7 @@ def outcome_from_http(
     now: int,
     max_skew: int,
     max_bytes: int,
+    ip: str | None = None,
 ) -> tuple[ExtOutcome, HttpResponse | None]:
     try:
         response = parse_http_response(raw, max_bytes=max_bytes)
@@ -499,7 +512,7 @@ def outcome_from_http(
         return ExtOutcome("failure", e.kind, None, str(e)), None
     out = evaluate(
         response, keys, host=host, port=port, fingerprint=fingerprint, nonce=nonce, now=now,
-        max_skew=max_skew,
+        max_skew=max_skew, ip=ip,
     )
     return out, response
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -64,12 +65,24 @@ def check_target(host: str, port: int) -> None:
         raise TargetError(f"invalid target port {port!r}")
 
 
-def request_bytes(host: str, port: int, fingerprint: Fingerprint) -> bytes:
-    """The exact request the legacy add-on sends (colons unescaped in the form body)."""
+def check_ip(ip: str) -> str:
+    """An IP address literal in its compressed form; :class:`TargetError` otherwise."""
+    try:
+        return ipaddress.ip_address(ip).compressed
+    except (ValueError, TypeError) as e:
+        raise TargetError(f"invalid target address {ip!r}") from e
+
+
+def request_bytes(
+    host: str, port: int, fingerprint: Fingerprint, ip: str | None = None
+) -> bytes:
+    """The exact request the legacy add-on sends (colons unescaped in the form body).
+    ``ip`` (optional) asks the notary to connect to that address (``/target/<h>+<p>/<ip>``)."""
     check_target(host, port)
+    suffix = f"/{check_ip(ip)}" if ip is not None else ""
     body = f"fingerprint={fingerprint.colon_hex()}".encode("ascii")
     head = (
-        f"POST /target/{host.lower()}+{port} HTTP/1.0\r\n"
+        f"POST /target/{host.lower()}+{port}{suffix} HTTP/1.0\r\n"
         "Content-Type: application/x-www-form-urlencoded\r\n"
         "Connection: close\r\n"
         f"Content-Length: {len(body)}\r\n"

@@ -199,6 +199,7 @@ async def query_host(
     relay_dests: Sequence[NotaryHost] = (),
     bounce_port: int = 4242,
     ext: ExtendedQuery | None = None,
+    ip: str | None = None,
 ) -> _HostAnswer:
     """Ask one physical host (or, through ``relay``, whichever of ``relay_dests`` the relay
     connects to). IO failures are reported as outcomes, never raised. With ``ext`` the
@@ -210,6 +211,7 @@ async def query_host(
         "relay": relay,
         "relay_dests": relay_dests,
         "bounce_port": bounce_port,
+        "ip": ip,
     }
     if ext is None:
         return await _query_host(nh, target_host, target_port, wanted, None, **kw)
@@ -232,6 +234,7 @@ async def _query_host(
     relay: NotaryBundle | None,
     relay_dests: Sequence[NotaryHost],
     bounce_port: int,
+    ip: str | None,
 ) -> _HostAnswer:
     label = f"{nh.host}:{nh.ssl_port}"
     if relay is not None:
@@ -239,11 +242,11 @@ async def _query_host(
     nonce: str | None = None
     asked = wanted[0]
     if ext is None:
-        request = request_bytes(target_host, target_port, wanted[0])
+        request = request_bytes(target_host, target_port, wanted[0], ip)
     else:
         asked = extended.request_fingerprint(wanted)
         nonce = extended.new_nonce() if ext.nonce else None
-        request = extended.request_bytes(target_host, target_port, asked, nonce=nonce)
+        request = extended.request_bytes(target_host, target_port, asked, nonce=nonce, ip=ip)
     writer: asyncio.StreamWriter | None = None
     try:
         try:
@@ -284,6 +287,7 @@ async def _query_host(
                 now=now,
                 max_skew=ext.max_skew,
                 max_bytes=max_bytes,
+                ip=ip,
             )
             outcome = Outcome(
                 ext_out.vote,
@@ -342,6 +346,7 @@ async def ask_notary(
     relay: NotaryBundle | None = None,
     bounce_port: int = 4242,
     ext: ExtendedQuery | None = None,
+    ip: str | None = None,
 ) -> NotaryResult:
     """Race every physical host of ``bundle``; see the module docstring for the rules."""
     t0 = time.perf_counter()
@@ -356,6 +361,7 @@ async def ask_notary(
                     connect_timeout=connect_timeout,
                     max_bytes=max_bytes,
                     ext=ext,
+                    ip=ip,
                 )
             )
             for h in bundle.hosts
@@ -375,6 +381,7 @@ async def ask_notary(
                     relay_dests=bundle.hosts,
                     bounce_port=bounce_port,
                     ext=ext,
+                    ip=ip,
                 )
             )
         ]

@@ -154,6 +154,8 @@ def _extended_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str,
             nonce=exp.get("nonce"),
             now=exp["now"],
             max_skew=exp.get("max_skew", 300),
+            ip=exp.get("ip"),
+            bind_ip="ip" in exp,
         )
     except AnswerRejected as e:
         return {"result": "rejected", "kind": e.kind}
