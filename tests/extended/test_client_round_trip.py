@@ -257,3 +257,24 @@ async def test_check_saves_answers_and_verify_answer_checks_them(
                           str(bundle_file)]) == 2
     assert converge_main([*ok[:4], "--host", "site.test"]) == 2  # --port missing
 
+
+
+async def test_a_named_address_is_probed_and_bound(
+    notary: Notary, tls_target: Target, tmp_path: Path
+) -> None:
+    c = client(tmp_path, [bundle_doc(notary)], lambda: notary.clock[0])
+    v = await c.acheck("Site.Test", tls_target.port, sha256(tls_target.der), ip="127.0.0.1")
+    r = v.results[0]
+    assert v.trusted and (r.kind, r.protocol) == ("match", sext.FORMAT)
+    assert json.loads(r.answer or b"")["statement"]["target"]["ip"] == "127.0.0.1"
+    c.close()
+    # the legacy format names the address in the path: /target/<host>+<port>/<ip>
+    legacy = client(tmp_path / "l", [bundle_doc(notary)], lambda: notary.clock[0],
+                    extended="off")
+    v = await legacy.acheck("site.test", tls_target.port, sha1(tls_target.der), ip="127.0.0.1")
+    assert v.trusted and v.results[0].kind == "listed"
+    legacy.close()
+    # twin: a malformed address is bad input, not a vote
+    with pytest.raises(ValueError):
+        await client(tmp_path / "x", [bundle_doc(notary)], lambda: notary.clock[0]).acheck(
+            "site.test", tls_target.port, sha1(tls_target.der), ip="not-an-ip")
