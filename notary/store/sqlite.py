@@ -13,6 +13,7 @@ opening a version-1 database creates it and records version 2, nothing else chan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -73,6 +74,7 @@ class SQLiteStore:
     @classmethod
     async def open(cls, path: str | Path, *, busy_timeout_ms: int = 5000) -> SQLiteStore:
         path = str(path)
+        db: aiosqlite.Connection | None = None
         try:
             db = await aiosqlite.connect(path, isolation_level=None)
             await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -89,6 +91,9 @@ class SQLiteStore:
                 (str(SCHEMA_VERSION), SCHEMA_VERSION),
             )
         except sqlite3.Error as exc:
+            if db is not None:  # its worker thread would keep the interpreter from exiting
+                with contextlib.suppress(sqlite3.Error):
+                    await db.close()
             raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from exc
         return cls(db, path)
 
