@@ -103,6 +103,24 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def busy(machine: Mapping[str, Any]) -> bool:
+    """Whether other load (1-minute load average above the CPU count) shared the run."""
+    n = machine.get("nproc") or 1
+    loads = [x for x in (machine.get("loadavg_before"), machine.get("loadavg_after")) if x]
+    return any(float(x[0]) > n for x in loads)
+
+
+def _load_warning(machine: Mapping[str, Any]) -> list[str]:
+    if not busy(machine):
+        return []
+    return [
+        "**The machine was busy with other work during this run** (1-minute load average "
+        "above the CPU count): absolute rates are low and per-trial ratios scatter; the "
+        "medians of paired ratios and the CPU-per-request figures are the ones to read.",
+        "",
+    ]
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The human table for docs/benchmarks.md."""
     m = doc["machine"]
@@ -120,6 +138,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         f"load average before/after {m.get('loadavg_before')} / {m.get('loadavg_after')}; "
         f"commit {str(doc.get('commit') or '?')[:12]}.",
         "",
+        *_load_warning(m),
         "## Notary",
         "",
         "| Scenario | Notary rate/s | p50 ms | p99 ms | Errors | Baseline | Baseline rate/s "

@@ -69,6 +69,12 @@ def test_report_ratios_are_paired_medians() -> None:
         report.compare(notary, base[:2], 0.6)
 
 
+def test_busy_machine_is_flagged() -> None:
+    assert report.busy({"nproc": 2, "loadavg_before": [3.5, 1, 1], "loadavg_after": [1, 1, 1]})
+    assert not report.busy({"nproc": 2, "loadavg_before": [0.5, 1, 1],
+                            "loadavg_after": [1.9, 1, 1]})
+
+
 @needs_wrk
 def test_trivial_app_under_wrk(tmp_path: Path) -> None:
     with Processes(tmp_path / "logs") as ps:
