@@ -29,7 +29,7 @@ from notary_support import (
     sha256_fp,
 )
 
-from notary.keys import load
+from notary.keys import Identity, load
 
 MakeTarget = Callable[..., Awaitable[TLSTarget]]
 MakeNotary = Callable[..., Awaitable[Notary]]
@@ -139,10 +139,11 @@ def test_bundle_writes_the_v1_shape(tmp_path: Path) -> None:
         ["--region", "DEU"],
     ],
 )
-def test_bundle_rejects_bad_values(tmp_path: Path, extra: list[str]) -> None:
-    data = tmp_path / "data"
-    assert run_cli("keygen", "--data-dir", str(data)).returncode == 0
-    r = run_cli("bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X", *extra)
+def test_bundle_rejects_bad_values(tmp_path: Path, identity: Identity, extra: list[str]) -> None:
+    r = run_cli(
+        "bundle", "--data-dir", str(tmp_path), "--cert", str(identity.cert_path),
+        "--host", "n.example", "--name", "X", *extra,
+    )
     assert r.returncode == 2
     assert r.stderr.startswith("notary: ")
     assert r.stdout == ""

@@ -3,8 +3,12 @@ and the address policy end to end."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
+import ssl
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -17,6 +21,8 @@ from notary_support import (
     get_request,
     leaf_der,
     legacy_post_request,
+    no_verify_client,
+    parse_reply,
     sha1_fp,
     verifies_recipe_a,
     verifies_recipe_b,
@@ -258,3 +264,46 @@ async def test_refused_address_skipped_when_an_allowed_one_exists(
 def test_fingerprint_helpers_agree_with_hashlib(site_cert: trustme.LeafCert) -> None:
     der = leaf_der(site_cert)
     assert sha1_fp(der).replace(":", "").lower() == hashlib.sha1(der).hexdigest()
+
+
+# -- bounded waits for slow clients ----------------------------------------------------------
+
+
+async def test_slow_body_gets_408(make_notary: MakeNotary) -> None:
+    notary = await make_notary(served=True, body_timeout=0.5)
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", notary.port, ssl=no_verify_client()
+    )
+    try:
+        writer.write(
+            b"POST /target/site.test+443 HTTP/1.0\r\nContent-Length: 71\r\n\r\nfinger"
+        )
+        await writer.drain()
+        started = time.monotonic()
+        # aiohttp then lingers (bounded) to drain the unread body, so read only the head
+        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        elapsed = time.monotonic() - started
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
+    r = parse_reply(raw)
+    assert r.status == 408
+    assert elapsed < 8
+    # twin: the same body sent whole is parsed (and refused for what it says, not for time)
+    whole = await notary.send(legacy_post_request("/target/site.test+443", b"fingerprint=zz"))
+    assert whole.status == 400
+
+
+async def test_client_that_never_starts_tls_is_dropped(make_notary: MakeNotary) -> None:
+    notary = await make_notary(served=True, tls_handshake_timeout=0.5)
+    reader, writer = await asyncio.open_connection("127.0.0.1", notary.port)  # plain TCP
+    try:
+        started = time.monotonic()
+        data = await asyncio.wait_for(reader.read(), 10)
+        assert data == b""  # closed without a word
+        assert time.monotonic() - started < 8
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
