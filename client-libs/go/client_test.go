@@ -406,3 +406,27 @@ func TestConvergeDiscoversTheConfiguration(t *testing.T) {
 		t.Fatalf("missing configuration: %v", err)
 	}
 }
+
+// The ip option: the notaries are asked to connect to the caller's address; an extended
+// answer about another address (one the client did not name) is wrong-target.
+func TestIPOptionAndTargetAddressBinding(t *testing.T) {
+	w := newWorld(t, 2, true)
+	bs := w.bundles()
+	fp := FingerprintOf(w.genuine.der, "sha1").ColonHex()
+	v, err := w.client(t, nil, bs...).CheckWith(context.Background(), "127.0.0.1", w.targetPort, fp, CheckOptions{IP: "127.0.0.1"})
+	if err != nil || !v.Trusted || kinds(v) != "success/match success/match" || w.notaries[0].lastIP != "127.0.0.1" {
+		t.Fatalf("%v %s ip=%q %v", v.Trusted, kinds(v), w.notaries[0].lastIP, err)
+	}
+	v, _ = w.client(t, map[string]any{"extended": "off"}, bs...).CheckWith(context.Background(), "127.0.0.1", w.targetPort, fp, CheckOptions{IP: "127.0.0.1"})
+	if !v.Trusted || w.notaries[1].lastIP != "127.0.0.1" {
+		t.Fatalf("legacy /target/<host>+<port>/<ip>: %s ip=%q", kinds(v), w.notaries[1].lastIP)
+	}
+	w.notaries[1].probeIP = "127.0.0.2"
+	v = w.check(t, w.client(t, map[string]any{"notary-agreement": "consensus"}, bs...), w.genuine)
+	if v.Trusted || kinds(v) != "success/match failure/wrong-target" {
+		t.Fatalf("an answer about an address nobody named: %v %s", v.Trusted, kinds(v))
+	}
+	if _, err := w.client(t, nil, bs...).CheckWith(context.Background(), "127.0.0.1", w.targetPort, fp, CheckOptions{IP: "1.2.3"}); ErrorKind(err) != KindTarget {
+		t.Fatalf("bad ip: %v", err)
+	}
+}

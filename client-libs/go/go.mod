@@ -1,6 +1,6 @@
 module converge.example/go
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect

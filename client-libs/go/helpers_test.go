@@ -95,6 +95,8 @@ type fakeNotary struct {
 	delay     time.Duration // before answering
 	requests  int
 	lastNonce string
+	lastIP    string // the address a request asked the notary to connect to
+	probeIP   string // extended: name this address in target.ip whatever was asked
 }
 
 func startNotary(t testing.TB, addr string, cert testCert) *fakeNotary {
@@ -186,7 +188,11 @@ func colonHex(d []byte) string { return Fingerprint{"", d}.ColonHex() }
 
 func (n *fakeNotary) legacy(target string, body []byte) []byte {
 	host, port, _ := strings.Cut(target, "+")
+	port, ip, _ := strings.Cut(port, "/")
 	loc := host + ":" + port
+	n.mu.Lock()
+	n.lastIP = ip
+	n.mu.Unlock()
 	asked, _ := ParseFingerprint(strings.TrimPrefix(string(body), "fingerprint="))
 	n.mu.Lock()
 	der, ok := n.view[loc]
@@ -218,14 +224,15 @@ func jsonStr(s string) string {
 
 func (n *fakeNotary) extendedAnswer(body []byte) []byte {
 	var req struct {
-		Host, Fingerprint, Alg, Nonce string
-		Port                          int
+		Host, Fingerprint, Alg, Nonce, IP string
+		Port                              int
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return []byte("HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
 	}
 	n.mu.Lock()
-	n.lastNonce = req.Nonce
+	n.lastNonce, n.lastIP = req.Nonce, req.IP
+	probe := n.probeIP
 	der, ok := n.view[fmt.Sprintf("%s:%d", req.Host, req.Port)]
 	n.mu.Unlock()
 	asked, _ := ParseFingerprint(req.Fingerprint)
@@ -238,15 +245,22 @@ func (n *fakeNotary) extendedAnswer(body []byte) []byte {
 		obs = fmt.Sprintf(`[{"first_seen":1,"last_seen":2,"sha1":"%s","sha256":"%s"}]`,
 			FingerprintOf(der, "sha1").ColonHex(), FingerprintOf(der, "sha256").ColonHex())
 	}
+	ip := "null"
+	if req.IP != "" {
+		ip = jsonStr(req.IP)
+	}
+	if probe != "" {
+		ip = jsonStr(probe)
+	}
 	nonce := "null"
 	if req.Nonce != "" {
 		nonce = jsonStr(req.Nonce)
 	}
 	stmt := fmt.Sprintf(`{"address":null,"answered_at":%d,"cache":"hit","detail":null,"key_id":"%s","observations":%s,`+
-		`"request":{"alg":%s,"fingerprint":%s,"nonce":%s},"target":{"host":%s,"ip":null,"port":%d},`+
+		`"request":{"alg":%s,"fingerprint":%s,"nonce":%s},"target":{"host":%s,"ip":%s,"port":%d},`+
 		`"type":"converge-answer/1","verdict":"%s"}`,
 		time.Now().Unix(), n.keyID(), obs, jsonStr(asked.Algorithm), jsonStr(asked.ColonHex()), nonce,
-		jsonStr(strings.ToLower(req.Host)), req.Port, verdict)
+		jsonStr(strings.ToLower(req.Host)), ip, req.Port, verdict)
 	sig := ed25519.Sign(n.edKey, []byte(stmt))
 	doc := fmt.Sprintf(`{"signature":{"alg":"ed25519","key_id":"%s","value":"%s"},"statement":%s}`,
 		n.keyID(), b64url(sig), stmt)
