@@ -177,7 +177,11 @@ def test_thousands_of_idle_connections(notary: NotaryProcess, good_target: Threa
     try:
         for _ in range(n):
             socks.append(socket.create_connection(("127.0.0.1", notary.port), timeout=10))
-        time.sleep(0.5)
+        # the kernel completes connections before the notary accepts them: wait (well within
+        # the 10 s handshake timeout) until it holds them
+        deadline = time.monotonic() + 5
+        while open_fds(notary.pid) < base_fds + n * 0.9 and time.monotonic() < deadline:
+            time.sleep(0.1)
         held_fds = open_fds(notary.pid)
         during = notary.rss()
         t1 = time.monotonic()
