@@ -118,6 +118,11 @@ class Unreachable(TargetUnreachable):
     from_cache = True
 
 
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 class NotaryService:
     def __init__(
         self,
@@ -298,20 +303,19 @@ class NotaryService:
                 f"all {self.settings.max_probes} probe slots are busy; retry shortly",
                 self.settings.retry_after,
             )
-        loop = asyncio.get_running_loop()
-        flight = loop.create_future()
+        # The probe runs as its own task: the request that started it may be cancelled (its
+        # client went away, shutdown) without failing the requests that joined it.
+        flight = asyncio.ensure_future(self._flight(key, target))
+        flight.add_done_callback(_retrieve)  # joiners may be absent
         self._flights[key] = flight
         self.probes_started += 1
+        return await asyncio.shield(flight)
+
+    async def _flight(
+        self, key: tuple[str, str], target: Target
+    ) -> tuple[TargetRecord, ProbeResult]:
         try:
-            result = await self._probe_and_record(key, target)
-        except BaseException as exc:
-            if not flight.cancelled():
-                flight.set_exception(exc)
-                flight.exception()  # mark retrieved: joiners may be absent
-            raise
-        else:
-            flight.set_result(result)
-            return result
+            return await self._probe_and_record(key, target)
         finally:
             del self._flights[key]
 
