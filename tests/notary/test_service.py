@@ -1,0 +1,239 @@
+"""The validation service over in-memory twins of our own interfaces (store, prober, clock).
+
+The socket-level behaviour is in test_http_integration; here the decision rules are driven
+step by step, deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+
+import pytest
+from notary_support import FakeClock
+
+from notary.core import legacy
+from notary.core.fingerprint import CertDigests, parse_fingerprint
+from notary.core.signing import LegacySigner
+from notary.core.target import Target
+from notary.errors import ProbeCapacityFull, TargetRefused, TargetUnreachable
+from notary.keys import Identity
+from notary.probe import ProbeResult
+from notary.service import CacheOutcome, NegativeCache, NotaryService, ServiceSettings
+from notary.store import CachedStore, MemoryStore
+
+
+def leaf(n: int) -> bytes:
+    return f"leaf certificate {n}".encode()
+
+
+def fp_of(der: bytes) -> str:
+    return hashlib.sha1(der).hexdigest()
+
+
+class FakeProber:
+    """Presents ``current`` for every target; each probe can be held on ``gate``."""
+
+    def __init__(self) -> None:
+        self.current = leaf(1)
+        self.calls = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.fail: Exception | None = None
+
+    async def probe(self, target: Target) -> ProbeResult:
+        self.calls += 1
+        await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        der = self.current
+        return ProbeResult(der, "192.0.2.1", CertDigests.of(der))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1_000_000.0)
+
+
+@pytest.fixture
+def prober() -> FakeProber:
+    return FakeProber()
+
+
+def make_service(
+    identity: Identity, prober: FakeProber, clock: FakeClock, **settings: object
+) -> NotaryService:
+    return NotaryService(
+        CachedStore(MemoryStore()),
+        prober,
+        LegacySigner(identity.key),
+        ServiceSettings(**settings),  # type: ignore[arg-type]
+        clock,
+    )
+
+
+T = Target("site.test", 443)
+
+
+async def test_miss_then_hit(identity: Identity, prober: FakeProber, clock: FakeClock) -> None:
+    svc = make_service(identity, prober, clock)
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    a = await svc.validate(T, fp)
+    assert (a.status, a.cache) == (200, CacheOutcome.MISS)
+    b = await svc.validate(T, fp)
+    assert (b.status, b.cache) == (200, CacheOutcome.HIT)
+    assert a.body == b.body and prober.calls == 1
+    signed, _ = legacy.split_body(a.body)
+    rec = await svc.store.get(T.location)
+    assert rec is not None and signed == legacy.signed_payload(rec.history)
+
+
+async def test_mismatch_probes_every_time(
+    identity: Identity, prober: FakeProber, clock: FakeClock
+) -> None:
+    svc = make_service(identity, prober, clock)
+    wrong = parse_fingerprint(fp_of(leaf(2)))
+    for _ in range(3):
+        a = await svc.validate(T, wrong)
+        assert (a.status, a.cache) == (409, CacheOutcome.MISS)
+    assert prober.calls == 3
+
+
+async def test_stale_after_recheck_age(
+    identity: Identity, prober: FakeProber, clock: FakeClock
+) -> None:
+    svc = make_service(identity, prober, clock, recheck_after=10)
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    await svc.validate(T, fp)
+    clock.advance(10)
+    assert (await svc.validate(T, fp)).cache is CacheOutcome.HIT
+    clock.advance(1)
+    a = await svc.validate(T, fp)
+    assert (a.status, a.cache) == (200, CacheOutcome.STALE)
+    # the certificate changed meanwhile: the stale fingerprint now gets 409
+    clock.advance(11)
+    prober.current = leaf(2)
+    b = await svc.validate(T, fp)
+    assert (b.status, b.cache) == (409, CacheOutcome.STALE)
+    assert prober.calls == 3
+
+
+async def test_get_semantics(identity: Identity, prober: FakeProber, clock: FakeClock) -> None:
+    svc = make_service(identity, prober, clock, recheck_after=10)
+    first = await svc.validate(T, None)
+    assert (first.status, first.cache) == (409, CacheOutcome.MISS)
+    second = await svc.validate(T, None)
+    assert (second.status, second.cache) == (200, CacheOutcome.HIT)
+    clock.advance(11)
+    third = await svc.validate(T, None)
+    assert (third.status, third.cache) == (200, CacheOutcome.STALE)
+
+
+async def test_single_flight_shares_results_and_errors(
+    identity: Identity, prober: FakeProber, clock: FakeClock
+) -> None:
+    svc = make_service(identity, prober, clock)
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    prober.gate.clear()
+    tasks = [asyncio.ensure_future(svc.validate(T, fp)) for _ in range(10)]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert svc.probes_in_flight == 1
+    prober.gate.set()
+    answers = await asyncio.gather(*tasks)
+    assert {a.status for a in answers} == {200} and prober.calls == 1
+    assert svc.probes_in_flight == 0
+    # a failing shared probe fails every joiner, once
+    other = Target("other.test", 443)
+    prober.gate.clear()
+    prober.fail = TargetUnreachable("other.test:443: connection refused")
+    tasks = [asyncio.ensure_future(svc.validate(other, fp)) for _ in range(5)]
+    await asyncio.sleep(0)
+    prober.gate.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, TargetUnreachable) for r in results)
+    assert prober.calls == 2
+
+
+async def test_cancelled_leader_does_not_fail_the_joiners(
+    identity: Identity, prober: FakeProber, clock: FakeClock
+) -> None:
+    """One client going away must not fail the other clients sharing its probe."""
+    svc = make_service(identity, prober, clock)
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    prober.gate.clear()
+    leader = asyncio.ensure_future(svc.validate(T, fp))
+    await asyncio.sleep(0)
+    joiners = [asyncio.ensure_future(svc.validate(T, fp)) for _ in range(3)]
+    await asyncio.sleep(0)
+    leader.cancel()
+    await asyncio.sleep(0)
+    prober.gate.set()
+    results = await asyncio.gather(*joiners, return_exceptions=True)
+    assert [getattr(r, "status", r) for r in results] == [200, 200, 200]
+    assert leader.cancelled()
+
+
+async def test_capacity_full_is_immediate(
+    identity: Identity, prober: FakeProber, clock: FakeClock
+) -> None:
+    svc = make_service(identity, prober, clock, max_probes=2, retry_after=3)
+    prober.gate.clear()
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    busy = [asyncio.ensure_future(svc.validate(Target(f"h{i}.test", 443), fp)) for i in range(2)]
+    await asyncio.sleep(0)
+    with pytest.raises(ProbeCapacityFull) as info:
+        await svc.validate(Target("h3.test", 443), fp)
+    assert info.value.retry_after == 3 and info.value.status == 503
+    # joining an existing flight needs no new slot
+    join = asyncio.ensure_future(svc.validate(Target("h0.test", 443), fp))
+    await asyncio.sleep(0)
+    prober.gate.set()
+    assert [a.status for a in await asyncio.gather(*busy, join)] == [200, 200, 200]
+    assert prober.calls == 2
+    assert (await svc.validate(Target("h3.test", 443), fp)).status == 200  # twin
+
+
+async def test_negative_cache_ttl(identity: Identity, prober: FakeProber, clock: FakeClock) -> None:
+    svc = make_service(identity, prober, clock, negative_ttl=30)
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    prober.fail = TargetUnreachable("site.test:443: refused")
+    with pytest.raises(TargetUnreachable) as first:
+        await svc.validate(T, fp)
+    assert not getattr(first.value, "from_cache", False)
+    clock.advance(29)
+    with pytest.raises(TargetUnreachable) as second:
+        await svc.validate(T, fp)
+    assert getattr(second.value, "from_cache", False)
+    assert prober.calls == 1
+    # the negative entry is per (location, ip): an explicit address is probed separately
+    with pytest.raises(TargetUnreachable):
+        await svc.validate(Target("site.test", 443, ipaddress.ip_address("::1")), fp)
+    assert prober.calls == 2
+    clock.advance(2)
+    prober.fail = None
+    assert (await svc.validate(T, fp)).status == 200
+    assert prober.calls == 3
+
+
+async def test_refusals_are_not_remembered(
+    identity: Identity, prober: FakeProber, clock: FakeClock
+) -> None:
+    svc = make_service(identity, prober, clock)
+    prober.fail = TargetRefused("refused by the notary's address policy")
+    fp = parse_fingerprint(fp_of(leaf(1)))
+    for _ in range(2):
+        with pytest.raises(TargetRefused):
+            await svc.validate(T, fp)
+    assert prober.calls == 2 and len(svc.negative) == 0
+
+
+def test_negative_cache_is_bounded() -> None:
+    neg = NegativeCache(max_entries=2)
+    for i in range(3):
+        neg.put((f"h{i}", ""), 100.0, "down")
+    assert len(neg) == 2
+    assert neg.get(("h0", ""), 0.0) is None
+    assert neg.get(("h2", ""), 99.9) == "down"
+    assert neg.get(("h2", ""), 100.0) is None  # expired at its deadline
