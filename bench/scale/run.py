@@ -15,7 +15,9 @@ Everything runs on this machine, on loopback, in the same run, so the figures ar
 Trials of every configuration are interleaved and medians reported; every result counts the
 answers that were not the expected status and ``Cache-Status``. Results go to
 ``bench/results/scale.json``. Bounded: about ``(6 + 4) * trials * seconds`` seconds of load
-plus start-up and two locust runs (about 3-4 minutes with the defaults).
+plus start-up and two locust runs (about 3 minutes with the defaults: 5 trials of 2 s).
+The load average before and after the run is recorded: on a shared machine, compare runs
+only when it is low.
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ FORCED = [("sqlite-1w", "sqlite", 1), ("sqlite-2w", "sqlite", 2), ("redis-1w", "
 
 def _log(msg: str) -> None:
     print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except (OSError, ValueError):
+        return None
 
 
 def _median(xs: list[float]) -> float:
@@ -122,7 +131,8 @@ def measure(ps: Processes, work: Path, seconds: int, trials: int) -> dict[str, A
     def start_notary(name: str, store: str, workers: int, metrics: bool) -> int:
         port = free_port()
         extra = ["--workers", str(workers), "--hosts-file", str(hosts_file),
-                 "--negative-ttl", "0", "--max-connections", "0", "--rate-burst", "1"]
+                 "--negative-ttl", "0", "--max-connections", "0", "--rate-burst", "1",
+                 "--probe-rate-limit", "0"]
         if store == "redis":
             extra += ["--redis", redis_url, "--redis-prefix", f"bench-{name}:"]
         if metrics:
@@ -231,8 +241,8 @@ def print_table(doc: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.scale.run")
-    p.add_argument("--seconds", type=int, default=3)
-    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=2)
+    p.add_argument("--trials", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="1 trial of 2 s (a smoke run)")
     p.add_argument("--out", type=Path, default=OUT)
     a = p.parse_args(argv)
@@ -247,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["meta"] = {"seconds_per_trial": seconds, "trials": trials,
                    "wall_seconds": round(time.time() - started, 1),
                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                   "machine": machine_info()}
+                   "machine": machine_info(), "loadavg_after": _loadavg()}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print_table(doc)

@@ -61,7 +61,8 @@ def test_study_mix_distributed_validates_every_answer(
 ) -> None:
     notary, tmp, _ = farm
     prefix = tmp_path / "mix"
-    r = locust(["-f", str(LOADTESTS / "study_mix.py"), "--processes", "2", "-u", "6", "-r", "6",
+    r = locust(["--config", str(LOADTESTS / "locust.conf"),  # the shipped defaults parse
+                "-f", str(LOADTESTS / "study_mix.py"), "--processes", "2", "-u", "6", "-r", "6",
                 "-t", "5s", "--host", notary.url, "--notary-cert",
                 str(notary.data_dir / "notary.pem"), "--targets", str(tmp / "targets.csv"),
                 "--csv", str(prefix), "--html", str(tmp_path / "report.html")], cwd=ROOT)
