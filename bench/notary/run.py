@@ -43,11 +43,13 @@ class Options:
     threads: int = 2
     connections: int = 64
     probe_connections: int = 16
+    fetch_clients: int = 4
     distinct_hosts: int = 4096
     rate_limit: float = 1e9
     warmup: bool = True
     scenarios: tuple[str, ...] = (
-        "cached_keepalive", "cached_tls_per_request", "forced_probes", "forced_probes_2w",
+        "cached_keepalive", "cached_tls_per_request", "cached_tls_full_handshake",
+        "forced_probes", "forced_probes_2w",
     )
     out_json: Path | None = ROOT / "bench" / "results" / "notary.json"
     out_md: Path | None = ROOT / "docs" / "benchmarks.md"
@@ -234,6 +236,7 @@ def run(opts: Options) -> dict[str, Any]:
             "threads": opts.threads,
             "connections": opts.connections,
             "probe_connections": opts.probe_connections,
+            "fetch_clients": opts.fetch_clients,
             "distinct_hosts": opts.distinct_hosts,
             "rate_limit": opts.rate_limit,
             "workers": "1 (forced_probes_2w: 2)",
@@ -300,24 +303,57 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             "target": 0.60, "body_bytes": size,
         }
 
-    if "cached_tls_per_request" in want:
+    if want & {"cached_tls_per_request", "cached_tls_full_handshake"}:
         ntp = free_port()
         ntls_dir = work / "notary-tls"
         ps.start("notary-tls", notary_argv(ntls_dir, ntp, tls=True, rate_limit=opts.rate_limit))
         ps.wait_http("notary-tls", HOST, ntp, tls=True)
-        size = warm(ntp, tport, target, tls=True)
+        tls_size = warm(ntp, tport, target, tls=True)
+        get_path = f"/target/{SITE}+{tport}"
+        status, headers, _ = http_request(HOST, ntp, "GET", get_path, tls=True)
+        if status != 200 or headers.get("Cache-Status") != HIT:
+            raise BenchError(f"GET {get_path} was not a cache hit: {status} {headers}")
         btp = free_port()
-        ps.start("trivial-tls", trivial_argv(btp, size, (ntls_dir / "notary.pem",
-                                                         ntls_dir / "notary.key")))
+        ps.start("trivial-tls", trivial_argv(btp, tls_size, (ntls_dir / "notary.pem",
+                                                             ntls_dir / "notary.key")))
         ps.wait_http("trivial-tls", HOST, btp, tls=True)
+
+    if "cached_tls_per_request" in want:
         plans["cached_tls_per_request"] = (
             wrk_trial("notary-tls", ntp, script_close, True, opts.connections, "200", HIT),
             wrk_trial("trivial-tls", btp, script_close, True, opts.connections, "200", HIT),
         )
         meta["cached_tls_per_request"] = {
-            "title": "Cached, new TLS connection per request",
+            "title": "Cached, new TLS connection per request (session resumed)",
             "baseline_title": "trivial app over TLS, same key",
-            "target": None, "body_bytes": size,
+            "target": None, "body_bytes": tls_size,
+        }
+
+    def fetch_trial(server: str, port: int, size: int) -> Trial:
+        pid = ps.pid(server)
+
+        def go() -> dict[str, Any]:
+            before = cpu_seconds(pid)
+            f = stime.s_time_fetch(HOST, port, get_path, opts.seconds, opts.fetch_clients)
+            d = f.as_dict()
+            d["requests"] = f.connections
+            d["server_cpu_us_per_request"] = _per_request(before, cpu_seconds(pid),
+                                                          f.connections)
+            # s_time does not show statuses: every answer must at least hold the body
+            d["unexpected"] = 0 if f.bytes_per_connection >= size else f.connections
+            return d
+
+        return go
+
+    if "cached_tls_full_handshake" in want:
+        plans["cached_tls_full_handshake"] = (
+            fetch_trial("notary-tls", ntp, tls_size),
+            fetch_trial("trivial-tls", btp, tls_size),
+        )
+        meta["cached_tls_full_handshake"] = {
+            "title": "Cached, new TLS connection per request (full handshake, GET)",
+            "baseline_title": "trivial app over TLS, same key",
+            "target": None, "body_bytes": tls_size,
         }
 
     if want & {"forced_probes", "forced_probes_2w"}:

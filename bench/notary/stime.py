@@ -17,6 +17,7 @@ from bench.notary.certs import CertFiles
 from bench.notary.procs import BenchError
 
 _CONNS = re.compile(r"^(\d+) connections in ([\d.]+)s;", re.MULTILINE)
+_BYTES = re.compile(r"connections in \d+ real seconds, (\d+) bytes read per connection")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,61 @@ def parse_s_time(text: str, wall_seconds: float) -> HandshakeRate:
     n = int(m.group(1))
     return HandshakeRate(n, wall_seconds, n / wall_seconds if wall_seconds > 0 else 0.0,
                          float(m.group(2)))
+
+
+@dataclass(frozen=True)
+class FetchRate:
+    """Parallel ``s_time -new -www PATH`` clients: one full handshake per request."""
+
+    connections: int
+    seconds: float
+    rate: float
+    clients: int
+    bytes_per_connection: int  # the smallest any client saw (answers all of one size)
+    mean_ms: float  # time per request including the handshake (clients / rate)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def s_time_fetch(host: str, port: int, path: str, seconds: int = 5,
+                 clients: int = 4) -> FetchRate:
+    """``clients`` concurrent ``s_time -new -www path`` runs (HTTP/1.0 GET, full handshake
+    for every request, no session reuse) for about ``seconds`` seconds."""
+    if seconds < 1 or not 1 <= clients <= 64:
+        raise ValueError("s_time_fetch needs seconds >= 1 and 1..64 clients")
+    if not path.startswith("/") or any(c.isspace() for c in path):
+        raise ValueError(f"bad path {path!r}")
+    argv = [openssl_path(), "s_time", "-connect", f"{host}:{port}", "-new", "-www", path,
+            "-time", str(seconds)]
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(clients)]
+    outs: list[str] = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=seconds + 30)
+            if proc.returncode != 0:
+                raise BenchError(f"s_time failed ({proc.returncode}): {err[-2000:]}")
+            outs.append(out)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    wall = time.monotonic() - t0
+    total = 0
+    sizes: list[int] = []
+    for out in outs:
+        m = _CONNS.search(out)
+        b = _BYTES.search(out)
+        if m is None or b is None:
+            raise BenchError(f"cannot read s_time output:\n{out[-2000:]}")
+        total += int(m.group(1))
+        sizes.append(int(b.group(1)))
+    rate = total / wall if wall > 0 else 0.0
+    return FetchRate(total, wall, rate, clients, min(sizes),
+                     clients / rate * 1000 if rate > 0 else 0.0)
 
 
 def s_time(host: str, port: int, seconds: int = 5) -> HandshakeRate:

@@ -121,7 +121,8 @@ def test_s_time_against_a_closed_port_fails() -> None:
 @needs_openssl
 def test_one_tiny_run_of_every_scenario(tmp_path: Path) -> None:
     opts = Options(seconds=1, trials=1, connections=4, probe_connections=2, distinct_hosts=16,
-                   warmup=False, out_json=None, out_md=None, work_dir=tmp_path)
+                   fetch_clients=1, warmup=False, out_json=None, out_md=None,
+                   work_dir=tmp_path)
     doc = run(opts)
     sc = doc["scenarios"]
     assert set(sc) == set(Options.scenarios)
