@@ -188,6 +188,15 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             "ms for the baseline.",
             "",
         ]
+    full = sc.get("cached_tls_full_handshake")
+    if full is not None:
+        lines += [
+            "Full handshake per request: s_time reports no percentiles; the mean time per "
+            f"request including the handshake (clients / rate) was "
+            f"{_fmt_ms(full['notary'].get('mean_ms'))} ms for the notary and "
+            f"{_fmt_ms(full['baseline'].get('mean_ms'))} ms for the baseline.",
+            "",
+        ]
     probes = sc.get("forced_probes")
     if probes is not None and probes.get("verification"):
         v = probes["verification"]
