@@ -3,6 +3,7 @@ package converge
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -428,5 +429,31 @@ func TestIPOptionAndTargetAddressBinding(t *testing.T) {
 	}
 	if _, err := w.client(t, nil, bs...).CheckWith(context.Background(), "127.0.0.1", w.targetPort, fp, CheckOptions{IP: "1.2.3"}); ErrorKind(err) != KindTarget {
 		t.Fatalf("bad ip: %v", err)
+	}
+}
+
+// All physical hosts of one logical notary are raced: a dead host or one with another
+// certificate does not hide a live one; when none answers definitively the most telling
+// failure (the pin) is the vote.
+func TestPhysicalHostsAreRaced(t *testing.T) {
+	w := newWorld(t, 2, false)
+	live, other := w.notaries[0], w.notaries[1]
+	host := func(port int, pemText string) map[string]any {
+		return map[string]any{"host": "127.0.0.1", "ssl_port": port, "http_port": 1, "certificate": pemText}
+	}
+	mk := func(hosts ...map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"version": 1, "name": "Org Multi", "hosts": hosts})
+		return string(b)
+	}
+	// dead host first, then a host presenting another certificate than pinned, then the live one
+	b := mk(host(deadPort(t), live.cert.pem), host(other.port(), live.cert.pem), host(live.port(), live.cert.pem))
+	v := w.check(t, w.client(t, nil, b), w.genuine)
+	if !v.Trusted || kinds(v) != "success/listed" || v.Results[0].Host != fmt.Sprintf("127.0.0.1:%d", live.port()) {
+		t.Fatalf("%v %s %+v", v.Trusted, kinds(v), v.Results)
+	}
+	b = mk(host(deadPort(t), live.cert.pem), host(other.port(), live.cert.pem))
+	v = w.check(t, w.client(t, nil, b), w.genuine)
+	if v.Trusted || kinds(v) != "failure/pin" {
+		t.Fatalf("no definitive answer: %v %s", v.Trusted, kinds(v))
 	}
 }

@@ -62,9 +62,9 @@ type Config struct {
 	MaxResponseBytes int
 	Bounce           bool
 	BouncePort       int
-	Extended         string // off, prefer (default), fallback, require
-	ExtendedNonce    bool   // a fresh random nonce with every extended query
-	MaxSkew          int64  // seconds an extended answer's time may differ from ours
+	Extended         string    // off, prefer (default), fallback, require
+	ExtendedNonce    bool      // a fresh random nonce with every extended query
+	MaxSkew          int64     // seconds an extended answer's time may differ from ours
 	Bundles          []*Bundle // when non-nil, used instead of NotariesDir
 }
 

@@ -2,12 +2,12 @@ package converge
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/json"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"

@@ -14,6 +14,11 @@ if ! command -v go >/dev/null; then
 fi
 echo "== go: $(go version)"
 go mod download
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+  echo "gofmt: not formatted: $unformatted" >&2
+  exit 1
+fi
 go vet ./...
 go test -race -count=1 ./...
 go build -o bin/converge-conformance ./cmd/converge-conformance
