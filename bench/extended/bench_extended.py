@@ -15,8 +15,10 @@ each for ``--seconds`` with wrk (a generated Lua script), interleaved round by r
   per request.
 
 Reported: the median rate of each, and the medians of the per-round ratios to the legacy
-rate (the issue's bar: within 10 %). Results: ``bench/results/extended.json``. Every run is
-bounded (wrk ``-d``, killed 30 s later; processes stopped by pid on exit).
+rate (the issue's bar: within 10 %); and the notary's CPU time per request (user + system,
+from /proc), which a shared, loaded machine disturbs far less than the rate. Results:
+``bench/results/extended.json``. Every run is bounded (wrk ``-d``, killed 30 s later;
+processes stopped by pid on exit).
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.notary import wrk  # noqa: E402
 from bench.notary.certs import make_rsa_cert  # noqa: E402
-from bench.notary.procs import BenchError, Processes, free_port, http_request  # noqa: E402
+from bench.notary.procs import (  # noqa: E402
+    BenchError,
+    Processes,
+    cpu_seconds,
+    free_port,
+    http_request,
+)
 
 HOST = "127.0.0.1"
 SITE = "site.test"
@@ -263,10 +271,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for r in range(args.rounds):
                 order = MODES if r % 2 == 0 else tuple(reversed(MODES))
                 for m in order:
+                    cpu0 = cpu_seconds(procs.pid("notary"), with_children=True)
                     res = wrk.run_wrk(url, scripts[m], threads=args.threads,
                                       connections=args.connections, seconds=args.seconds)
+                    cpu1 = cpu_seconds(procs.pid("notary"), with_children=True)
                     d = res.as_dict()
                     d["round"] = r
+                    cpu: float | None = (
+                        (cpu1 - cpu0) / res.requests * 1e6
+                        if cpu0 is not None and cpu1 is not None and res.requests else None
+                    )
+                    d["server_cpu_us_per_request"] = cpu
                     bad = sum(v for k, v in res.statuses.items() if k != "200")
                     not_hit = sum(v for k, v in res.cache_status.items() if k != HIT)
                     if bad or not_hit or res.socket_errors:
@@ -275,7 +290,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                          f"{res.cache_status}")
                     trials[m].append(d)
                     print(f"round {r + 1}/{args.rounds} {m:13s} {res.rate:9.0f} req/s "
-                          f"p50 {res.p50_ms:.2f} ms p99 {res.p99_ms:.2f} ms", flush=True)
+                          f"p50 {res.p50_ms:.2f} ms p99 {res.p99_ms:.2f} ms "
+                          f"notary CPU {cpu if cpu is None else round(cpu, 1)} us/req",
+                          flush=True)
     finally:
         stop.set()
         sock.close()
@@ -284,6 +301,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         m: [trials[m][i]["rate"] / trials["legacy"][i]["rate"] for i in range(args.rounds)]
         for m in ("ext_no_nonce", "ext_nonce")
     }
+    cpus = {m: [t["server_cpu_us_per_request"] for t in trials[m]] for m in MODES}
+    cpu_known = all(v is not None for vals in cpus.values() for v in vals)
+    cpu_ratios = (
+        {m: [cpus[m][i] / cpus["legacy"][i] for i in range(args.rounds)]
+         for m in ("ext_no_nonce", "ext_nonce")} if cpu_known else {}
+    )
     return {
         "benchmark": "bench/extended/bench_extended.py",
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -298,6 +321,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "median_rate": medians,
         "median_ratio_to_legacy": {m: statistics.median(v) for m, v in ratios.items()},
         "ratios_per_round": ratios,
+        "median_server_cpu_us_per_request": (
+            {m: statistics.median(v) for m, v in cpus.items()} if cpu_known else None
+        ),
+        "median_cpu_ratio_to_legacy": {m: statistics.median(v) for m, v in cpu_ratios.items()},
+        "cpu_ratios_per_round": cpu_ratios,
+        "loadavg_end": list(os.getloadavg()),
         "in_process": sign_cost_us(),
         "trials": trials,
     }
@@ -327,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"legacy cached        {med['legacy']:9.0f} req/s (baseline)")
     print(f"extended, no nonce   {med['ext_no_nonce']:9.0f} req/s  ratio {rat['ext_no_nonce']:.3f}")
     print(f"extended, nonce      {med['ext_nonce']:9.0f} req/s  ratio {rat['ext_nonce']:.3f}")
+    cpu = doc["median_server_cpu_us_per_request"]
+    if cpu:
+        cr = doc["median_cpu_ratio_to_legacy"]
+        print(f"notary CPU per request: legacy {cpu['legacy']:.1f} us, no nonce "
+              f"{cpu['ext_no_nonce']:.1f} us (x{cr['ext_no_nonce']:.2f}), nonce "
+              f"{cpu['ext_nonce']:.1f} us (x{cr['ext_nonce']:.2f})")
     ip = doc["in_process"]
     print(f"in process: sign_answer {ip['sign_answer_us']:.1f} us, canonical_json "
           f"{ip['canonical_json_us']:.1f} us, parse_request {ip['parse_request_us']:.1f} us")
