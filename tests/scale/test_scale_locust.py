@@ -83,7 +83,7 @@ def test_wrong_pinned_certificate_fails_every_request(
     other = keys.generate(tmp_path / "k.pem", tmp_path / "c.pem", "other",
                           now=dt.datetime.now(dt.UTC))
     prefix = tmp_path / "bad"
-    r = locust(["-f", str(LOADTESTS / "cached.py"), "-u", "2", "-r", "2", "-t", "2s",
+    r = locust(["-f", str(LOADTESTS / "cached.py"), "-u", "2", "-r", "2", "-t", "4s",
                 "--host", notary.url, "--notary-cert", str(other.cert_path),
                 "--targets", str(tmp / "targets.csv"), "--csv", str(prefix)], cwd=ROOT)
     assert r.returncode == 1  # locust exits 1 when any request failed
