@@ -278,3 +278,22 @@ async def test_a_named_address_is_probed_and_bound(
     with pytest.raises(ValueError):
         await client(tmp_path / "x", [bundle_doc(notary)], lambda: notary.clock[0]).acheck(
             "site.test", tls_target.port, sha1(tls_target.der), ip="not-an-ip")
+
+
+async def test_an_unreachable_notary_reports_the_format_it_was_asked_in(
+    notary: Notary, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    doc = bundle_doc(notary)
+    doc["hosts"][0]["ssl_port"] = dead
+    for mode, proto in (("prefer", sext.FORMAT), ("off", "convergence-v1")):
+        c = client(tmp_path / mode, [doc], lambda: notary.clock[0], extended=mode)
+        v = await c.acheck("site.test", 443, "ab" * 32)
+        assert [(r.vote, r.kind, r.protocol) for r in v.results] == [
+            ("unreachable", "unreachable", proto)
+        ]
+        c.close()

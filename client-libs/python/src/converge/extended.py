@@ -43,7 +43,6 @@ from .fingerprint import Fingerprint
 from .legacy import HttpResponse, Vote, check_ip, check_target, parse_http_response
 
 FORMAT = "converge-answer/1"
-LEGACY_FORMAT = "convergence-v1"
 MEDIA_TYPE = "application/vnd.converge.answer+json"
 ANSWER_PATH = "/v2/answer"
 MAX_ANSWER = 64 * 1024

@@ -41,6 +41,7 @@ from .fingerprint import Fingerprint, parse_fingerprint
 
 Vote = Literal["success", "failure", "unreachable"]
 
+LEGACY_FORMAT = "convergence-v1"
 MAX_RESPONSE_BYTES = 256 * 1024
 MAX_HEADER_BYTES = 16 * 1024
 MAX_HISTORY_ENTRIES = 1000
@@ -279,7 +280,7 @@ class Outcome:
     detail: str = ""
     history: tuple[HistoryEntry, ...] = field(default=(), repr=False)
     answer: bytes | None = field(default=None, repr=False)  # a verified extended answer
-    protocol: str = "convergence-v1"
+    protocol: str = LEGACY_FORMAT
 
 
 def evaluate(

@@ -37,6 +37,7 @@ from .bundle import NotaryBundle, NotaryHost
 from .errors import BadInput, NotaryUnreachable, PinMismatch, ResponseError
 from .fingerprint import Fingerprint
 from .legacy import (
+    LEGACY_FORMAT,
     Outcome,
     Vote,
     outcome_from_http,
@@ -241,6 +242,7 @@ async def _query_host(
         label = f"{nh.host}:{bounce_port} via {relay.name}"
     nonce: str | None = None
     asked = wanted[0]
+    proto = LEGACY_FORMAT if ext is None else extended.FORMAT
     if ext is None:
         request = request_bytes(target_host, target_port, wanted[0], ip)
     else:
@@ -300,11 +302,12 @@ async def _query_host(
         cache_status = response.headers.get("cache-status") if response else None
         return _HostAnswer(outcome, label, cache_status)
     except PinMismatch as e:
-        return _HostAnswer(Outcome("failure", e.kind, None, str(e)), label, None)
+        return _HostAnswer(Outcome("failure", e.kind, None, str(e), protocol=proto), label, None)
     except NotaryUnreachable as e:
-        return _HostAnswer(Outcome("unreachable", e.kind, None, str(e)), label, None)
+        outcome = Outcome("unreachable", e.kind, None, str(e), protocol=proto)
+        return _HostAnswer(outcome, label, None)
     except BadInput as e:
-        return _HostAnswer(Outcome("failure", e.kind, None, str(e)), label, None)
+        return _HostAnswer(Outcome("failure", e.kind, None, str(e), protocol=proto), label, None)
     finally:
         if writer is not None:
             writer.transport.abort()
