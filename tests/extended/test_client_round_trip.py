@@ -226,7 +226,8 @@ async def test_check_saves_answers_and_verify_answer_checks_them(
     bundle_file = cfg / "notaries-available" / "org-t.notary"
     bundle_file.write_text(json.dumps(bundle_doc(notary)))
     (cfg / "notaries-enabled" / "org-t.notary").symlink_to("../notaries-available/org-t.notary")
-    (cfg / "converge.config").write_text(json.dumps({"early-return": False}))
+    # no local cache: every check asks the notary
+    (cfg / "converge.config").write_text(json.dumps({"early-return": False, "db": None}))
     saved = tmp_path / "answers"
     argv = ["--config-dir", str(cfg), "check", f"site.test:{tls_target.port}",
             "--fingerprint", sha256(tls_target.der), "--save-answers", str(saved), "--json"]
@@ -235,6 +236,10 @@ async def test_check_saves_answers_and_verify_answer_checks_them(
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["verdict"] is True
     (path,) = [Path(p) for p in out["saved_answers"]]
+    text_argv = [a for a in argv if a != "--json"]
+    assert await asyncio.to_thread(converge_main, text_argv) == 0
+    text = capsys.readouterr().out
+    assert "converge-answer/1" in text and "match" in text and "saved" in text
     ok = ["verify-answer", str(path), "--bundle", str(bundle_file), "--host", "site.test",
           "--port", str(tls_target.port), "--json"]
     assert converge_main(ok) == 0

@@ -119,7 +119,7 @@ def _print_verdict(v: Verdict, out: TextIO, sha256: str | None) -> None:
     if v.from_cache:
         print("answered by  local cache", file=out)
     else:
-        rows = [("notary", "result", "why", "status", "host", "time")]
+        rows = [("notary", "result", "why", "status", "format", "host", "time")]
         for r in v.results:
             rows.append(
                 (
@@ -127,11 +127,12 @@ def _print_verdict(v: Verdict, out: TextIO, sha256: str | None) -> None:
                     r.vote,
                     r.kind,
                     str(r.status or "-"),
+                    r.protocol or "-",
                     r.host or "-",
                     f"{r.elapsed * 1000:.1f} ms" if r.elapsed else "-",
                 )
             )
-        widths = [max(len(row[i]) for row in rows) for i in range(6)]
+        widths = [max(len(row[i]) for row in rows) for i in range(7)]
         for row in rows:
             print(
                 "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out
