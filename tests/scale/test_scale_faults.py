@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import subprocess
 import threading
 import time
 import urllib.error
@@ -208,3 +209,70 @@ def test_redis_paused_answers_503_within_the_timeout_and_keeps_history(
     assert fields[0] is not None and int(fields[0]) >= 2
     history = decode_history(bytes(fields[1]))
     assert len(history) == 1 and history[0].last_seen > history[0].first_seen
+
+
+def _children(pid: int) -> list[int]:
+    """The notary's live worker processes (not multiprocessing's resource tracker)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, timeout=5)
+    workers = []
+    for child in (int(x) for x in out.stdout.split()):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline and state != "Z":
+            workers.append(child)
+    return workers
+
+
+def test_sqlite_worker_sigkilled_mid_write_loses_nothing_and_is_replaced(
+    tmp_path: Path, tls_target: TLSTarget
+) -> None:
+    port, fp = tls_target.port, tls_target.sha1
+    names = [f"h{i}.test" for i in range(300)]
+    args = ["--hosts-file", str(hosts_file(tmp_path / "hosts", len(names))), "--workers", "2"]
+    confirmed: list[str] = []
+    failed: list[str] = []
+    lock = threading.Lock()
+    with running_notary(tmp_path / "n", args) as n:
+        assert n.proc is not None
+        deadline = time.monotonic() + 20
+        while len(_children(n.proc.pid)) < 2:
+            assert time.monotonic() < deadline, "two workers did not start"
+            time.sleep(0.1)
+        workers = _children(n.proc.pid)
+
+        def writer(mine: list[str]) -> None:
+            for host in mine:
+                try:
+                    status, headers, _ = post_fp(n.url, host, port, fp, timeout=5)
+                except OSError:
+                    with lock:
+                        failed.append(host)  # in flight on the killed worker
+                    continue
+                if status == 200 and headers.get("Cache-Status") == "converge-notary; fwd=miss":
+                    with lock:
+                        confirmed.append(host)
+
+        threads = [threading.Thread(target=writer, args=(names[i::6],)) for i in range(6)]
+        for t in threads:
+            t.start()
+        while len(confirmed) < 40 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(workers[0], signal.SIGKILL)
+        for t in threads:
+            t.join(60)
+        assert len(confirmed) > 40 + len(failed)  # the surviving worker kept serving
+        deadline = time.monotonic() + 20
+        while workers[0] in _children(n.proc.pid) or len(_children(n.proc.pid)) < 2:
+            assert time.monotonic() < deadline, "the supervisor did not replace the worker"
+            time.sleep(0.1)
+        assert post_fp(n.url, names[0], port, fp)[0] == 200
+    db = sqlite3.connect(tmp_path / "n" / "notary.sqlite3")
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        stored = {row[0] for row in db.execute("SELECT location FROM targets")}
+    finally:
+        db.close()
+    assert {f"{h}:{port}" for h in confirmed} <= stored
