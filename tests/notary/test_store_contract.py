@@ -17,7 +17,10 @@ import pytest
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY
+from notary.errors import BadData
+from notary.rootstore.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 from notary.store import CachedStore, MemoryStore, SQLiteStore, Store
+from notary.store.base import ChainStore
 
 
 async def _memory(tmp_path: Path) -> Store:
@@ -355,3 +358,52 @@ async def test_sqlite_open_failure_is_store_unavailable(tmp_path: Path) -> None:
     bad.write_bytes(hashlib.sha256(b"junk").digest() * 200)
     with pytest.raises(StoreUnavailable):
         await SQLiteStore.open(bad)
+
+
+# -- the optional chain store (memory, SQLite and the LRU over them implement it) -------------
+
+
+def chain_store(store: Store) -> ChainStore:
+    if not isinstance(store, ChainStore):
+        pytest.skip(f"{type(store).__name__} does not keep chains")
+    return store
+
+
+async def test_chain_miss_is_none(store: Store) -> None:
+    assert await chain_store(store).get_chain(LOC, cert(1).sha256) is None
+    assert await chain_store(store).chains(10) == []
+
+
+async def test_chain_round_trip_and_last_write_wins(store: Store) -> None:
+    cs = chain_store(store)
+    await cs.save_chain(LOC, cert(1).sha256, (b"leaf", b"intermediate"), 1000)
+    assert await cs.get_chain(LOC, cert(1).sha256) == (b"leaf", b"intermediate")
+    assert await cs.get_chain(LOC, cert(2).sha256) is None
+    assert await cs.get_chain("other.test:443", cert(1).sha256) is None
+    await cs.save_chain(LOC, cert(1).sha256, (b"leaf", b"other-intermediate"), 2000)
+    assert await cs.get_chain(LOC, cert(1).sha256) == (b"leaf", b"other-intermediate")
+    (stored,) = await cs.chains(10)
+    assert (stored.location, stored.sha256, stored.seen) == (LOC, cert(1).sha256, 2000)
+
+
+async def test_chains_listing_is_bounded(store: Store) -> None:
+    cs = chain_store(store)
+    for n in range(5):
+        await cs.save_chain(f"h{n}.test:443", cert(n).sha256, (b"leaf %d" % n,), 1000)
+    assert len(await cs.chains(3)) == 3
+    assert len(await cs.chains(100)) == 5
+    assert await cs.chains(0) == []
+
+
+@pytest.mark.parametrize(
+    "chain", [(), tuple(b"c" for _ in range(MAX_CHAIN_CERTS + 1)), (b"x" * (MAX_CHAIN_BYTES + 1),)]
+)
+async def test_chain_bounds(store: Store, chain: tuple[bytes, ...]) -> None:
+    cs = chain_store(store)
+    with pytest.raises(BadData):
+        await cs.save_chain(LOC, cert(1).sha256, chain, 1000)
+    assert await cs.get_chain(LOC, cert(1).sha256) is None
+    # twin: at the limits it is kept
+    at_limit = tuple(b"c" for _ in range(MAX_CHAIN_CERTS))
+    await cs.save_chain(LOC, cert(1).sha256, at_limit, 1000)
+    assert await cs.get_chain(LOC, cert(1).sha256) == at_limit
