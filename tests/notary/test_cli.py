@@ -340,3 +340,24 @@ async def test_two_workers_share_one_store(
         ).fetchone()
     assert rows == (1,)
     assert version == (2,)
+
+
+# -- main(argv) in-process ------------------------------------------------------------------
+
+
+def test_main_in_process(
+    tmp_path: Path, identity: Identity, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from notary.cli import main
+
+    assert main(["bundle", "--data-dir", str(tmp_path), "--cert", str(identity.cert_path),
+                 "--host", "n.example", "--name", "N"]) == 0
+    check_v1_bundle(json.loads(capsys.readouterr().out))
+    # bad input is exit 2 with a one-line message, never a traceback
+    assert main(["serve", "--data-dir", str(tmp_path), "--workers", "0"]) == 2
+    assert capsys.readouterr().err.startswith("notary: workers must be positive")
+    assert main(["check", "bad host:443"]) == 2
+    assert "notary: " in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["no-such-command"])
+    assert info.value.code == 2
