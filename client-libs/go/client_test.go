@@ -126,6 +126,9 @@ func TestDeadNotaryStandsAside(t *testing.T) {
 	if !v.Trusted || kinds(v) != "success/listed success/listed unreachable/unreachable" {
 		t.Fatalf("stand-aside: %v %s", v.Trusted, kinds(v))
 	}
+	if v.Results[2].Protocol != LegacyFormat {
+		t.Fatalf("a notary that failed before answering reports the format it was asked in: %q", v.Results[2].Protocol)
+	}
 	v = w.check(t, w.client(t, map[string]any{"notary-agreement": "consensus", "stand-aside": false}, bs...), w.genuine)
 	if v.Trusted {
 		t.Fatal("an unreachable notary did not count as a failure with stand-aside off")

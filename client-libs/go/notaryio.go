@@ -229,13 +229,9 @@ func queryHostWith(ctx context.Context, nh NotaryHost, target string, port int, 
 	if ext != nil {
 		protocol = ExtendedFormat
 	}
+	// the format it was asked in, also when it failed before answering
 	a := queryHostOnce(ctx, nh, target, port, wanted, o, ext)
-	switch a.outcome.Kind {
-	case KindUnreachable, KindPin, KindTimeout:
-		// no answer in any format
-	default:
-		a.protocol = protocol
-	}
+	a.protocol = protocol
 	return a
 }
 
