@@ -58,6 +58,16 @@ def read_results(path: Path, errors: ErrorLog | None = None) -> Iterator[ResultR
                 errors.add(MalformedRow(str(path), reader.line_num, str(exc)))
 
 
+def _run_speed(results: Path) -> float:
+    """The replay's speed factor from ``<results>.summary.json`` (1.0 if unknown)."""
+    try:
+        data = json.loads(results.with_name(results.name + ".summary.json").read_text())
+        speed = float(data.get("speed", 1.0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 1.0
+    return speed if speed > 0 else 1.0
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
@@ -102,8 +112,10 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
                                         "study_share"],
                [[k, n, f"{s:.6f}", STUDY_TABLE2[k][0], STUDY_TABLE2[k][1]] for k, n, s in t2])
 
+    speed = _run_speed(results)
     t3 = agg.table3()
     t3_rows = [[f"{int(level * 100)}%", "never held" if sec is None else f"{sec} s",
+                "-" if sec is None else f"{sec * speed:.0f} s",
                 f"{STUDY_TABLE3[level]} s"] for level, sec in t3]
     _write_csv(out_dir / "table3.csv", ["level", "seconds", "study_seconds"],
                [[level, "" if sec is None else sec, STUDY_TABLE3[level]] for level, sec in t3])
@@ -131,7 +143,7 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
         "requests": agg.requests, "client_hits": agg.client_hits,
         "outcomes": dict(agg.outcomes), "errors": dict(agg.errors),
         "layers": dict(agg.layers), "unknown_layer_verdicts": agg.unknown_layer_verdicts,
-        "time_to_level": {f"{lv:.2f}": s for lv, s in t3},
+        "time_to_level": {f"{lv:.2f}": s for lv, s in t3}, "speed": speed,
         "notary_bytes": agg.notary_bytes,
         "ssl_bytes": ssl_total if ssl_total is not None else agg.ssl_bytes,
         "overhead": overhead, "span_seconds": span, "mean_requests_per_s": mean_rate,
@@ -175,7 +187,8 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
         md += [f"{agg.unknown_layer_verdicts:,} verdicts carried no recognised "
                "`Cache-Status` and are left out of Table 2.", ""]
     md += ["## Table 3: time to reach notary-cache utilisation levels", "",
-           _md_table(["utilisation", "reached after", "study"], t3_rows), "",
+           _md_table(["utilisation", "reached after (replay time)",
+                      f"in trace time (x{speed:g})", "study"], t3_rows), "",
            "## Latency", "",
            _md_table(lat_header, [[r[0], f"{r[1]:,}", *r[2:]] for r in lat_rows]), "",
            f"Study: notary cache miss ~{STUDY_FIGURES['miss_latency_s']} s, hit "

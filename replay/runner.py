@@ -88,6 +88,7 @@ class RunSummary:
     behind: int = 0
     wall_seconds: float = 0.0
     stopped_early: bool = False
+    speed: float = 1.0
 
     def as_dict(self) -> dict[str, object]:
         d = dict(self.__dict__)
@@ -313,6 +314,7 @@ class Replayer:
         s.lateness_max = self.monitor.lateness.max
         s.behind = self.monitor.behind
         s.wall_seconds = time.monotonic() - wall0
+        s.speed = cfg.speed
         return s
 
 
