@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--notary-arg", action="append", default=[],
                     help="extra argument for notary serve (repeatable)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--name", default="replay-hour",
+                    help="results go to OUT/NAME/ (report) and OUT/NAME.json")
     a = ap.parse_args()
     w = a.work
     w.mkdir(parents=True, exist_ok=True)
@@ -102,7 +104,7 @@ def main() -> int:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
-    rep = a.out / "replay-hour"
+    rep = a.out / a.name
     run(r, "report", str(w / "results.csv"), "-o", str(rep), "--stages",
         str(w / "wl.csv.stages.json"))
     report = json.loads((rep / "report.json").read_text())
@@ -124,7 +126,7 @@ def main() -> int:
                   "share_timeout": 0.001, "mean_requests_per_s": 160,
                   "layers": {"client": 0.77, "notary-hit": 0.21, "notary-miss": 0.01}},
     }
-    (a.out / "replay-hour.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (a.out / f"{a.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
 
