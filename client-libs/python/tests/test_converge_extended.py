@@ -265,3 +265,28 @@ def test_verify_answer_retired_key_depends_on_now(
     assert "(retired)" in capsys.readouterr().out
     assert main([*args, "--now", str(until + 1)]) == 1
     assert "unknown-key" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize("value", [b"1\xb3", b"\xb2", "\u0661".encode(), b"1" * 13, b"-1"])
+def test_content_length_must_be_ascii_digits(value: bytes) -> None:
+    from converge.errors import ResponseError
+    from converge.legacy import parse_http_response
+
+    raw = b"HTTP/1.0 200 OK\r\nContent-Length: " + value + b"\r\n\r\nbody"
+    with pytest.raises(ResponseError, match="Content-Length"):
+        parse_http_response(raw)
+    # twin: ASCII digits frame the body
+    assert parse_http_response(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nxy").body == b"x"
+
+
+def test_deeply_nested_config_file_is_a_config_error(tmp_path: Path) -> None:
+    from converge.config import load_config
+
+    (tmp_path / "converge.config").write_text("[" * 30_000 + "]" * 30_000)  # under 64 KiB
+    with pytest.raises(ConfigError, match="not JSON"):
+        load_config(tmp_path)
+    (tmp_path / "converge.config").write_text("{}")  # twin
+    assert load_config(tmp_path).extended == "prefer"

@@ -261,7 +261,7 @@ def load_config(directory: str | os.PathLike[str] | None = None) -> Config:
             raise ConfigError(f"{f} larger than {MAX_CONFIG_BYTES} bytes")
         try:
             raw = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise ConfigError(f"{f} is not JSON: {e}") from e
         if not isinstance(raw, dict):
             raise ConfigError(f"{f} must hold a JSON object")

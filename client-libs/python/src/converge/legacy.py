@@ -134,7 +134,8 @@ def parse_http_response(raw: bytes, *, max_bytes: int = MAX_RESPONSE_BYTES) -> H
         raise ResponseError("chunked transfer coding is not allowed on notary responses")
     if "content-length" in headers:
         cl = headers["content-length"]
-        if not cl.isdigit():
+        # ASCII digits only: str.isdigit() also accepts "³" and other digits int() refuses
+        if not (cl.isascii() and cl.isdigit()) or len(cl) > 12:
             raise ResponseError(f"bad Content-Length {cl[:20]!r}")
         n = int(cl)
         if n > len(body):
