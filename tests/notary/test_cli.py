@@ -361,3 +361,28 @@ def test_main_in_process(
     with pytest.raises(SystemExit) as info:
         main(["no-such-command"])
     assert info.value.code == 2
+
+
+async def test_access_log_does_not_pair_clients_with_targets(
+    spawn_serve: Callable[..., Awaitable[tuple[asyncio.subprocess.Process, int]]],
+    make_target: MakeTarget,
+    site_cert: trustme.LeafCert,
+    tmp_path: Path,
+) -> None:
+    target = await make_target(site_cert)
+    fp = sha1_fp(leaf_der(site_cert))
+    req = legacy_post_request(f"/target/site.test+{target.port}", f"fingerprint={fp}".encode())
+    lines: dict[str, list[str]] = {}
+    for i, extra in enumerate(([], ["--log-client-addresses"])):
+        proc, port = await spawn_serve("--access-log", *extra, data=tmp_path / f"d{i}")
+        await wait_ready(port, proc)
+        assert parse_reply((await exchange(port, req))[0]).status == 200
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 15) == 0
+        log = (tmp_path / f"serve{i}.log").read_text()
+        lines[" ".join(extra)] = [ln for ln in log.splitlines() if "/target/" in ln]
+    private = lines[""]
+    assert private, "the access log recorded the request"
+    assert not any("127.0.0.1" in ln for ln in private), private
+    # twin: asked to, the operator gets client addresses
+    assert any("127.0.0.1" in ln for ln in lines["--log-client-addresses"])
