@@ -215,6 +215,14 @@ async def test_loopback_target_refused_by_default(
         assert b"refused by the notary's address policy" in r.body
         assert b"loopback" in r.body
         assert r.cache_status == "converge-notary; fwd=miss; detail=refused"
+    # the system resolver's answer is judged too, and the unspecified address is no way round
+    for spec, why in (
+        (f"localhost+{target.port}", b"loopback"),
+        (f"0.0.0.0+{target.port}", b"unspecified"),
+        (f"[::]+{target.port}", b"unspecified"),
+    ):
+        r = await strict.post(spec, fp)
+        assert r.status == 403 and why in r.body, (spec, r.status, r.body)
     assert target.accepted == 0
     # twin: allowed by --allow-target
     allowing = await make_notary(served=True, allow_target=["127.0.0.0/8"])
