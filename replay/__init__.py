@@ -2,8 +2,8 @@
 farm, an open-loop replayer and the study's reports.
 
 Pure modules (no IO, time passed in): ``flows``, ``pipeline``, ``pacer``, ``aggregate``,
-``synth``. IO modules: ``ingest``, ``workload``, ``farm``, ``pki``, ``runner``, ``report``,
-``rdns``, ``cli``.
+``synth``. IO modules: ``ingest``, ``workload``, ``farm``, ``pki``, ``httpclient``,
+``runner``, ``report``, ``rdns``, ``cli``. See docs/replay.md.
 """
 
 __all__ = ["__version__"]

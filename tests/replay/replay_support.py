@@ -1,4 +1,4 @@
-"""Helpers for the replay tests: free ports, a pcap writer, subprocess servers."""
+"""Support code for the replay tests: free ports, a pcap writer, subprocess servers."""
 
 from __future__ import annotations
 
