@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -466,3 +467,24 @@ async def test_target_limited_to_tls11_is_unreachable(
     r = await notary.post(f"site.test+{target.port}", sha1_fp(leaf_der(site_cert)))
     assert r.status == 503
     assert r.cache_status == "converge-notary; fwd=miss; detail=unreachable"
+
+
+async def test_target_speaking_plain_http_is_unreachable(make_notary: MakeNotary) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.0 400 Bad Request\r\n\r\nnot TLS\r\n")
+        with contextlib.suppress(OSError):
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        notary = await make_notary(probe_timeout=5)
+        started = time.monotonic()
+        r = await notary.post(f"site.test+{port}", "00" * 20)
+        assert r.status == 503
+        assert time.monotonic() - started < 4  # failed at once, not by the timeout
+        assert b"TLS handshake" in r.body or b"cannot connect" in r.body
+    finally:
+        server.close()
+        await server.wait_closed()
