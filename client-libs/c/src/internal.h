@@ -1,0 +1,216 @@
+/* Internal interfaces of libconverge: pure rules (core.c), cache (cache.c), network
+ * (net.c) and orchestration (client.c). */
+#ifndef CONVERGE_INTERNAL_H
+#define CONVERGE_INTERNAL_H
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cjson.h"
+#include "converge.h"
+
+/* error kinds (stable words shared with the vectors) */
+#define K_FINGERPRINT "fingerprint"
+#define K_TARGET "target"
+#define K_CONFIG "config"
+#define K_BUNDLE "bundle"
+#define K_CACHE_IO "cache-io"
+#define K_RESPONSE "response"
+#define K_SIGNATURE "signature"
+
+typedef struct {
+    char kind[24]; /* "" = no error */
+    char msg[256];
+} cv_err;
+int cv_fail(cv_err *e, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---------------------------------------------------------------- fingerprints */
+enum { FP_SHA1 = 1, FP_SHA256 = 2 };
+typedef struct {
+    int alg;
+    unsigned char d[32];
+    size_t len;
+} cv_fp;
+#define MAX_FINGERPRINT_TEXT 200
+int cv_parse_fp(const char *text, size_t n, cv_fp *out, cv_err *e);
+void cv_fp_colon(const cv_fp *fp, char out[96]);
+const char *cv_fp_alg(const cv_fp *fp);
+int cv_fp_eq(const cv_fp *a, const cv_fp *b);
+
+/* ---------------------------------------------------------------- targets, requests */
+int cv_check_target(const char *host, long port, cv_err *e);
+int cv_check_ip(const char *ip, char out[64], cv_err *e);
+void cv_expected_host(const char *host, char *out, size_t outlen);
+/* the legacy request; returns malloc'd bytes (len in *n) or NULL */
+char *cv_legacy_request(const char *host, int port, const cv_fp *fp, const char *ip, size_t *n, cv_err *e);
+char *cv_ext_request(const char *host, int port, const cv_fp *fp, const char *nonce, const char *ip,
+                     size_t *n, cv_err *e);
+
+/* ---------------------------------------------------------------- HTTP framing */
+#define MAX_RESPONSE_BYTES (256 * 1024)
+#define MAX_HEADER_BYTES (16 * 1024)
+typedef struct {
+    int status;
+    char *content_type;     /* lower-cased media type without parameters (malloc'd) or NULL */
+    char *cache_status;     /* malloc'd or NULL */
+    const char *body;       /* points into the raw buffer */
+    size_t body_len;
+} cv_http;
+int cv_parse_http(const char *raw, size_t n, size_t max_bytes, cv_http *out, cv_err *e);
+void cv_http_free(cv_http *h);
+
+/* ---------------------------------------------------------------- votes */
+enum { V_SUCCESS = 1, V_FAILURE, V_UNREACHABLE, V_SKIPPED };
+const char *cv_vote_name(int vote);
+typedef struct {
+    int vote;
+    const char *kind;
+    int status;
+    const char *protocol; /* NULL: no answer */
+    char detail[200];
+} cv_outcome;
+
+/* ---------------------------------------------------------------- legacy signed lists */
+#define MAX_HISTORY_ENTRIES 1000
+typedef struct {
+    cv_fp *fps;
+    size_t n;
+    unsigned char *sig;
+    size_t sig_len;
+    cj_buf cut;     /* recipe (b); len 0 and p NULL when absent */
+    int has_cut;
+    cj_buf reser;   /* recipe (a) */
+} cv_signed_list;
+int cv_parse_signed_list(const char *body, size_t n, size_t max_bytes, cv_signed_list *out, cv_err *e);
+void cv_signed_list_free(cv_signed_list *s);
+int cv_verify_signed_list(const cv_signed_list *s, EVP_PKEY *key, cv_err *e);
+/* one response (read to EOF) to a vote */
+void cv_legacy_outcome(const char *raw, size_t n, const cv_fp *wanted, size_t nwanted, EVP_PKEY *key,
+                       size_t max_bytes, cv_outcome *out, char **cache_status);
+
+/* ---------------------------------------------------------------- extended */
+#define FORMAT_V2 "converge-answer/1"
+#define FORMAT_V1 "convergence-v1"
+#define MEDIA_TYPE "application/vnd.converge.answer+json"
+#define MAX_ANSWER (64 * 1024)
+#define MAX_SIGNING_KEYS 8
+typedef struct {
+    char key_id[17];
+    unsigned char pub[32];
+    int retired;
+    int64_t valid_until;
+} cv_key;
+int cv_parse_signing_keys(const cj_value *v, cv_key *keys, size_t *n, cv_err *e);
+int cv_b64url_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen);
+void cv_b64url_encode(const unsigned char *d, size_t n, char *out);
+typedef struct {
+    const char *host; /* NULL: not checked */
+    long port;
+    const cv_fp *fp;  /* NULL: not checked */
+    const char *nonce;
+    int has_now;
+    int64_t now;
+    int64_t max_skew;
+    int bind_ip;
+    const char *ip;   /* with bind_ip: NULL = none named */
+} cv_expect;
+/* verify an answer; returns NULL and sets *kind when rejected; else the verdict string
+ * (static) */
+const char *cv_verify_answer(const char *raw, size_t n, const cv_key *keys, size_t nkeys, int64_t now,
+                             const cv_expect *x, const char **kind, char *msg, size_t msglen);
+void cv_ext_outcome(const char *raw, size_t n, const cv_key *keys, size_t nkeys, const cv_expect *x,
+                    size_t max_bytes, cv_outcome *out, char **cache_status);
+
+/* ---------------------------------------------------------------- bundles */
+#define MAX_BUNDLE_BYTES (64 * 1024)
+#define MAX_HOSTS 16
+typedef struct {
+    char host[254];
+    int ssl_port, http_port;
+    unsigned char pin[20];
+    EVP_PKEY *key;   /* the certificate's public key */
+} cv_host;
+typedef struct {
+    char name[CONVERGE_NAME_MAX];
+    int version;
+    cv_host hosts[MAX_HOSTS];
+    size_t nhosts;
+    int offers_extended;
+    cv_key keys[MAX_SIGNING_KEYS];
+    size_t nkeys;
+} cv_bundle;
+int cv_parse_bundle(const char *data, size_t n, cv_bundle *out, cv_err *e);
+void cv_bundle_free(cv_bundle *b);
+
+/* ---------------------------------------------------------------- policy, cache rule */
+enum { P_CONSENSUS = 1, P_MAJORITY, P_MINORITY };
+int cv_parse_policy(const char *s, size_t n);
+int cv_decide(int policy, int s, int f, int u, int stand_aside);
+/* 1 trusted, 0 untrusted, -1 unsettled */
+int cv_settled(int policy, int s, int f, int u, int pending, int stand_aside);
+enum { C_MISS = 0, C_HIT, C_STALE };
+int cv_cache_decision(int has_ts, int64_t ts, double now, int has_lifetime, double lifetime);
+const char *cv_cache_name(int d);
+
+/* ---------------------------------------------------------------- config */
+enum { EXT_OFF = 0, EXT_PREFER, EXT_FALLBACK, EXT_REQUIRE };
+typedef struct {
+    char dir[4096];
+    char db[4096];      /* "" = none */
+    char userdb[4096];  /* "" = none */
+    char notaries_dir[4096];
+    int agreement, quorum;
+    double connect_timeout, notary_timeout, total_timeout;
+    int has_lifetime;
+    double cache_lifetime;
+    int stand_aside, early_return, bounce, bounce_port;
+    long max_response_bytes;
+    int extended, extended_nonce;
+    int64_t max_skew;
+} cv_config;
+int cv_discover_dir(const char *explicit_dir, int exact, char *out, size_t outlen, cv_err *e);
+int cv_load_config(const char *dir, cv_config *c, cv_err *e);
+void cv_config_defaults(cv_config *c);
+/* enabled bundles de-duplicated by name, in file-name order; malloc'd array */
+int cv_enabled_bundles(const char *notaries_dir, cv_bundle **out, size_t *n, cv_err *e);
+int cv_read_file(const char *path, size_t max, char **data, size_t *n);
+
+/* ---------------------------------------------------------------- cache (cache.c) */
+typedef struct cv_cache cv_cache;
+cv_cache *cv_cache_open(const char *path, int readonly, cv_err *e);
+/* 1 found (ts set), 0 none, -1 error */
+int cv_cache_lookup(cv_cache *c, const char *location, const char *fp, int64_t *ts, cv_err *e);
+int cv_cache_store(cv_cache *c, const char *location, const char *fp, int64_t ts, cv_err *e);
+void cv_cache_close(cv_cache *c);
+
+/* ---------------------------------------------------------------- network (net.c) */
+typedef struct {
+    const cv_bundle *bundle;
+    const cv_host *host;          /* the host asked (direct), or the first destination */
+    const cv_bundle *relay;       /* NULL: direct */
+    int bounce_port;
+    const char *target_host;
+    int target_port;
+    const cv_fp *wanted;
+    size_t nwanted;
+    int ext;                      /* ask in the extended format */
+    int fallback, use_nonce;
+    int64_t max_skew;
+    int64_t (*clock)(void *);
+    void *clock_arg;
+    double connect_deadline, deadline; /* monotonic seconds */
+    size_t max_bytes;
+    int cancel_fd;                /* readable when the query should stop */
+} cv_query;
+typedef struct {
+    cv_outcome o;
+    char host[600];
+    char *cache_status;
+} cv_host_answer;
+void cv_query_host(const cv_query *q, cv_host_answer *out);
+double cv_monotonic(void);
+int cv_net_init(void);
+
+#endif
