@@ -1,0 +1,198 @@
+"""The replayer's HTTP/1.1 client against real loopback servers (plain and trustme TLS)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ssl
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import trustme
+from replay_support import free_port
+
+from replay.httpclient import MAX_BODY_BYTES, HTTPClient, HTTPClientError
+
+
+class Scripted(asyncio.Protocol):
+    """Answers each request (headers + Content-Length body) with ``reply(n)`` bytes."""
+
+    def __init__(self, reply: Callable[[int], bytes], stats: dict[str, int]) -> None:
+        self.reply = reply
+        self.stats = stats
+        self.buf = bytearray()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.stats["connections"] += 1
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while (end := self.buf.find(b"\r\n\r\n")) >= 0:
+            length = 0
+            for line in bytes(self.buf[:end]).split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.lower() == b"content-length":
+                    length = int(v)
+            if len(self.buf) < end + 4 + length:
+                return
+            del self.buf[:end + 4 + length]
+            self.stats["requests"] += 1
+            out = self.reply(self.stats["requests"])
+            if out:
+                self.transport.write(out)
+            else:
+                self.transport.close()
+
+
+def ok(body: bytes = b"{}", extra: bytes = b"") -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nCache-Status: converge-notary; hit\r\n" + extra
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+@pytest.fixture()
+def mk() -> Any:
+    """Make clients that are closed (idle connections too) when the test ends."""
+    made: list[HTTPClient] = []
+
+    def make(**kw: Any) -> HTTPClient:
+        c = HTTPClient(**kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture()
+async def serve() -> AsyncIterator[Callable[..., Any]]:
+    servers: list[asyncio.base_events.Server] = []
+
+    async def start(reply: Callable[[int], bytes], tls: ssl.SSLContext | None = None,
+                    ) -> tuple[int, dict[str, int]]:
+        stats = {"connections": 0, "requests": 0}
+        port = free_port()
+        loop = asyncio.get_running_loop()
+        servers.append(await loop.create_server(lambda: Scripted(reply, stats), "127.0.0.1",
+                                                port, ssl=tls))
+        return port, stats
+
+    yield start
+    for s in servers:
+        s.close()
+        await s.wait_closed()
+
+
+async def test_keep_alive_reuses_one_connection_and_counts_bytes(serve: Any, mk: Any) -> None:
+    port, stats = await serve(lambda n: ok(b'{"n": %d}' % n))
+    client = mk()
+    base = f"http://127.0.0.1:{port}"
+    for i in range(1, 6):
+        resp = await client.request(base, "POST", "/target/a.test+443", b"fingerprint=AA")
+        assert resp.status == 200 and resp.body == b'{"n": %d}' % i
+        assert resp.headers["cache-status"] == "converge-notary; hit"
+        assert resp.bytes_received == len(ok(b'{"n": %d}' % i))
+        assert resp.bytes_sent > len(b"fingerprint=AA")
+    assert stats == {"connections": 1, "requests": 5}
+
+
+async def test_chunked_body(serve: Any, mk: Any) -> None:
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"4\r\nconv\r\n5\r\nerge!\r\n0\r\n\r\n")
+    port, _ = await serve(lambda n: chunked)
+    resp = await mk().request(f"http://127.0.0.1:{port}", "GET", "/target/a+443")
+    assert resp.body == b"converge!"
+
+
+async def test_body_at_the_limit_and_one_past(serve: Any, mk: Any) -> None:
+    port, _ = await serve(lambda n: ok(b"x" * (MAX_BODY_BYTES + (n - 1))))
+    client = mk()
+    base = f"http://127.0.0.1:{port}"
+    resp = await client.request(base, "GET", "/target/a+443")
+    assert len(resp.body) == MAX_BODY_BYTES
+    with pytest.raises(HTTPClientError) as info:
+        await client.request(base, "GET", "/target/a+443")
+    assert info.value.kind == "too-large"
+
+
+async def test_stale_keep_alive_connection_is_retried_once(serve: Any, mk: Any) -> None:
+    # the server answers request 1, drops the connection on request 2 without answering,
+    # and answers request 3 (on a new connection): the client retries transparently
+    port, stats = await serve(lambda n: b"" if n == 2 else ok())
+    client = mk()
+    base = f"http://127.0.0.1:{port}"
+    assert (await client.request(base, "GET", "/target/a+443")).status == 200
+    assert (await client.request(base, "GET", "/target/a+443")).status == 200
+    assert stats["connections"] == 2 and stats["requests"] == 3
+
+
+async def test_fresh_connection_dropped_is_a_reset(serve: Any, mk: Any) -> None:
+    port, _ = await serve(lambda n: b"")
+    with pytest.raises(HTTPClientError) as info:
+        await mk().request(f"http://127.0.0.1:{port}", "GET", "/target/a+443")
+    assert info.value.kind == "reset"
+
+
+async def test_refused_connection_is_a_connect_error(mk: Any) -> None:
+    with pytest.raises(HTTPClientError) as info:
+        await mk().request(f"http://127.0.0.1:{free_port()}", "GET", "/")
+    assert info.value.kind == "connect"
+
+
+async def test_garbage_response_is_a_protocol_error(serve: Any, mk: Any) -> None:
+    port, _ = await serve(lambda n: b"SMTP ready\r\n\r\n")
+    with pytest.raises(HTTPClientError) as info:
+        await mk().request(f"http://127.0.0.1:{port}", "GET", "/")
+    assert info.value.kind == "protocol"
+
+
+async def test_pool_limit_queues_requests(serve: Any, mk: Any) -> None:
+    port, stats = await serve(lambda n: ok())
+    client = mk(limit_per_origin=2)
+    base = f"http://127.0.0.1:{port}"
+    results = await asyncio.gather(*(client.request(base, "GET", "/") for _ in range(10)))
+    assert all(r.status == 200 for r in results)
+    assert stats["connections"] <= 2 and stats["requests"] == 10
+
+
+@pytest.fixture()
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+async def test_tls_pin_accepts_the_pinned_certificate_and_refuses_another(
+        serve: Any, ca: trustme.CA, mk: Any) -> None:
+    cert = ca.issue_cert("127.0.0.1")
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(server_ctx)
+    port, _ = await serve(lambda n: ok(), tls=server_ctx)
+    der = ssl.PEM_cert_to_DER_cert(cert.cert_chain_pems[0].bytes().decode())
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    base = f"https://127.0.0.1:{port}"
+    good = mk(tls=unverified, pin_sha256=hashlib.sha256(der).digest())
+    assert (await good.request(base, "GET", "/")).status == 200
+    other = trustme.CA().issue_cert("127.0.0.1")
+    other_der = ssl.PEM_cert_to_DER_cert(other.cert_chain_pems[0].bytes().decode())
+    bad = mk(tls=unverified, pin_sha256=hashlib.sha256(other_der).digest())
+    with pytest.raises(HTTPClientError) as info:
+        await bad.request(base, "GET", "/")
+    assert info.value.kind == "tls"
+
+
+async def test_tls_verified_by_ca_and_refused_without_it(serve: Any, ca: trustme.CA,
+                                                         mk: Any) -> None:
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    port, _ = await serve(lambda n: ok(), tls=server_ctx)
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    base = f"https://127.0.0.1:{port}"
+    assert (await mk(tls=trusting).request(base, "GET", "/")).status == 200
+    with pytest.raises(HTTPClientError) as info:
+        await mk().request(base, "GET", "/")  # system store: unknown CA
+    assert info.value.kind == "tls"
