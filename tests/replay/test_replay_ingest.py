@@ -148,3 +148,25 @@ def test_error_log_keeps_a_bounded_number_of_messages(tmp_path: Path) -> None:
     assert list(read_flows([path], errors)) == []
     assert errors.count == 50
     assert len(errors.messages) == 5
+
+
+def test_line_length_bound_at_the_limit_and_one_past(tmp_path: Path) -> None:
+    from replay.ingest import MAX_LINE_CHARS
+
+    def row(total: int) -> str:
+        # a valid row whose bytes column is padded with leading zeros to ``total`` chars
+        base = "1,2,10.0.0.1,10.0.0.2,1,443,6,1,1"
+        return base[:-1] + "0" * (total - len(base)) + "1"
+
+    path = tmp_path / "long.csv"
+    at_limit, past = row(MAX_LINE_CHARS), row(MAX_LINE_CHARS + 1)
+    assert (len(at_limit), len(past)) == (MAX_LINE_CHARS, MAX_LINE_CHARS + 1)
+    path.write_text("\n".join(["start,end,src,dst,sport,dport,proto,packets,bytes",
+                               at_limit, past]) + "\n")
+    errors = ErrorLog()
+    assert list(read_flows([path], errors)) == []
+    # at the limit the line is read, then its over-long field is refused; one past the
+    # limit the line itself is refused
+    assert errors.count == 2
+    assert "field too long" in errors.messages[0] and ":2:" in errors.messages[0]
+    assert "line too long" in errors.messages[1] and ":3:" in errors.messages[1]
