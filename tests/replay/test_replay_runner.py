@@ -145,3 +145,19 @@ def test_run_config_rejects_bad_values() -> None:
         RunConfig(notaries=("ftp://x",)).validate()
     with pytest.raises(ReplayInputError):
         RunConfig(notaries=("http://127.0.0.1:1",), route="random").validate()
+
+
+def test_client_hash_routing_keeps_a_client_on_one_notary() -> None:
+    cfg = RunConfig(notaries=("http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"),
+                    route="client-hash")
+    r = Replayer(cfg, ResultWriter(io.StringIO()), log=lambda m: None)
+    events = [WorkloadEvent(0, KIND_REQUEST, f"c{i % 7}", "a.test", 443, "", 0)
+              for i in range(70)]
+    chosen: dict[str, set[str]] = {}
+    for ev in events:
+        chosen.setdefault(ev.client, set()).add(r._notary_for(ev))
+    assert all(len(v) == 1 for v in chosen.values())
+    assert len(set().union(*chosen.values())) > 1  # clients spread over the notaries
+    rr = Replayer(RunConfig(notaries=cfg.notaries), ResultWriter(io.StringIO()),
+                  log=lambda m: None)
+    assert len({rr._notary_for(events[0]) for _ in range(3)}) == 3  # round robin: all three
