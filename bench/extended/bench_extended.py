@@ -172,7 +172,9 @@ def start_target(cert: Path, key: Path) -> tuple[socket.socket, int, threading.E
     return sock, int(sock.getsockname()[1]), stop
 
 
-def warm(port: int, target_port: int, sha1: str, sha256: str) -> dict[str, int]:
+def warm(
+    port: int, target_port: int, sha1: str, sha256: str, bodies: dict[str, bytes]
+) -> dict[str, int]:
     """Probe once, then check that both formats answer from the cache; body sizes."""
     legacy_path = f"/target/{SITE}+{target_port}"
     legacy_body = f"fingerprint={sha1}".encode()
@@ -184,6 +186,7 @@ def warm(port: int, target_port: int, sha1: str, sha256: str) -> dict[str, int]:
     if status != 200 or headers.get("Cache-Status") != HIT:
         raise BenchError(f"legacy answer not from the cache: {status} {headers}")
     sizes["legacy"] = len(data)
+    bodies["legacy"] = data
     ext = json.dumps({"host": SITE, "port": target_port, "fingerprint": sha256}).encode()
     status, headers, data = http_request(HOST, port, "POST", "/v2/answer", body=ext,
                                          headers={"Content-Type": "application/json"})
@@ -192,6 +195,7 @@ def warm(port: int, target_port: int, sha1: str, sha256: str) -> dict[str, int]:
     if json.loads(data)["statement"]["verdict"] != "match":
         raise BenchError("extended answer is not a match")
     sizes["ext"] = len(data)
+    bodies["ext"] = data
     return sizes
 
 
@@ -242,6 +246,47 @@ def _parse_cost_us(n: int) -> float:
     return statistics.median(runs)
 
 
+def client_verify_cost_us(
+    data_dir: Path, bodies: dict[str, bytes], target_port: int, sha256: str, n: int = 1000
+) -> dict[str, float]:
+    """The converge client's cost of checking one answer of this notary (µs, median of 5):
+    the legacy body (parse, RSA-SHA1 verify against the notary's certificate) and the
+    extended answer (canonical bytes, Ed25519 verify, bindings)."""
+    from converge import extended as cext
+    from converge import legacy as clegacy
+    from converge.fingerprint import parse_fingerprint
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    cert_key = x509.load_pem_x509_certificate((data_dir / "notary.pem").read_bytes()).public_key()
+    signing = load_pem_private_key((data_dir / "signing.key").read_bytes(), None)
+    assert isinstance(signing, Ed25519PrivateKey)
+    pub = signing.public_key()
+    keys = {cext.key_id_of(pub.public_bytes_raw()): pub}
+    fp = parse_fingerprint(sha256)
+    now = json.loads(bodies["ext"])["statement"]["answered_at"]
+
+    def legacy_check() -> None:
+        clegacy.verify_body(bodies["legacy"], cert_key)
+
+    def ext_check() -> None:
+        cext.verify_answer(bodies["ext"], keys, host=SITE, port=target_port, fingerprint=fp,
+                           now=now, bind_ip=True)
+
+    out = {}
+    for name, fn in (("client_verify_legacy_us", legacy_check),
+                     ("client_verify_extended_us", ext_check)):
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            runs.append((time.perf_counter() - t0) / n * 1e6)
+        out[name] = statistics.median(runs)
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-extended-"))
     cert = make_rsa_cert(work / "target", SITE)
@@ -257,11 +302,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "--resolve", f"{SITE}={HOST}", "--workers", "1",
             "--rate-limit", "1000000000", "--rate-burst", "1000000000"]
     trials: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    bodies: dict[str, bytes] = {}
     try:
         with Processes(work / "logs") as procs:
             procs.start("notary", argv)
             procs.wait_http("notary", HOST, port, timeout=60)
-            sizes = warm(port, target_port, cert.sha1, sha256)
+            sizes = warm(port, target_port, cert.sha1, sha256, bodies)
             scripts = {m: lua_script(work / f"{m}.lua", m, target_port, cert.sha1, sha256)
                        for m in MODES}
             url = f"http://{HOST}:{port}"
@@ -327,7 +373,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "median_cpu_ratio_to_legacy": {m: statistics.median(v) for m, v in cpu_ratios.items()},
         "cpu_ratios_per_round": cpu_ratios,
         "loadavg_end": list(os.getloadavg()),
-        "in_process": sign_cost_us(),
+        "in_process": {**sign_cost_us(), **client_verify_cost_us(work / "data", bodies,
+                                                                target_port, sha256)},
         "trials": trials,
     }
 
@@ -365,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     ip = doc["in_process"]
     print(f"in process: sign_answer {ip['sign_answer_us']:.1f} us, canonical_json "
           f"{ip['canonical_json_us']:.1f} us, parse_request {ip['parse_request_us']:.1f} us")
+    print(f"client: verify a legacy answer {ip['client_verify_legacy_us']:.1f} us, an extended "
+          f"answer {ip['client_verify_extended_us']:.1f} us")
     print(f"wrote {args.output}")
     return 0
 

@@ -95,78 +95,54 @@ def unb64url(text: object) -> bytes:
 
 
 _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-                  "\t": "\\t"}
 
 
 class CanonicalError(ValueError):
     """A value outside what canonical JSON of this format can express."""
 
 
-def _string(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        esc = _SHORT_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        elif 0xD800 <= ord(ch) <= 0xDFFF:
-            raise CanonicalError("lone surrogate in a string")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _emit(value: Any, out: list[str], depth: int) -> None:
+def _check(value: Any, depth: int = 0) -> None:
+    """Refuse what RFC 8785 serialisation below would get wrong or the format excludes."""
     if depth > 16:
         raise CanonicalError("nested too deeply")
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
         if abs(value) > MAX_SAFE_INT:
             raise CanonicalError("integer outside the interoperable range")
-        out.append(str(value))
-    elif isinstance(value, str):
-        out.append(_string(value))
-    elif isinstance(value, list):
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _emit(item, out, depth + 1)
-        out.append("]")
-    elif isinstance(value, dict):
-        for key in value:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _check(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
             if not isinstance(key, str) or not key.isascii():
                 raise CanonicalError("keys must be ASCII strings")
-        out.append("{")
-        # ASCII keys: code point order equals RFC 8785's UTF-16 code unit order
-        for i, key in enumerate(sorted(value)):
-            if i:
-                out.append(",")
-            out.append(_string(key))
-            out.append(":")
-            _emit(value[key], out, depth + 1)
-        out.append("}")
-    else:
-        raise CanonicalError(f"cannot encode {type(value).__name__} (the format has no floats)")
+            _check(item, depth + 1)
+        return
+    raise CanonicalError(f"cannot encode {type(value).__name__} (the format has no floats)")
 
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 bytes of ``value`` (objects with ASCII keys, arrays, strings, booleans, null,
-    integers of magnitude below 2**53). Raises :class:`CanonicalError` otherwise."""
-    out: list[str] = []
-    _emit(value, out, 0)
+    integers of magnitude below 2**53). Raises :class:`CanonicalError` otherwise.
+
+    For that subset RFC 8785 is exactly ``json.dumps`` with sorted keys (ASCII keys: code
+    point order equals UTF-16 order), no white space, UTF-8 output, and only ``"``, ``\\``
+    and control characters escaped (short forms, else lower-case ``\\u00xx``), which is
+    what the standard library's encoder writes; integers are their shortest decimal form.
+    """
+    return _canonical(value, 0)
+
+
+def _canonical(value: Any, depth: int) -> bytes:
+    _check(value, depth)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     try:
-        return "".join(out).encode("utf-8")
-    except UnicodeEncodeError as e:  # pragma: no cover - surrogates are refused above
-        raise CanonicalError(str(e)) from e
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate has no UTF-8 form
+        raise CanonicalError("string is not valid Unicode") from e
 
 
 def is_canonical(raw: bytes) -> bool:
@@ -368,7 +344,10 @@ def verify_answer(
     if not isinstance(stmt, dict) or not isinstance(sig, dict):
         raise AnswerRejected("malformed", "statement and signature must be objects")
     try:
-        canonical = canonical_json(doc)
+        # the statement's bytes (signed) and, with the two members in key order, the
+        # whole document's canonical form; depth counted as in the whole document
+        signed = _canonical(stmt, 1)
+        canonical = b'{"signature":' + _canonical(sig, 1) + b',"statement":' + signed + b"}"
     except CanonicalError as e:
         raise AnswerRejected("malformed", f"answer outside canonical JSON: {e}") from e
     if canonical != raw:
@@ -382,7 +361,7 @@ def verify_answer(
     if pub is None:
         raise AnswerRejected("unknown-key", f"signing key {kid} is not trusted by the bundle")
     try:
-        pub.verify(unb64url(sig.get("value")), canonical_json(stmt))
+        pub.verify(unb64url(sig.get("value")), signed)
     except (InvalidSignature, ValueError) as e:
         raise AnswerRejected("bad-signature", "signature does not verify") from e
     verdict = stmt.get("verdict")
