@@ -145,9 +145,10 @@ type benchNotaries struct {
 }
 
 var (
-	benchOnce sync.Once
-	benchEnv  *benchNotaries
-	benchErr  error
+	benchOwner processOwner
+	benchOnce  sync.Once
+	benchEnv   *benchNotaries
+	benchErr   error
 )
 
 func notaries(b *testing.B) *benchNotaries {
@@ -165,9 +166,9 @@ func notaries(b *testing.B) *benchNotaries {
 }
 
 // fakeNotaries: three in-process notary-like servers (helpers_test.go), legacy only. They
-// outlive the benchmark that created them (process lifetime).
+// outlive the benchmark that created them (closed by TestMain).
 func fakeNotaries(b *testing.B) (*benchNotaries, error) {
-	t := &testing.T{}
+	t := &benchOwner
 	genuine := makeCert(b, 0, "target.test", "127.0.0.1")
 	port := targetServer(t, genuine)
 	env := &benchNotaries{targetPort: port, sha1: FingerprintOf(genuine.der, "sha1").ColonHex()}
@@ -201,7 +202,7 @@ func realNotaries(b *testing.B) (*benchNotaries, error) {
 	if _, err := os.Stat(exe); err != nil {
 		return nil, fmt.Errorf("notary console script: %v", err)
 	}
-	t := &testing.T{}
+	t := &benchOwner
 	genuine := makeCert(b, 0, "target.test", "127.0.0.1")
 	tport := targetServer(t, genuine)
 	env := &benchNotaries{targetPort: tport, sha1: FingerprintOf(genuine.der, "sha1").ColonHex()}
@@ -267,6 +268,7 @@ func TestMain(m *testing.M) {
 	if benchEnv != nil && benchEnv.cleanup != nil {
 		benchEnv.cleanup()
 	}
+	benchOwner.close()
 	os.Exit(code)
 }
 

@@ -30,6 +30,37 @@ import (
 // Test fixtures: self-signed certificates, a notary-like TLS server speaking the legacy and
 // the extended format on 127.0.0.1, a CONNECT relay, and configuration directories.
 
+// owner is what the fixtures need from a test: testing.TB, or processOwner for servers that
+// outlive one benchmark.
+type owner interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// processOwner keeps fixtures for the life of the test binary (closed by TestMain).
+type processOwner struct {
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func (p *processOwner) Helper()           {}
+func (p *processOwner) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
+func (p *processOwner) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cleanups = append(p.cleanups, f)
+}
+
+func (p *processOwner) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.cleanups) - 1; i >= 0; i-- {
+		p.cleanups[i]()
+	}
+	p.cleanups = nil
+}
+
 type testCert struct {
 	der  []byte
 	pem  string
@@ -43,7 +74,7 @@ var (
 )
 
 // testKey returns one of four RSA keys generated once per test binary.
-func testKey(t testing.TB, i int) *rsa.PrivateKey {
+func testKey(t owner, i int) *rsa.PrivateKey {
 	keyOnce.Do(func() {
 		for n := 0; n < 4; n++ {
 			k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -56,7 +87,7 @@ func testKey(t testing.TB, i int) *rsa.PrivateKey {
 	return rsaKeys[i%len(rsaKeys)]
 }
 
-func makeCert(t testing.TB, keyIndex int, cn string, ips ...string) testCert {
+func makeCert(t owner, keyIndex int, cn string, ips ...string) testCert {
 	t.Helper()
 	key := testKey(t, keyIndex)
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
@@ -83,7 +114,7 @@ func makeCert(t testing.TB, keyIndex int, cn string, ips ...string) testCert {
 // fakeNotary answers /target/<host>+<port> (legacy) and /v2/answer (extended) from a fixed
 // view: location -> DER of the certificate it "sees".
 type fakeNotary struct {
-	t         testing.TB
+	t         owner
 	ln        net.Listener
 	cert      testCert // TLS certificate (pinned by the bundle) and legacy signing key
 	signKey   *rsa.PrivateKey
@@ -99,7 +130,7 @@ type fakeNotary struct {
 	probeIP   string // extended: name this address in target.ip whatever was asked
 }
 
-func startNotary(t testing.TB, addr string, cert testCert) *fakeNotary {
+func startNotary(t owner, addr string, cert testCert) *fakeNotary {
 	t.Helper()
 	ln, err := tls.Listen("tcp", addr, &tls.Config{Certificates: []tls.Certificate{cert.cert}})
 	if err != nil {
@@ -321,7 +352,7 @@ func deadPort(t testing.TB) int {
 
 // startRelay runs a CONNECT relay on addr that accepts destinations on port bouncePort only
 // (403 otherwise) and names the host it connected to.
-func startRelay(t testing.TB, addr string, bouncePort int) int {
+func startRelay(t owner, addr string, bouncePort int) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -363,7 +394,7 @@ func startRelay(t testing.TB, addr string, bouncePort int) int {
 }
 
 // targetServer is an HTTPS server presenting cert.
-func targetServer(t testing.TB, cert testCert) int {
+func targetServer(t owner, cert testCert) int {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert.cert}})
 	if err != nil {
