@@ -93,6 +93,10 @@ class Metrics:
         if status == 429:
             self.rate_limited.inc()
 
+    def rejected(self, status: int) -> None:
+        """One request refused before it reached the error table (e.g. 405)."""
+        self._status.get(status, self._status_other).inc()
+
     def probed(self, outcome: str, seconds: float) -> None:
         self._probe[outcome].observe(seconds)
 

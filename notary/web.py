@@ -136,6 +136,9 @@ def _answer_response(answer: Answer) -> web.Response:
 async def handle_target(request: web.Request) -> web.StreamResponse:
     method = request.method
     if method not in ("GET", "POST", "HEAD"):
+        metrics = request.app.get(METRICS)
+        if metrics is not None:
+            metrics.rejected(405)
         return web.Response(
             status=405,
             text=f"Method {method} is not allowed here; use POST (or GET).\n",

@@ -232,11 +232,14 @@ async def test_metrics_count_hits_misses_probes_and_negative_hits(notary_factory
     async with aiohttp.ClientSession() as s:
         assert (await post(s, n.url, "dead.test")).status == 503  # probe fails
         assert (await post(s, n.url, "dead.test")).status == 503  # negative cache
+        async with s.put(f"{n.url}/target/a.test+443") as r:
+            assert r.status == 405
     text = n.metrics.exposition().decode()
     assert metric(text, 'notary_cache_total{result="hit"}') == 2
     assert metric(text, 'notary_cache_total{result="miss"}') == 1
     assert metric(text, 'notary_requests_total{status="200"}') == 3
     assert metric(text, 'notary_requests_total{status="503"}') == 2
+    assert metric(text, 'notary_requests_total{status="405"}') == 1
     assert metric(text, "notary_negative_cache_hits_total") == 1
     assert metric(text, 'notary_probe_seconds_count{outcome="ok"}') == 1
     assert metric(text, 'notary_probe_seconds_count{outcome="unreachable"}') == 1
