@@ -2,7 +2,6 @@ package converge
 
 import (
 	"bufio"
-	"bytes"
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -420,5 +419,3 @@ func targetServer(t owner, cert testCert) int {
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
 }
-
-var _ = bytes.Equal
