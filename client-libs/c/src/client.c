@@ -9,6 +9,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,12 @@ struct run {
 
 static void *task_main(void *arg) {
     task *t = arg;
+    /* a notary closing mid-request must not kill the process: SIGPIPE from this thread's
+     * writes stays blocked (and a thread-directed pending signal ends with the thread) */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     cv_host_answer a;
     cv_query_host(&t->q, &a);
     pthread_mutex_lock(&t->rs->lock);

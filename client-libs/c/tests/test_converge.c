@@ -1,0 +1,409 @@
+/* Unit and loopback tests of libconverge. A tiny runner: every CHECK counts; the last line
+ * is "N passed, N failed". Usage: test_converge [VECTORS_DIR] (default ../vectors). */
+#include "fake_notary.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sqlite3.h>
+
+#include "converge.h"
+#include "internal.h"
+#include "vectors.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                              \
+    do {                                                              \
+        if (cond) passed++;                                           \
+        else {                                                        \
+            failed++;                                                 \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
+            fprintf(stderr, __VA_ARGS__);                             \
+            fputc('\n', stderr);                                      \
+        }                                                             \
+    } while (0)
+
+/* ------------------------------------------------------------------ JSON */
+
+static int parses(const char *s) {
+    cj_doc *d = cj_parse(s, strlen(s), NULL, 0);
+    cj_free(d);
+    return d != NULL;
+}
+
+static void test_json(void) {
+    CHECK(parses("{\"a\": [1, -0, 2.5e3, true, false, null, \"x\"]}"), "plain JSON parses");
+    CHECK(parses("[NaN, Infinity, -Infinity]"), "Python's extra number words parse");
+    CHECK(!parses("{\"a\": 1} x"), "trailing data is refused");
+    CHECK(!parses("[\"a\x01\"]"), "raw control character in a string is refused");
+    CHECK(!parses("[\"\xff\"]"), "invalid UTF-8 is refused");
+    CHECK(!parses("[\"\xed\xa0\x80\"]"), "an encoded surrogate is not UTF-8");
+    CHECK(!parses("[01]"), "leading zero is refused");
+    CHECK(!parses("{'a': 1}"), "single quotes are refused");
+    char deep[1100];
+    for (int i = 0; i < 512; i++) deep[i] = '[', deep[512 + i] = ']';
+    deep[1024] = '\0';
+    CHECK(parses(deep), "depth 512 is within the bound");
+    char deeper[1100];
+    for (int i = 0; i < 513; i++) deeper[i] = '[', deeper[513 + i] = ']';
+    deeper[1026] = '\0';
+    CHECK(!parses(deeper), "depth 513 is refused");
+    const char *dup = "{\"a\": 1, \"b\": 2, \"a\": 3}";
+    cj_doc *d = cj_parse(dup, strlen(dup), NULL, 0);
+    int64_t v = 0;
+    CHECK(d && cj_root(d)->n == 2 && cj_int(cj_get(cj_root(d), "a"), &v) && v == 3 &&
+              !strcmp(cj_root(d)->keys[0], "a"),
+          "a repeated key keeps its first position and its last value");
+    cj_buf b = {0};
+    cj_pydumps(cj_root(d), NULL, &b);
+    CHECK(b.p && !strcmp(b.p, "{\"a\": 3, \"b\": 2}"), "json.dumps defaults: %s", b.p ? b.p : "(null)");
+    cj_buf_free(&b);
+    cj_free(d);
+    const char *u = "[\"\\u00e9\\ud83d\\ude00\\u007f\", 1.5, 1e16, 0.0001, 1e-05]";
+    d = cj_parse(u, strlen(u), NULL, 0);
+    cj_pydumps(cj_root(d), NULL, &b);
+    CHECK(b.p && !strcmp(b.p, "[\"\\u00e9\\ud83d\\ude00\\u007f\", 1.5, 1e+16, 0.0001, 1e-05]"), "ASCII escapes and float repr: %s",
+          b.p ? b.p : "");
+    cj_buf_free(&b);
+    CHECK(cj_canonical(cj_root(d), &b) != 0, "floats are outside canonical JSON");
+    cj_buf_free(&b);
+    cj_free(d);
+    const char *c = "{\"b\": [1, \"\\u00e9\"], \"a\": {\"y\": null, \"x\": -0}}";
+    d = cj_parse(c, strlen(c), NULL, 0);
+    CHECK(cj_canonical(cj_root(d), &b) == 0 && !strcmp(b.p, "{\"a\":{\"x\":0,\"y\":null},\"b\":[1,\"\xc3\xa9\"]}"),
+          "canonical form sorts keys and keeps UTF-8: %s", b.p ? b.p : "");
+    cj_buf_free(&b);
+    cj_free(d);
+}
+
+/* ------------------------------------------------------------------ rules */
+
+static void test_rules(void) {
+    cv_fp fp;
+    char colon[96];
+    CHECK(cv_parse_fp(" 8fc079e814777f688ba4c807d9bd67d62af71aeb\n", 42, &fp, NULL) == 0 && fp.alg == FP_SHA1,
+          "plain lower-case SHA-1 parses");
+    cv_fp_colon(&fp, colon);
+    CHECK(!strcmp(colon, "8F:C0:79:E8:14:77:7F:68:8B:A4:C8:07:D9:BD:67:D6:2A:F7:1A:EB"), "canonical form %s", colon);
+    cv_err e = {{0}, {0}};
+    CHECK(cv_parse_fp("8F:C0:79E8", 10, &fp, &e) != 0 && !strcmp(e.kind, "fingerprint"), "mixed separators refused");
+    CHECK(cv_decide(P_CONSENSUS, 2, 0, 1, 1) == 1, "consensus: the unreachable notary stands aside");
+    CHECK(cv_decide(P_CONSENSUS, 2, 0, 1, 0) == 0, "twin: without stand-aside it counts as a failure");
+    CHECK(cv_decide(P_MINORITY, 0, 0, 3, 1) == 0, "nobody reachable is never trusted");
+    CHECK(cv_settled(P_MAJORITY, 2, 0, 0, 1, 1) == 1, "2 of 3 successes settle a majority");
+    CHECK(cv_settled(P_MAJORITY, 1, 0, 0, 2, 1) == -1, "twin: 1 of 3 does not");
+    CHECK(cv_cache_decision(1, 1000, 1000 + 3600, 1, 3600) == C_HIT, "age == lifetime is a hit");
+    CHECK(cv_cache_decision(1, 1000, 1000 + 3601, 1, 3600) == C_STALE, "twin: one second older is stale");
+    CHECK(cv_cache_decision(1, 1000000000000LL, 1000000000, 1, 60) == C_HIT, "millisecond timestamps");
+    CHECK(cv_check_target("example.org", 443, NULL) == 0, "a DNS name is a target");
+    CHECK(cv_check_target("-x.org", 443, NULL) != 0 && cv_check_target("a/b", 443, NULL) != 0 &&
+              cv_check_target("a.org", 0, NULL) != 0,
+          "bad hosts and ports are refused");
+    char h[300];
+    cv_expected_host("WWW.Example.ORG.", h, sizeof h);
+    CHECK(!strcmp(h, "www.example.org"), "expected host %s", h);
+    cv_expected_host("[2001:db8:0:0:0:0:0:1]", h, sizeof h);
+    CHECK(!strcmp(h, "2001:db8::1"), "IPv6 compressed: %s", h);
+}
+
+/* ------------------------------------------------------------------ vectors */
+
+static int cj_equal(const cj_value *a, const cj_value *b) {
+    if (!a || !b) return a == b;
+    if (a->kind != b->kind) return 0;
+    switch (a->kind) {
+    case CJ_NULL: return 1;
+    case CJ_BOOL: return a->b == b->b;
+    case CJ_INT: return !strcmp(a->num, b->num);
+    case CJ_FLOAT: return a->f == b->f;
+    case CJ_STRING: return a->slen == b->slen && !memcmp(a->s, b->s, a->slen);
+    case CJ_ARRAY:
+        if (a->n != b->n) return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!cj_equal(a->items[i], b->items[i])) return 0;
+        return 1;
+    case CJ_OBJECT:
+        if (a->n != b->n) return 0;
+        for (size_t i = 0; i < a->n; i++)
+            if (!cj_equal(a->items[i], cj_get(b, a->keys[i]))) return 0;
+        return 1;
+    }
+    return 0;
+}
+
+static const char *const FIELDS[] = {"result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
+                                     "signed_bytes_reserialised", "name", "version", "hosts", "verdict", "extended"};
+
+/* the runner's comparison: every field the case states must be equal (NULL = pass) */
+static const char *compare_case(const cj_value *c, const cj_value *actual) {
+    for (size_t i = 0; i < sizeof FIELDS / sizeof *FIELDS; i++) {
+        const cj_value *want = cj_get(c, FIELDS[i]);
+        if (!want) continue;
+        const cj_value *got = cj_get(actual, FIELDS[i]);
+        if (!got && want->kind == CJ_NULL) continue;
+        if (!cj_equal(want, got)) return FIELDS[i];
+    }
+    return NULL;
+}
+
+static void test_vectors(const char *dir) {
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "vector directory %s", dir);
+    if (!d) return;
+    struct dirent *de;
+    int files = 0, twins = 0;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        char *data = NULL;
+        size_t n = 0;
+        if (cv_read_file(path, 16 << 20, &data, &n)) {
+            free(data);
+            CHECK(0, "cannot read %s", path);
+            continue;
+        }
+        cj_doc *doc = cj_parse(data, n, NULL, 0);
+        free(data);
+        CHECK(doc && cv_schema_supported(cj_get(cj_root(doc), "schema")), "%s: known schema", de->d_name);
+        if (!doc) continue;
+        files++;
+        const cj_value *tests = cj_get(cj_root(doc), "tests");
+        for (size_t i = 0; tests && i < tests->n; i++) {
+            const cj_value *c = tests->items[i];
+            cj_buf out = {0};
+            cv_run_vector_case(cj_root(doc), c, &out);
+            cj_doc *got = cj_parse(out.p, out.len, NULL, 0);
+            const char *bad = got ? compare_case(c, cj_root(got)) : "output";
+            const cj_value *id = cj_get(c, "id");
+            CHECK(!bad, "%s#%s: %s differs (got %s)", de->d_name, id && id->kind == CJ_STRING ? id->s : (id ? id->num : "?"),
+                  bad ? bad : "", out.p);
+            /* must-fail twin: the comparison notices a wrong result */
+            if (i == 0 && got) {
+                const char *twin = "{\"result\":\"no-such-result\"}";
+                cj_doc *td = cj_parse(twin, strlen(twin), NULL, 0);
+                CHECK(compare_case(c, cj_root(td)) != NULL, "%s: a wrong result is noticed", de->d_name);
+                twins++;
+                cj_free(td);
+            }
+            cj_free(got);
+            cj_buf_free(&out);
+        }
+        cj_free(doc);
+    }
+    closedir(d);
+    CHECK(files >= 8, "every vector file ran (%d)", files);
+}
+
+/* ------------------------------------------------------------------ config and cache */
+
+static void test_config_and_cache(void) {
+    char dir[256];
+    const char *none[1] = {NULL};
+    int noport[1] = {0};
+    make_config(dir, sizeof dir, "{\"quorum\": 2, \"notary-agreement\": \"Consensus\"}", none, noport, none, 0);
+    converge_ctx *ctx = converge_ctx_new(dir);
+    CHECK(ctx && converge_ctx_error(ctx) == NULL, "a valid configuration loads");
+    converge_result r;
+    int rc = converge_check(ctx, "example.org", 443, "8F:C0:79:E8:14:77:7F:68:8B:A4:C8:07:D9:BD:67:D6:2A:F7:1A:EB", &r);
+    CHECK(rc == CONVERGE_ERR_CONFIG && !strcmp(r.error_kind, "config"), "no notary enabled is a config error (%d)", rc);
+    rc = converge_check(ctx, "example.org", 443, "AB:CD", &r);
+    CHECK(rc == CONVERGE_ERR_FINGERPRINT, "a bad fingerprint is a fingerprint error");
+    rc = converge_check(ctx, "exa mple.org", 443, "AB:CD", &r);
+    CHECK(rc == CONVERGE_ERR_TARGET, "a bad host is a target error");
+    converge_ctx_free(ctx);
+    char p[400];
+    snprintf(p, sizeof p, "%s/converge.config", dir);
+    write_text(p, "{\"quorum\": 2, \"colour\": \"blue\"}");
+    ctx = converge_ctx_new(dir);
+    CHECK(ctx && converge_ctx_error(ctx) != NULL, "twin: an unknown key is refused");
+    converge_ctx_free(ctx);
+    write_text(p, "{\"quorum\": 17}");
+    ctx = converge_ctx_new(dir);
+    CHECK(ctx && converge_ctx_error(ctx) != NULL, "quorum above 16 is refused");
+    converge_ctx_free(ctx);
+    ctx = converge_ctx_new_exact("/nonexistent/converge");
+    CHECK(ctx && converge_ctx_error(ctx) != NULL, "a missing directory is a config error");
+    converge_ctx_free(ctx);
+    /* the add-on's schema */
+    snprintf(p, sizeof p, "%s/c.sqlite3", dir);
+    cv_err e = {{0}, {0}};
+    cv_cache *c = cv_cache_open(p, 0, &e);
+    CHECK(c != NULL, "cache opens: %s", e.msg);
+    int64_t ts = 0;
+    CHECK(c && cv_cache_lookup(c, "a.org:443", "AA", &ts, &e) == 0, "an empty cache misses");
+    CHECK(c && cv_cache_store(c, "a.org:443", "AA", 1234, &e) == 0 && cv_cache_store(c, "a.org:443", "AA", 1300, &e) == 0,
+          "stores (upsert)");
+    CHECK(c && cv_cache_lookup(c, "a.org:443", "AA", &ts, &e) == 1 && ts == 1300, "finds the newest timestamp");
+    CHECK(c && cv_cache_lookup(c, "a.org:444", "AA", &ts, &e) == 0, "twin: another port misses");
+    cv_cache_close(c);
+    sqlite3 *db = NULL;
+    sqlite3_open(p, &db);
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(db, "SELECT group_concat(name || ' ' || type, ', ') FROM pragma_table_info('fingerprints')", -1,
+                       &st, NULL);
+    const char *cols = st && sqlite3_step(st) == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : "";
+    CHECK(cols && !strcmp(cols, "id INTEGER, location TEXT, fingerprint TEXT, timestamp INTEGER"), "schema: %s",
+          cols ? cols : "");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    remove_tree(dir);
+}
+
+/* ------------------------------------------------------------------ loopback notaries */
+
+#define CFG "{\"db\": \"cache.sqlite3\", \"early-return\": false, \"connect-timeout\": 2, " \
+                         "\"notary-timeout\": 3, \"total-timeout\": 5, \"notary-agreement\": \"%s\", " \
+                         "\"stand-aside\": %s}"
+
+typedef struct {
+    tls_identity target, na, nb, other;
+} idents;
+
+static int run_check(const char *policy, const char *stand, const char **names, const int *ports, const char **pems,
+                     size_t n, const char *fp, converge_result *r) {
+    char dir[256], settings[400];
+    snprintf(settings, sizeof settings, CFG, policy, stand);
+    make_config(dir, sizeof dir, settings, names, ports, pems, n);
+    converge_ctx *ctx = converge_ctx_new(dir);
+    int rc = converge_check(ctx, "127.0.0.1", 443, fp, r);
+    if (rc == CONVERGE_TRUSTED) {
+        converge_result again;
+        int rc2 = converge_check(ctx, "127.0.0.1", 443, fp, &again);
+        CHECK(rc2 == CONVERGE_TRUSTED && again.from_cache, "a trusted verdict is cached");
+    }
+    converge_ctx_free(ctx);
+    remove_tree(dir);
+    return rc;
+}
+
+static void test_loopback(idents *id) {
+    fake_server good_a, good_b, forged, badsig;
+    fake_start(&good_a, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
+    fake_start(&good_b, &id->nb, legacy_response(id->nb.key, 200, id->target.sha1, 0));
+    fake_start(&forged, &id->nb, legacy_response(id->nb.key, 409, id->other.sha1, 0));
+    fake_start(&badsig, &id->nb, legacy_response(id->nb.key, 200, id->target.sha1, 1));
+    int dead = dead_port();
+    converge_result r;
+    const char *names[3] = {"Org A", "Org B", "Org C"};
+
+    int ports1[2] = {good_a.port, good_b.port};
+    const char *pems1[2] = {id->na.pem, id->nb.pem};
+    int rc = run_check("consensus", "true", names, ports1, pems1, 2, id->target.sha1, &r);
+    CHECK(rc == CONVERGE_TRUSTED && r.count == 2 && !strcmp(r.notaries[0].kind, "listed") &&
+              !strcmp(r.notaries[1].protocol, "convergence-v1"),
+          "two notaries list the certificate (%d %s)", rc, r.count ? r.notaries[0].kind : "");
+
+    int ports2[2] = {good_a.port, forged.port};
+    rc = run_check("consensus", "true", names, ports2, pems1, 2, id->target.sha1, &r);
+    CHECK(rc == CONVERGE_NOT_TRUSTED && !strcmp(r.notaries[1].kind, "mismatch"), "twin: a 409 breaks consensus");
+
+    const char *pems3[2] = {id->na.pem, id->other.pem};
+    rc = run_check("consensus", "true", names, ports1, pems3, 2, id->target.sha1, &r);
+    CHECK(rc == CONVERGE_NOT_TRUSTED && !strcmp(r.notaries[1].outcome, "failure") && !strcmp(r.notaries[1].kind, "pin"),
+          "a notary whose certificate is not the pinned one fails (%s)", r.notaries[1].kind);
+
+    int ports4[2] = {good_a.port, badsig.port};
+    rc = run_check("consensus", "true", names, ports4, pems1, 2, id->target.sha1, &r);
+    CHECK(rc == CONVERGE_NOT_TRUSTED && !strcmp(r.notaries[1].kind, "signature"), "a bad signature is a failure (%s)",
+          r.notaries[1].kind);
+
+    int ports5[3] = {good_a.port, good_b.port, dead};
+    const char *pems5[3] = {id->na.pem, id->nb.pem, id->nb.pem};
+    rc = run_check("consensus", "true", names, ports5, pems5, 3, id->target.sha1, &r);
+    CHECK(rc == CONVERGE_TRUSTED && !strcmp(r.notaries[2].outcome, "unreachable") && !strcmp(r.notaries[2].kind, "unreachable"),
+          "a dead notary stands aside (%d)", rc);
+    rc = run_check("consensus", "false", names, ports5, pems5, 3, id->target.sha1, &r);
+    CHECK(rc == CONVERGE_NOT_TRUSTED, "twin: without stand-aside it is a failure");
+
+    /* a notary that accepts TCP but never speaks TLS: bounded by connect-timeout */
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(silent, (struct sockaddr *)&a, sizeof a);
+    listen(silent, 8);
+    socklen_t l = sizeof a;
+    getsockname(silent, (struct sockaddr *)&a, &l);
+    int ports6[2] = {good_a.port, ntohs(a.sin_port)};
+    double t0 = cv_monotonic();
+    rc = run_check("majority", "true", names, ports6, pems1, 2, id->target.sha1, &r);
+    double took = cv_monotonic() - t0;
+    CHECK(rc == CONVERGE_TRUSTED && !strcmp(r.notaries[1].outcome, "unreachable") && took < 4.5,
+          "a silent notary is cut off by the connect timeout (%.2f s, %s)", took, r.notaries[1].kind);
+    close(silent);
+
+    /* the OpenSSL hooks against a TLS target */
+    fake_server target;
+    fake_start(&target, &id->target, NULL);
+    for (int variant = 0; variant < 4; variant++) {
+        int trusted_notaries = variant % 2 == 0;
+        char dir[256], settings[400];
+        snprintf(settings, sizeof settings, CFG, "consensus", "true");
+        int p[2] = {good_a.port, trusted_notaries ? good_b.port : forged.port};
+        make_config(dir, sizeof dir, settings, names, p, pems1, 2);
+        converge_ctx *ctx = converge_ctx_new(dir);
+        SSL_CTX *sc = SSL_CTX_new(TLS_client_method());
+        if (variant < 2) SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, converge_verify_callback);
+        else SSL_CTX_set_verify(sc, SSL_VERIFY_NONE, NULL);
+        SSL *ssl = SSL_new(sc);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in t;
+        memset(&t, 0, sizeof t);
+        t.sin_family = AF_INET;
+        t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        t.sin_port = htons((uint16_t)target.port);
+        connect(fd, (struct sockaddr *)&t, sizeof t);
+        SSL_set_fd(ssl, fd);
+        converge_ssl_set_target(ssl, ctx, "127.0.0.1", 443);
+        int hs = SSL_connect(ssl);
+        if (variant < 2) {
+            if (trusted_notaries)
+                CHECK(hs == 1 && SSL_get_verify_result(ssl) == X509_V_OK, "verify callback: trusted handshake completes");
+            else
+                CHECK(hs != 1 && SSL_get_verify_result(ssl) == X509_V_ERR_CERT_REJECTED,
+                      "twin: the callback refuses a certificate the notaries do not confirm");
+        } else {
+            long v = hs == 1 ? converge_ssl_verify(ssl, "127.0.0.1", 443) : -1;
+            if (trusted_notaries) CHECK(v == X509_V_OK, "converge_ssl_verify: trusted (%ld)", v);
+            else CHECK(v == X509_V_ERR_CERT_REJECTED, "twin: converge_ssl_verify refuses (%ld)", v);
+        }
+        SSL_free(ssl);
+        close(fd);
+        SSL_CTX_free(sc);
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+        ERR_clear_error();
+    }
+    fake_stop(&target);
+    fake_stop(&good_a);
+    fake_stop(&good_b);
+    fake_stop(&forged);
+    fake_stop(&badsig);
+}
+
+int main(int argc, char **argv) {
+    const char *vectors = argc > 1 ? argv[1] : "../vectors";
+    signal(SIGPIPE, SIG_IGN); /* the stand-in servers write to clients that hung up */
+    int quick = getenv("CONVERGE_TEST_QUICK") != NULL; /* valgrind: skip the slow key generation */
+    test_json();
+    test_rules();
+    test_vectors(vectors);
+    test_config_and_cache();
+    if (!quick) {
+        idents id;
+        make_identity(&id.target, "target.test");
+        make_identity(&id.na, "notary-a.test");
+        make_identity(&id.nb, "notary-b.test");
+        make_identity(&id.other, "other.test");
+        test_loopback(&id);
+        free_identity(&id.target);
+        free_identity(&id.na);
+        free_identity(&id.nb);
+        free_identity(&id.other);
+    }
+    converge_cleanup();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
