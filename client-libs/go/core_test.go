@@ -228,6 +228,15 @@ func TestResponseBounds(t *testing.T) {
 	if _, err := ParseHTTPResponse([]byte("HTTP/1.0 200 OK\r\nContent-Length: 2001\r\n\r\n"+body), 1<<20); ErrorKind(err) != KindResponse {
 		t.Fatal("truncated body accepted")
 	}
+	if _, err := ParseHTTPResponse([]byte("HTTP/1.0 200 OK\r\nContent-Length: 0000000000002\r\n\r\n{}"), 1<<20); ErrorKind(err) != KindResponse {
+		t.Fatal("a Content-Length of 13 digits accepted")
+	}
+	if _, err := ParseHTTPResponse([]byte("HTTP/1.0 200 OK\r\nContent-Length: 000000000002\r\n\r\n{}"), 1<<20); err != nil {
+		t.Fatalf("a Content-Length of 12 digits refused: %v", err)
+	}
+	if _, err := ParseHTTPResponse([]byte("HTTP/1.0 200 OK\r\nContent-Length: \xb3\r\n\r\n{}"), 1<<20); ErrorKind(err) != KindResponse {
+		t.Fatal("a superscript digit accepted as Content-Length")
+	}
 }
 
 func TestCacheDecisionMilliseconds(t *testing.T) {

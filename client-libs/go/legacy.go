@@ -147,7 +147,7 @@ func ParseHTTPResponse(raw []byte, maxBytes int) (*HTTPResponse, error) {
 		return nil, responseErr("chunked transfer coding is not allowed on notary responses")
 	}
 	if cl, ok := headers["content-length"]; ok {
-		if !allDigits(cl) {
+		if !allDigits(cl) || len(cl) > 12 {
 			return nil, responseErr("bad Content-Length %.20q", cl)
 		}
 		n, err := strconv.Atoi(cl)
