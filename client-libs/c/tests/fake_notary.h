@@ -163,7 +163,7 @@ static void fake_stop(fake_server *s) {
 }
 
 /* a port where nothing listens */
-static int dead_port(void) {
+__attribute__((unused)) static int dead_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
