@@ -288,6 +288,7 @@ def client_verify_cost_us(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = list(os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="bench-extended-"))
     cert = make_rsa_cert(work / "target", SITE)
     der = ssl.PEM_cert_to_DER_cert(cert.cert.read_text())
@@ -357,7 +358,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "bench/extended/bench_extended.py",
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "loadavg_start": list(os.getloadavg())},
+                    "platform": platform.platform(), "loadavg_start": load_start},
         "method": {"seconds_per_trial": args.seconds, "rounds": args.rounds,
                    "wrk_threads": args.threads, "connections": args.connections,
                    "notary": "notary serve --no-tls --workers 1 (one process)",
