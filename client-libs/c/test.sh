@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# libconverge: build with -Werror, unit and loopback tests (every shared vector file),
+# the same tests under AddressSanitizer + UBSan, valgrind on the quick test subset, then the
+# conformance CLI at client-libs/c/bin/converge-conformance (see clients.toml).
+# Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, valgrind
+# (scripts/install-system-deps installs them).
+set -euo pipefail
+cd "$(dirname "$0")"
+vectors=../vectors
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== build (-Wall -Wextra -Werror)"
+make -s -j"$jobs" BUILD=build all
+
+echo "== tests"
+./build/test_converge "$vectors"
+
+echo "== tests under AddressSanitizer + UBSan"
+make -s -j"$jobs" BUILD=build-asan \
+  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+  build-asan/test_converge
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/test_converge "$vectors"
+
+if command -v valgrind >/dev/null 2>&1; then
+  echo "== valgrind (quick subset: JSON, rules, vectors, config, cache)"
+  CONVERGE_TEST_QUICK=1 valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
+    ./build/test_converge "$vectors"
+else
+  echo "valgrind not installed: skipped (scripts/install-system-deps installs it)" >&2
+  exit 1
+fi
+
+echo "== conformance CLI"
+mkdir -p bin
+cp build/converge-conformance bin/converge-conformance
+./bin/converge-conformance info
+echo "client-libs/c: ok"
