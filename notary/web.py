@@ -135,7 +135,7 @@ def _answer_response(answer: Answer) -> web.Response:
 
 async def handle_target(request: web.Request) -> web.StreamResponse:
     method = request.method
-    if method not in ("GET", "POST", "HEAD"):
+    if method not in ("GET", "POST"):
         metrics = request.app.get(METRICS)
         if metrics is not None:
             metrics.rejected(405)
@@ -147,7 +147,8 @@ async def handle_target(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
         _admit(request)
-        target = _parse_target_memo(request.match_info["spec"])
+        # the raw (still percent-encoded) path: the target parser decodes exactly once
+        target = _parse_target_memo(request.rel_url.raw_path[len("/target/") :])
         fp: Fingerprint | None = None
         if method == "POST":
             fp = _parse_body(await _read_body(request))

@@ -64,7 +64,7 @@ def _kind(ip: IPAddress) -> str | None:
     if ip.is_reserved:
         return "reserved"
     if not ip.is_global:
-        return "not globally routable"
+        return "non-global"
     return None
 
 

@@ -142,8 +142,8 @@ REFUSED = {
     "0.0.0.0": "unspecified",
     "240.0.0.1": "",
     "255.255.255.255": "",
-    "100.64.0.1": "not globally routable",
-    "100.127.255.254": "not globally routable",
+    "100.64.0.1": "non-global",
+    "100.127.255.254": "non-global",
     "192.0.2.1": "",  # TEST-NET-1
     "198.18.0.1": "",  # benchmarking
     "::1": "loopback",
@@ -156,7 +156,7 @@ REFUSED = {
     "2001:db8::1": "",
     "::ffff:127.0.0.1": "embeds the loopback IPv4 address 127.0.0.1",
     "::ffff:10.0.0.1": "embeds the private IPv4 address 10.0.0.1",
-    "::ffff:100.64.0.1": "embeds the not globally routable",
+    "::ffff:100.64.0.1": "embeds the non-global",
     "64:ff9b::10.0.0.1": "10.0.0.1",
     "64:ff9b::127.0.0.1": "127.0.0.1",
     "2002:7f00:1::1": "embeds the loopback IPv4 address 127.0.0.1",  # 6to4 of 127.0.0.1

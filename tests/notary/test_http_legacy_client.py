@@ -245,7 +245,7 @@ async def test_name_resolving_to_private_address_refused(
     )
     for name, kind in (
         ("private.test", b"private"),
-        ("shared.test", b"not globally routable"),
+        ("shared.test", b"non-global"),
         ("ll.test", b"link-local"),
         ("lan.test", b"private"),
         ("ula.test", b"private"),
