@@ -3,7 +3,8 @@
 # loopback TLS tests), the conformance CLI and the example, then the shared conformance
 # runner for the Go CLI only (pytest -k; scripts/test-all runs the whole runner before this
 # script, when the CLI of a fresh clone is not built yet).
-# CONVERGE_GO_SKIP_CONFORMANCE=1 skips the runner step.
+# CONVERGE_GO_SKIP_CONFORMANCE=1 (or CONVERGE_SKIP_CONFORMANCE=1, which scripts/test-all sets
+# before running the shared runner once for every language) skips the runner step.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd ../.. && pwd)
@@ -23,7 +24,7 @@ go vet ./...
 go test -race -count=1 ./...
 go build -o bin/converge-conformance ./cmd/converge-conformance
 go build -o bin/tlsclient ./examples/tlsclient
-if [ "${CONVERGE_GO_SKIP_CONFORMANCE:-}" = 1 ]; then
+if [ "${CONVERGE_GO_SKIP_CONFORMANCE:-}" = 1 ] || [ "${CONVERGE_SKIP_CONFORMANCE:-}" = 1 ]; then
   echo "== conformance runner skipped (CONVERGE_GO_SKIP_CONFORMANCE=1)"
 elif [ -x "$ROOT/.venv/bin/python" ]; then
   echo "== conformance runner, Go CLI"
