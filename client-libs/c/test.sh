@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libconverge: build with -Werror, unit and loopback tests (every shared vector file),
 # the same tests under AddressSanitizer + UBSan, valgrind on the quick test subset, then the
-# conformance CLI at client-libs/c/bin/converge-conformance (see clients.toml).
+# conformance CLI at client-libs/c/bin/converge-conformance (see clients.toml) and the shared
+# conformance runner's C cases.
 # Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, valgrind
 # (scripts/install-system-deps installs them).
 set -euo pipefail
@@ -34,4 +35,11 @@ echo "== conformance CLI"
 mkdir -p bin
 cp build/converge-conformance bin/converge-conformance
 ./bin/converge-conformance info
+root=$(cd ../.. && pwd)
+if [ -x "$root/.venv/bin/notary" ]; then
+  echo "== conformance runner (C cases only; real notaries on loopback)"
+  (cd "$root" && .venv/bin/python -m pytest client-libs/conformance -q -p no:cacheprovider -k "c]")
+else
+  echo "no .venv/bin/notary: conformance runner skipped (make setup)" >&2
+fi
 echo "client-libs/c: ok"

@@ -145,6 +145,28 @@ static const char *compare_case(const cj_value *c, const cj_value *actual) {
     return NULL;
 }
 
+/* every prefix of a response still reduces to a vote (run under ASan/valgrind by test.sh) */
+static void test_prefixes(const cj_value *doc, const cj_value *c) {
+    const cj_value *raw = cj_get(c, "raw");
+    if (!cj_is_str(raw)) return;
+    cv_fp fp;
+    const cj_value *fl = cj_get(c, "fingerprints");
+    if (!fl || fl->n == 0 || !cj_is_str(fl->items[0]) || cv_parse_fp(fl->items[0]->s, fl->items[0]->slen, &fp, NULL)) return;
+    (void)doc;
+    int ok = 1;
+    for (size_t k = 0; k <= raw->slen; k++) {
+        char *copy = malloc(k + 1); /* exact size: overreads are caught */
+        memcpy(copy, raw->s, k);
+        cv_outcome o;
+        memset(&o, 0, sizeof o);
+        cv_legacy_outcome(copy, k, &fp, 1, NULL, MAX_RESPONSE_BYTES, &o, NULL);
+        if (o.vote < V_SUCCESS || o.vote > V_UNREACHABLE || !o.kind) ok = 0;
+        if (k < raw->slen && o.vote == V_SUCCESS) ok = 0; /* no key: nothing verifies */
+        free(copy);
+    }
+    CHECK(ok, "every prefix of a response is a vote, never a success without a key");
+}
+
 static void test_vectors(const char *dir) {
     DIR *d = opendir(dir);
     CHECK(d != NULL, "vector directory %s", dir);
@@ -176,6 +198,7 @@ static void test_vectors(const char *dir) {
             cj_doc *got = cj_parse(out.p, out.len, NULL, 0);
             const char *bad = got ? compare_case(c, cj_root(got)) : "output";
             const cj_value *id = cj_get(c, "id");
+            if (!strcmp(de->d_name, "notary-responses.json") && i < 6) test_prefixes(cj_root(doc), c);
             CHECK(!bad, "%s#%s: %s differs (got %s)", de->d_name, id && id->kind == CJ_STRING ? id->s : (id ? id->num : "?"),
                   bad ? bad : "", out.p);
             /* must-fail twin: the comparison notices a wrong result */
@@ -222,6 +245,17 @@ static void test_config_and_cache(void) {
     ctx = converge_ctx_new(dir);
     CHECK(ctx && converge_ctx_error(ctx) != NULL, "quorum above 16 is refused");
     converge_ctx_free(ctx);
+    snprintf(p, sizeof p, "%s/converge.config", dir);
+    write_text(p, "{\"quorum\": 2}");
+    setenv("CONVERGE_CONFIG_DIR", dir, 1);
+    ctx = converge_ctx_new(NULL);
+    CHECK(ctx && converge_ctx_error(ctx) == NULL, "$CONVERGE_CONFIG_DIR is found");
+    converge_ctx_free(ctx);
+    setenv("CONVERGE_CONFIG_DIR", "/nonexistent/converge", 1);
+    ctx = converge_ctx_new(NULL);
+    CHECK(ctx && converge_ctx_error(ctx) != NULL, "twin: a $CONVERGE_CONFIG_DIR that does not exist is an error");
+    converge_ctx_free(ctx);
+    unsetenv("CONVERGE_CONFIG_DIR");
     ctx = converge_ctx_new_exact("/nonexistent/converge");
     CHECK(ctx && converge_ctx_error(ctx) != NULL, "a missing directory is a config error");
     converge_ctx_free(ctx);
@@ -315,6 +349,24 @@ static void test_loopback(idents *id) {
           "a dead notary stands aside (%d)", rc);
     rc = run_check("consensus", "false", names, ports5, pems5, 3, id->target.sha1, &r);
     CHECK(rc == CONVERGE_NOT_TRUSTED, "twin: without stand-aside it is a failure");
+
+    /* the classic call, configuration from $CONVERGE_CONFIG_DIR */
+    {
+        char dir[256], settings[400];
+        snprintf(settings, sizeof settings, CFG, "consensus", "true");
+        make_config(dir, sizeof dir, settings, names, ports1, pems1, 2);
+        setenv("CONVERGE_CONFIG_DIR", dir, 1);
+        converge_cleanup();
+        rc = converge("127.0.0.1", 443, id->target.sha1);
+        CHECK(rc == CONVERGE_TRUSTED, "converge() with the discovered configuration (%d)", rc);
+        rc = converge("127.0.0.1", 443, id->other.sha1);
+        CHECK(rc == CONVERGE_NOT_TRUSTED, "twin: converge() on another certificate (%d)", rc);
+        rc = converge("127.0.0.1", 443, "not-a-fingerprint");
+        CHECK(rc == CONVERGE_ERR_FINGERPRINT, "converge() reports bad input as an error code");
+        converge_cleanup();
+        unsetenv("CONVERGE_CONFIG_DIR");
+        remove_tree(dir);
+    }
 
     /* a notary that accepts TCP but never speaks TLS: bounded by connect-timeout */
     int silent = socket(AF_INET, SOCK_STREAM, 0);
