@@ -170,6 +170,16 @@ _parse_target_memo = functools.lru_cache(maxsize=PARSE_MEMO_ENTRIES)(parse_targe
 _parse_form_memo = functools.lru_cache(maxsize=PARSE_MEMO_ENTRIES)(parse_form_fingerprint)
 
 
+_parse_ext_memo = functools.lru_cache(maxsize=PARSE_MEMO_ENTRIES)(extended.parse_request)
+
+
+def _parse_ext(body: bytes) -> extended.ExtRequest:
+    # A request with a nonce is unique by design: remembering it would only churn the memo.
+    if len(body) <= PARSE_MEMO_MAX_BODY and b'"nonce"' not in body:
+        return _parse_ext_memo(body)
+    return extended.parse_request(body)
+
+
 def _parse_body(body: bytes) -> Fingerprint:
     if len(body) <= PARSE_MEMO_MAX_BODY:
         return _parse_form_memo(body)
@@ -204,7 +214,7 @@ async def handle_answer(request: web.Request) -> web.StreamResponse:
     try:
         _admit(request)
         body = await _read_body(request)
-        answer = await request.app[SERVICE].validate_ext(extended.parse_request(body))
+        answer = await request.app[SERVICE].validate_ext(_parse_ext(body))
     except NotaryError as exc:
         return _failed(request, exc)
     metrics = request.app.get(METRICS)
