@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -94,14 +95,102 @@ static char *legacy_response(EVP_PKEY *key, int status, const char *fp, int corr
     return out;
 }
 
+/* an Ed25519 signing key of the extended format */
+typedef struct {
+    EVP_PKEY *key;
+    unsigned char pub[32];
+    char key_id[17];
+    char pub_b64[64];
+} ed_key;
+
+static void b64url(const unsigned char *d, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t k = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc = (acc << 8) | d[i];
+        bits += 8;
+        while (bits >= 6) {
+            bits -= 6;
+            out[k++] = A[(acc >> bits) & 63];
+        }
+    }
+    if (bits) out[k++] = A[(acc << (6 - bits)) & 63];
+    out[k] = '\0';
+}
+
+__attribute__((unused)) static int make_ed_key(ed_key *k) {
+    memset(k, 0, sizeof *k);
+    k->key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    size_t n = 32;
+    if (!k->key || EVP_PKEY_get_raw_public_key(k->key, k->pub, &n) != 1) return -1;
+    unsigned char h[32];
+    SHA256(k->pub, 32, h);
+    for (int i = 0; i < 8; i++) sprintf(k->key_id + 2 * i, "%02x", h[i]);
+    b64url(k->pub, 32, k->pub_b64);
+    return 0;
+}
+
+/* how a stand-in answers POST /v2/answer (extended format) */
+typedef struct {
+    ed_key *key;              /* NULL: no extended answers (404) */
+    const char *verdict;      /* "match" or "mismatch" */
+    long skew;                /* added to answered_at */
+    const char *swap_host;    /* answer about this host instead */
+    int wrong_nonce;
+} ext_behaviour;
+
 typedef struct {
     int port, lfd;
     SSL_CTX *ctx;
     pthread_t th;
     volatile int stop;
-    char *response; /* NULL: handshake only, then close */
+    char *response; /* legacy answer; NULL: handshake only, then close */
+    ext_behaviour ext;
     int served;
 } fake_server;
+
+/* a canonical signed answer for the request body req (a JSON object from the client) */
+static char *ext_response(const ext_behaviour *b, const char *req) {
+    char host[256] = "", fp[120] = "", alg[16] = "", nonce[120] = "";
+    int port = 0;
+    const char *p;
+    if ((p = strstr(req, "\"host\":\""))) sscanf(p + 8, "%255[^\"]", host);
+    if ((p = strstr(req, "\"port\":"))) port = atoi(p + 7);
+    if ((p = strstr(req, "\"fingerprint\":\""))) sscanf(p + 15, "%119[^\"]", fp);
+    if ((p = strstr(req, "\"alg\":\""))) sscanf(p + 7, "%15[^\"]", alg);
+    if ((p = strstr(req, "\"nonce\":\""))) sscanf(p + 9, "%119[^\"]", nonce);
+    if (b->wrong_nonce) snprintf(nonce, sizeof nonce, "AAAAAAAAAAAAAAAAAAAAAA");
+    char nonce_json[140];
+    if (nonce[0]) snprintf(nonce_json, sizeof nonce_json, "\"%s\"", nonce);
+    else snprintf(nonce_json, sizeof nonce_json, "null");
+    char stmt[2048];
+    snprintf(stmt, sizeof stmt,
+             "{\"address\":null,\"answered_at\":%ld,\"cache\":\"hit\",\"detail\":null,\"key_id\":\"%s\","
+             "\"observations\":[],\"request\":{\"alg\":\"%s\",\"fingerprint\":\"%s\",\"nonce\":%s},"
+             "\"target\":{\"host\":\"%s\",\"ip\":null,\"port\":%d},\"type\":\"converge-answer/1\","
+             "\"verdict\":\"%s\"}",
+             (long)time(NULL) + b->skew, b->key->key_id, alg, fp, nonce_json, b->swap_host ? b->swap_host : host, port,
+             b->verdict);
+    unsigned char sig[64];
+    size_t sl = sizeof sig;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    EVP_DigestSignInit(md, NULL, NULL, NULL, b->key->key);
+    EVP_DigestSign(md, sig, &sl, (const unsigned char *)stmt, strlen(stmt));
+    EVP_MD_CTX_free(md);
+    char sb64[100];
+    b64url(sig, sl, sb64);
+    char body[3000];
+    snprintf(body, sizeof body, "{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"%s\",\"value\":\"%s\"},\"statement\":%s}",
+             b->key->key_id, sb64, stmt);
+    int status = !strcmp(b->verdict, "match") ? 200 : 409;
+    char *out = malloc(4096);
+    snprintf(out, 4096,
+             "HTTP/1.0 %d X\r\nContent-Type: application/vnd.converge.answer+json\r\nContent-Length: %zu\r\n\r\n%s",
+             status, strlen(body), body);
+    return out;
+}
 
 static void *fake_loop(void *arg) {
     fake_server *s = arg;
@@ -126,7 +215,19 @@ static void *fake_loop(void *arg) {
                 char *cl = strcasestr(buf, "content-length:");
                 if (end && cl && got >= (size_t)(end + 4 - buf) + (size_t)atoi(cl + 15)) break;
             }
-            SSL_write(ssl, s->response, (int)strlen(s->response));
+            char *end = strstr(buf, "\r\n\r\n");
+            if (!strncmp(buf, "POST /v2/answer ", 16)) {
+                if (s->ext.key && end) {
+                    char *answer = ext_response(&s->ext, end + 4);
+                    SSL_write(ssl, answer, (int)strlen(answer));
+                    free(answer);
+                } else {
+                    const char *nf = "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+                    SSL_write(ssl, nf, (int)strlen(nf));
+                }
+            } else {
+                SSL_write(ssl, s->response, (int)strlen(s->response));
+            }
             SSL_shutdown(ssl);
         }
         s->served++;
@@ -184,8 +285,8 @@ static void write_text(const char *path, const char *text) {
 }
 
 /* config dir with one bundle per (name, port, pem); settings is the JSON object body */
-static void make_config(char *dir, size_t n, const char *settings, const char **names, const int *ports,
-                        const char **pems, size_t count) {
+static void make_config_ext(char *dir, size_t n, const char *settings, const char **names, const int *ports,
+                            const char **pems, const char **extras, size_t count) {
     char tmpl[] = "/tmp/converge-c-test-XXXXXX";
     snprintf(dir, n, "%s", mkdtemp(tmpl));
     char p[512];
@@ -207,11 +308,11 @@ static void make_config(char *dir, size_t n, const char *settings, const char **
             }
         }
         esc[k] = '\0';
-        char bundle[9000];
+        char bundle[10000];
         snprintf(bundle, sizeof bundle,
                  "{\"version\": 1, \"name\": \"%s\", \"hosts\": [{\"host\": \"127.0.0.1\", \"ssl_port\": %d, "
-                 "\"http_port\": 1, \"certificate\": \"%s\"}]}",
-                 names[i], ports[i], esc);
+                 "\"http_port\": 1, \"certificate\": \"%s\"}]%s}",
+                 names[i], ports[i], esc, extras && extras[i] ? extras[i] : "");
         snprintf(p, sizeof p, "%s/notaries-available/%02zu.notary", dir, i);
         write_text(p, bundle);
         char link[512], target[64];
@@ -219,6 +320,19 @@ static void make_config(char *dir, size_t n, const char *settings, const char **
         snprintf(target, sizeof target, "../notaries-available/%02zu.notary", i);
         if (symlink(target, link)) perror("symlink");
     }
+}
+
+static void make_config(char *dir, size_t n, const char *settings, const char **names, const int *ports,
+                        const char **pems, size_t count) {
+    make_config_ext(dir, n, settings, names, ports, pems, NULL, count);
+}
+
+/* the bundle fields that offer the extended format with key k */
+__attribute__((unused)) static void ext_fields(const ed_key *k, char *out, size_t n) {
+    snprintf(out, n,
+             ", \"protocols\": [\"convergence-v1\", \"converge-answer/1\"], \"signing_keys\": [{\"alg\": \"ed25519\", "
+             "\"key_id\": \"%s\", \"public_key\": \"%s\", \"status\": \"current\"}]",
+             k->key_id, k->pub_b64);
 }
 
 static void remove_tree(const char *dir) {

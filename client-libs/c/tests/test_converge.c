@@ -435,6 +435,68 @@ static void test_loopback(idents *id) {
     fake_stop(&badsig);
 }
 
+static int64_t clock_plus_1000(void *arg) {
+    (void)arg;
+    return (int64_t)time(NULL) + 1000;
+}
+
+/* extended answers from stand-ins signing with Ed25519; each twin breaks one binding */
+static void test_extended(idents *id) {
+    ed_key ka, kb;
+    CHECK(make_ed_key(&ka) == 0 && make_ed_key(&kb) == 0, "Ed25519 keys");
+    fake_server a, b;
+    fake_start(&a, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
+    fake_start(&b, &id->nb, legacy_response(id->nb.key, 200, id->target.sha1, 0));
+    a.ext = (ext_behaviour){&ka, "match", 0, NULL, 0};
+    b.ext = (ext_behaviour){&kb, "match", 0, NULL, 0};
+    char ea[400], eb[400];
+    ext_fields(&ka, ea, sizeof ea);
+    ext_fields(&kb, eb, sizeof eb);
+    const char *names[2] = {"Org A", "Org B"};
+    int ports[2] = {a.port, b.port};
+    const char *pems[2] = {id->na.pem, id->nb.pem};
+    const char *extras[2] = {ea, eb};
+    struct {
+        const char *what, *settings, *kind;
+        ext_behaviour eb;
+        int clock_ahead, want;
+    } cases[] = {
+        {"both notaries answer match in the extended format", "{}", "match", {&kb, "match", 0, NULL, 0}, 0, CONVERGE_TRUSTED},
+        {"a signed mismatch", "{}", "mismatch", {&kb, "mismatch", 0, NULL, 0}, 0, CONVERGE_NOT_TRUSTED},
+        {"an answer about another host is wrong-target", "{}", "wrong-target", {&kb, "match", 0, "127.0.0.2", 0}, 0,
+         CONVERGE_NOT_TRUSTED},
+        {"an answer without our nonce", "{}", "nonce-mismatch", {&kb, "match", 0, NULL, 1}, 0, CONVERGE_NOT_TRUSTED},
+        {"an answer signed by B with A's key id is unknown-key", "{}", "unknown-key", {&ka, "match", 0, NULL, 0}, 0,
+         CONVERGE_NOT_TRUSTED},
+        {"an answer 1000 s old is stale", "{}", "stale", {&kb, "match", 0, NULL, 0}, 1, CONVERGE_NOT_TRUSTED},
+        {"twin: max-skew 2000 accepts it", "{\"max-skew\": 2000}", "match", {&kb, "match", 0, NULL, 0}, 1, CONVERGE_TRUSTED},
+        {"extended off asks in the legacy format", "{\"extended\": \"off\"}", "listed", {&kb, "mismatch", 0, NULL, 0}, 0,
+         CONVERGE_TRUSTED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        b.ext = cases[i].eb;
+        char dir[256], settings[300];
+        snprintf(settings, sizeof settings, "%.*s%s\"db\": null, \"early-return\": false, \"notary-agreement\": \"consensus\"}",
+                 (int)strlen(cases[i].settings) - 1, cases[i].settings, strlen(cases[i].settings) > 2 ? ", " : "");
+        make_config_ext(dir, sizeof dir, settings, names, ports, pems, extras, 2);
+        converge_ctx *ctx = converge_ctx_new(dir);
+        if (cases[i].clock_ahead) converge_ctx_set_clock(ctx, clock_plus_1000, NULL);
+        converge_result r;
+        int rc = converge_check(ctx, "127.0.0.1", 443, id->target.sha1, &r);
+        int want_protocol_v2 = strcmp(cases[i].kind, "listed") != 0;
+        CHECK(rc == cases[i].want && r.count == 2 && !strcmp(r.notaries[1].kind, cases[i].kind) &&
+                  !strcmp(r.notaries[1].protocol, want_protocol_v2 ? "converge-answer/1" : "convergence-v1"),
+              "%s (rc %d, %s, %s)", cases[i].what, rc, r.count == 2 ? r.notaries[1].kind : "-",
+              converge_ctx_error(ctx) ? converge_ctx_error(ctx) : r.message);
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+    }
+    fake_stop(&a);
+    fake_stop(&b);
+    EVP_PKEY_free(ka.key);
+    EVP_PKEY_free(kb.key);
+}
+
 int main(int argc, char **argv) {
     const char *vectors = argc > 1 ? argv[1] : "../vectors";
     signal(SIGPIPE, SIG_IGN); /* the stand-in servers write to clients that hung up */
@@ -450,6 +512,7 @@ int main(int argc, char **argv) {
         make_identity(&id.nb, "notary-b.test");
         make_identity(&id.other, "other.test");
         test_loopback(&id);
+        test_extended(&id);
         free_identity(&id.target);
         free_identity(&id.na);
         free_identity(&id.nb);
