@@ -1,0 +1,211 @@
+package org.converge;
+
+import java.io.ByteArrayInputStream;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.security.PublicKey;
+import java.security.cert.CertificateFactory;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The shared JSON test vectors ({@code client-libs/vectors/*.json}) run through this library:
+ * {@link #runCase} is this implementation's output for one case, {@link #compare} checks it
+ * against the case's expected fields (as the conformance runner does).
+ */
+public final class Vectors {
+    public static final List<String> SCHEMAS = List.of(
+            "converge-vectors/fingerprints/1",
+            "converge-vectors/requests/1",
+            "converge-vectors/legacy-signatures/1",
+            "converge-vectors/notary-responses/1",
+            "converge-vectors/bundles/1",
+            "converge-vectors/consensus/1",
+            "converge-vectors/cache/1",
+            "converge-vectors/extended-answers/1");
+    static final List<String> COMPARED = List.of("result", "error", "kind", "algorithm", "canonical",
+            "request", "signed_bytes", "signed_bytes_reserialised", "name", "version", "hosts", "verdict",
+            "extended");
+
+    private Vectors() {}
+
+    private static byte[] bytes(Map<?, ?> c, String name) {
+        if (c.containsKey(name + "_hex")) {
+            return HexFormat.of().parseHex((String) c.get(name + "_hex"));
+        }
+        return ((String) c.get(name)).getBytes(StandardCharsets.ISO_8859_1);
+    }
+
+    private static PublicKey key(Map<?, ?> doc, String name) throws Exception {
+        String pem = (String) ((Map<?, ?>) doc.get("certificates")).get(name);
+        return CertificateFactory.getInstance("X.509")
+                .generateCertificate(new ByteArrayInputStream(pem.getBytes(StandardCharsets.US_ASCII)))
+                .getPublicKey();
+    }
+
+    private static int intOf(Object o) {
+        return ((BigInteger) o).intValueExact();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<String> strings(Object o) {
+        return (List<String>) o;
+    }
+
+    /** This implementation's output for one case of the vector file {@code doc}. */
+    public static Map<String, Object> runCase(Map<?, ?> doc, Map<?, ?> c) throws Exception {
+        String schema = (String) doc.get("schema");
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("id", c.get("id"));
+        try {
+            switch (schema) {
+                case "converge-vectors/fingerprints/1" -> {
+                    Fingerprint fp = Fingerprint.parse((String) c.get("input"));
+                    out.put("result", "valid");
+                    out.put("algorithm", fp.algorithm());
+                    out.put("canonical", fp.colonHex());
+                }
+                case "converge-vectors/requests/1" -> {
+                    Fingerprint fp = Fingerprint.parse((String) c.get("fingerprint"));
+                    BigInteger port = (BigInteger) c.get("port");
+                    long p = port.bitLength() > 31 ? -1 : port.longValue();
+                    Legacy.checkTarget((String) c.get("host"), p);
+                    byte[] req = Legacy.requestBytes((String) c.get("host"), (int) p, fp, null);
+                    out.put("result", "valid");
+                    out.put("request", new String(req, StandardCharsets.US_ASCII));
+                }
+                case "converge-vectors/legacy-signatures/1" -> {
+                    Legacy.SignedList s = Legacy.parseSignedList(bytes(c, "body"), Legacy.MAX_RESPONSE_BYTES);
+                    Legacy.verifySignedList(s, key(doc, (String) c.get("certificate")));
+                    out.put("result", "valid");
+                    out.put("signed_bytes", s.cut() == null ? null : Json.utf8(s.cut()));
+                    out.put("signed_bytes_reserialised", Json.utf8(s.reserialised()));
+                }
+                case "converge-vectors/notary-responses/1" -> {
+                    List<Fingerprint> wanted = new ArrayList<>();
+                    for (String f : strings(c.get("fingerprints"))) {
+                        wanted.add(Fingerprint.parse(f));
+                    }
+                    Legacy.Outcome o = Legacy.outcomeFromHttp(bytes(c, "raw"), wanted,
+                            key(doc, (String) c.get("certificate")), Legacy.MAX_RESPONSE_BYTES);
+                    out.put("result", o.vote());
+                    out.put("kind", o.kind());
+                }
+                case "converge-vectors/bundles/1" -> {
+                    Bundle b = Bundle.parse(bytes(c, "bundle"));
+                    out.put("result", "valid");
+                    out.put("name", b.name);
+                    out.put("version", BigInteger.valueOf(b.version));
+                    List<Object> hosts = new ArrayList<>();
+                    for (Bundle.Host h : b.hosts) {
+                        Map<String, Object> m = new LinkedHashMap<>();
+                        m.put("host", h.host);
+                        m.put("ssl_port", BigInteger.valueOf(h.sslPort));
+                        m.put("http_port", BigInteger.valueOf(h.httpPort));
+                        m.put("pin", h.pin.colonHex());
+                        hosts.add(m);
+                    }
+                    out.put("hosts", hosts);
+                }
+                case "converge-vectors/consensus/1" -> {
+                    Policy policy = Policy.parse((String) c.get("policy"));
+                    int pending = c.containsKey("pending") ? intOf(c.get("pending")) : 0;
+                    boolean standAside = (Boolean) c.get("stand_aside");
+                    List<String> votes = strings(c.get("votes"));
+                    if (pending != 0) {
+                        Boolean v = policy.settled(votes, pending, standAside);
+                        out.put("result", v == null ? "unsettled" : (v ? "trusted" : "untrusted"));
+                    } else {
+                        out.put("result", policy.decide(votes, standAside) ? "trusted" : "untrusted");
+                    }
+                }
+                case "converge-vectors/cache/1" -> {
+                    Object ts = c.get("timestamp");
+                    Object lt = c.get("lifetime");
+                    out.put("result", CachePolicy.decide(ts == null ? null : ((BigInteger) ts).longValue(),
+                            ((Number) numberOf(c.get("now"))).doubleValue(),
+                            lt == null ? null : ((Number) numberOf(lt)).doubleValue()));
+                }
+                case "converge-vectors/extended-answers/1" -> out.putAll(extendedCase(doc, c));
+                default -> throw new IllegalArgumentException("unknown vector schema " + schema);
+            }
+        } catch (ConvergeException.BadInput e) {
+            out.put("result", "invalid");
+            out.put("error", e.kind());
+        }
+        return out;
+    }
+
+    private static Object numberOf(Object o) {
+        return o instanceof BigInteger b ? (Number) b.doubleValue() : o;
+    }
+
+    private static Map<String, Object> extendedCase(Map<?, ?> doc, Map<?, ?> c) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        String type = (String) c.get("type");
+        if (type.equals("bundle")) {
+            try {
+                Bundle b = Bundle.parse(bytes(c, "bundle"));
+                out.put("result", "valid");
+                out.put("extended", b.offersExtended());
+            } catch (ConvergeException.BadInput e) {
+                out.put("result", "invalid");
+                out.put("kind", e.kind());
+            }
+            return out;
+        }
+        if (type.equals("canonical")) {
+            try {
+                String text = Json.utf8(Json.canonical(Json.parse((String) c.get("input"))));
+                out.put("result", "valid");
+                out.put("canonical", text);
+            } catch (Json.CanonicalException | Json.JsonException e) {
+                out.put("result", "invalid");
+                out.put("kind", "canonical");
+            }
+            return out;
+        }
+        Map<?, ?> exp = (Map<?, ?>) c.get("expect");
+        List<Object> keyDocs = new ArrayList<>();
+        Map<?, ?> signingKeys = (Map<?, ?>) doc.get("signing_keys");
+        for (String name : strings(c.get("bundle_keys"))) {
+            keyDocs.add(signingKeys.get(name));
+        }
+        List<Extended.SigningKey> keys = Extended.parseSigningKeys(keyDocs);
+        long now = ((BigInteger) exp.get("now")).longValue();
+        Object fp = exp.get("fingerprint");
+        Object port = exp.get("port");
+        Extended.Expect x = new Extended.Expect(
+                (String) exp.get("host"),
+                port == null ? null : ((BigInteger) port).intValue(),
+                fp == null ? null : Fingerprint.parse((String) fp),
+                (String) exp.get("nonce"),
+                now,
+                exp.containsKey("max_skew") ? ((BigInteger) exp.get("max_skew")).longValue() : 300,
+                (String) exp.get("ip"),
+                exp.containsKey("ip"));
+        try {
+            Extended.Verified v = Extended.verifyAnswer(bytes(c, "answer"), Extended.trustedKeys(keys, now), x);
+            out.put("result", "valid");
+            out.put("verdict", v.verdict());
+        } catch (Extended.AnswerRejected e) {
+            out.put("result", "rejected");
+            out.put("kind", e.kind);
+        }
+        return out;
+    }
+
+    /** Differences between a case's expected fields and {@code actual} (empty: pass). */
+    public static List<String> compare(Map<?, ?> c, Map<String, Object> actual) {
+        List<String> problems = new ArrayList<>();
+        for (String k : COMPARED) {
+            if (c.containsKey(k) && !Json.compact(c.get(k)).equals(Json.compact(actual.get(k)))) {
+                problems.add(k + ": expected " + Json.compact(c.get(k)) + ", got " + Json.compact(actual.get(k)));
+            }
+        }
+        return problems;
+    }
+}

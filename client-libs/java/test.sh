@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Build and test the Java client: mvn test package (JUnit 5: unit tests, every shared vector
+# file, loopback TLS tests), the conformance CLI launcher at bin/converge-conformance, then the
+# shared conformance runner for the Java CLI only (scripts/test-all runs the whole runner too).
+# CONVERGE_JAVA_SKIP_CONFORMANCE=1 skips the runner step.
+set -euo pipefail
+cd "$(dirname "$0")"
+HERE=$(pwd)
+ROOT=$(cd ../.. && pwd)
+for tool in java mvn; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "$tool is not installed (scripts/install-system-deps installs a JDK and Maven)" >&2
+    exit 1
+  fi
+done
+echo "== java: $(java -version 2>&1 | head -1); $(mvn -v 2>/dev/null | head -1)"
+mvn -q -B test package
+mkdir -p bin
+cat > bin/converge-conformance <<LAUNCHER
+#!/bin/sh
+exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \\
+  -cp "$HERE/target/converge-0.1.0.jar:$HERE/target/lib/*" org.converge.ConformanceCli "\$@"
+LAUNCHER
+chmod +x bin/converge-conformance
+bin/converge-conformance info
+if [ "${CONVERGE_JAVA_SKIP_CONFORMANCE:-}" = 1 ]; then
+  echo "== conformance runner skipped (CONVERGE_JAVA_SKIP_CONFORMANCE=1)"
+elif [ -x "$ROOT/.venv/bin/python" ]; then
+  echo "== conformance runner, Java CLI"
+  (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/conformance \
+    -k "java and not python")
+else
+  echo "== conformance runner skipped: $ROOT/.venv is not set up (make setup)" >&2
+  exit 1
+fi
