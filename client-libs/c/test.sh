@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # libconverge: build with -Werror, unit and loopback tests (every shared vector file),
-# the same tests under AddressSanitizer + UBSan, valgrind on the quick test subset, then the
+# the same tests under AddressSanitizer + UBSan, valgrind on the whole suite, then the
 # conformance CLI at client-libs/c/bin/converge-conformance (see clients.toml) and the shared
 # conformance runner's C cases.
 # Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, valgrind
@@ -23,8 +23,8 @@ make -s -j"$jobs" BUILD=build-asan \
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build-asan/test_converge "$vectors"
 
 if command -v valgrind >/dev/null 2>&1; then
-  echo "== valgrind (quick subset: JSON, rules, vectors, config, cache)"
-  CONVERGE_TEST_QUICK=1 valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
+  echo "== valgrind (the whole suite, threads and loopback TLS included)"
+  valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
     ./build/test_converge "$vectors"
 else
   echo "valgrind not installed: skipped (scripts/install-system-deps installs it)" >&2

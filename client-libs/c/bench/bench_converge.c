@@ -94,8 +94,8 @@ static void run_rounds(const char *name, const char *dir, const char *host, int 
 
 static int bench_standin(int n) {
     tls_identity notary, target;
-    make_identity(&notary, "notary.test");
-    make_identity(&target, "target.test");
+    make_identity(&notary, "notary.test", NULL, 1);
+    make_identity(&target, "target.test", NULL, 0);
     fake_server s;
     fake_start(&s, &notary, legacy_response(notary.key, 200, target.sha1, 0));
     char dir[256];

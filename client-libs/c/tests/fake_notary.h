@@ -34,11 +34,23 @@ static void colon_hex(const unsigned char *d, size_t n, char *out) {
     for (size_t i = 0; i < n; i++) sprintf(out + 3 * i, i + 1 < n ? "%02X:" : "%02X", d[i]);
 }
 
-static int make_identity(tls_identity *id, const char *cn) {
+/* A self-signed certificate for cn. key_path: a PEM private key to use (the test-only RSA
+ * keys in client-libs/vectors/keys/); NULL: a new key, RSA-2048 when rsa, else EC P-256. */
+static int make_identity(tls_identity *id, const char *cn, const char *key_path, int rsa) {
     memset(id, 0, sizeof *id);
-    id->key = EVP_RSA_gen(2048);
+    if (key_path) {
+        FILE *f = fopen(key_path, "r");
+        if (!f) return -1;
+        id->key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+        fclose(f);
+    } else {
+        id->key = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
+    }
     X509 *x = X509_new();
-    if (!id->key || !x) return -1;
+    if (!id->key || !x) {
+        X509_free(x);
+        return -1;
+    }
     X509_set_version(x, 2);
     ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(rand() & 0x7fffffff) + 1);
     X509_gmtime_adj(X509_getm_notBefore(x), -3600);
