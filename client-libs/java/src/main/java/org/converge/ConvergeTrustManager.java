@@ -1,0 +1,151 @@
+package org.converge;
+
+import java.net.InetAddress;
+import java.net.Socket;
+import java.security.GeneralSecurityException;
+import java.security.cert.CertificateException;
+import java.security.cert.X509Certificate;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLSession;
+import javax.net.ssl.SSLSocket;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.X509ExtendedTrustManager;
+
+/**
+ * An {@link X509ExtendedTrustManager} that asks notaries instead of checking CAs: the server's
+ * leaf certificate is trusted when {@link Client#check} trusts its fingerprint for the peer's
+ * host and port (taken from the handshake session of the {@link SSLSocket} or {@link
+ * SSLEngine}). Install it with {@link #sslContext(Client)}:
+ *
+ * <pre>{@code
+ * SSLContext ctx = ConvergeTrustManager.sslContext(Converge.client(null));
+ * HttpsURLConnection c = (HttpsURLConnection) url.openConnection();
+ * c.setSSLSocketFactory(ctx.getSocketFactory());
+ * }</pre>
+ *
+ * <p>The host name check of the TLS stack is independent of this class (HTTPS clients keep
+ * doing it). Without a socket or engine the peer is unknown and nothing is trusted.
+ */
+public final class ConvergeTrustManager extends X509ExtendedTrustManager {
+    /** The notaries did not confirm the certificate; {@link #verdict} says why. */
+    public static final class NotTrusted extends CertificateException {
+        private static final long serialVersionUID = 1L;
+        public final transient Verdict verdict;
+
+        NotTrusted(String message, Verdict verdict) {
+            super(message);
+            this.verdict = verdict;
+        }
+    }
+
+    private final Client client;
+    private final boolean bindAddress;
+
+    public ConvergeTrustManager(Client client) {
+        this(client, false);
+    }
+
+    /**
+     * {@code bindAddress}: also ask the notaries to probe the address this connection reached
+     * (extended answers must then name it), which detects an attacker who redirects the
+     * connection but not a notary's view of the name.
+     */
+    public ConvergeTrustManager(Client client, boolean bindAddress) {
+        this.client = client;
+        this.bindAddress = bindAddress;
+    }
+
+    /** A TLS client context whose server certificates are checked with notaries. */
+    public static SSLContext sslContext(Client client) throws GeneralSecurityException {
+        SSLContext c = SSLContext.getInstance("TLS");
+        c.init(null, new TrustManager[] {new ConvergeTrustManager(client)}, null);
+        return c;
+    }
+
+    /** Check {@code chain} for {@code host:port} (what the socket and engine variants call). */
+    public Verdict check(X509Certificate[] chain, String host, int port, String ip) throws CertificateException {
+        if (chain == null || chain.length == 0) {
+            throw new CertificateException("no server certificate");
+        }
+        if (host == null || port <= 0) {
+            throw new CertificateException("the peer's host and port are unknown: use an SSLSocket "
+                    + "or SSLEngine created with a host name and port");
+        }
+        byte[] der = chain[0].getEncoded();
+        Verdict v;
+        try {
+            v = client.check(host, port, Fingerprint.of(der, "sha1").colonHex(), der, ip);
+        } catch (ConvergeException e) {
+            CertificateException ce = new CertificateException("converge: " + e.kind() + ": " + e.getMessage());
+            ce.initCause(e);
+            throw ce;
+        }
+        if (!v.trusted()) {
+            throw new NotTrusted("converge does not trust " + host + ":" + port + ": " + v.reason(), v);
+        }
+        return v;
+    }
+
+    private static String peerHost(SSLSession s) {
+        return s == null ? null : s.getPeerHost();
+    }
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, Socket socket)
+            throws CertificateException {
+        if (!(socket instanceof SSLSocket ssl)) {
+            throw new CertificateException("not a TLS socket");
+        }
+        SSLSession s = ssl.getHandshakeSession();
+        String host = peerHost(s);
+        int port = s == null ? -1 : s.getPeerPort();
+        InetAddress a = socket.getInetAddress();
+        if (host == null && a != null) {
+            host = a.getHostAddress();
+        }
+        if (port <= 0) {
+            port = socket.getPort();
+        }
+        check(chain, host, port, bindAddress && a != null ? a.getHostAddress() : null);
+    }
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType, SSLEngine engine)
+            throws CertificateException {
+        if (engine == null) {
+            throw new CertificateException("no SSLEngine");
+        }
+        SSLSession s = engine.getHandshakeSession();
+        String host = s != null && s.getPeerHost() != null ? s.getPeerHost() : engine.getPeerHost();
+        int port = s != null && s.getPeerPort() > 0 ? s.getPeerPort() : engine.getPeerPort();
+        check(chain, host, port, null);
+    }
+
+    @Override
+    public void checkServerTrusted(X509Certificate[] chain, String authType) throws CertificateException {
+        throw new CertificateException("the peer's host and port are unknown without a socket or engine");
+    }
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType) throws CertificateException {
+        throw new CertificateException("client certificates are not checked with notaries");
+    }
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, Socket socket)
+            throws CertificateException {
+        throw new CertificateException("client certificates are not checked with notaries");
+    }
+
+    @Override
+    public void checkClientTrusted(X509Certificate[] chain, String authType, SSLEngine engine)
+            throws CertificateException {
+        throw new CertificateException("client certificates are not checked with notaries");
+    }
+
+    @Override
+    public X509Certificate[] getAcceptedIssuers() {
+        return new X509Certificate[0];
+    }
+}

@@ -1,0 +1,168 @@
+package org.converge;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Pure rules and the file-level IO (configuration directory, SQLite cache). */
+class CoreTest {
+    static final String SHA1 = "8F:C0:79:E8:14:77:7F:68:8B:A4:C8:07:D9:BD:67:D6:2A:F7:1A:EB";
+
+    @Test
+    void fingerprintForms() throws Exception {
+        Fingerprint a = Fingerprint.parse(SHA1.toLowerCase().replace(":", ""));
+        assertEquals(SHA1, a.colonHex());
+        assertEquals("sha1", a.algorithm());
+        assertEquals(a, Fingerprint.parse(" " + SHA1 + "\n"));
+    }
+
+    @Test
+    void fingerprintRefusals() {
+        for (String bad : new String[] {"", "AB:CD", SHA1 + ":", SHA1.replace(':', '-'), "sha1:" + SHA1}) {
+            ConvergeException.BadInput e = assertThrows(ConvergeException.BadInput.class, () -> Fingerprint.parse(bad));
+            assertEquals("fingerprint", e.kind());
+        }
+    }
+
+    @Test
+    void policiesAndEarlyReturn() {
+        List<String> twoOfThree = List.of("success", "success", "failure");
+        assertTrue(Policy.MAJORITY.decide(twoOfThree, false));
+        assertFalse(Policy.CONSENSUS.decide(twoOfThree, false));
+        assertTrue(Policy.CONSENSUS.decide(List.of("success", "unreachable"), true));
+        assertFalse(Policy.CONSENSUS.decide(List.of("success", "unreachable"), false));
+        assertFalse(Policy.MINORITY.decide(List.of(), true));
+        assertEquals(Boolean.TRUE, Policy.MAJORITY.settled(List.of("success", "success"), 1, true) == null
+                ? null : Policy.MAJORITY.settled(List.of("success", "success"), 1, false));
+        assertNull(Policy.CONSENSUS.settled(List.of("success"), 1, true));
+        assertEquals(Boolean.FALSE, Policy.CONSENSUS.settled(List.of("failure"), 2, true));
+    }
+
+    @Test
+    void cacheDecisions() {
+        assertEquals("miss", CachePolicy.decide(null, 1000, 10.0));
+        assertEquals("hit", CachePolicy.decide(995L, 1000, 10.0));
+        assertEquals("stale", CachePolicy.decide(989L, 1000, 10.0));
+        assertEquals("hit", CachePolicy.decide(1L, 1e9, null));
+        assertEquals("stale", CachePolicy.decide(2000L, 1000, null));
+        assertEquals("hit", CachePolicy.decide(1_700_000_000_000L, 1_700_000_005, 10.0)); // milliseconds
+        assertEquals("stale", CachePolicy.decide(1_700_000_000_000L, 1_700_000_011, 10.0));
+    }
+
+    @Test
+    void canonicalJson() throws Exception {
+        Object v = Json.parse("{\"b\": 1, \"a\": [true, null, \"\\u00e9\"]}");
+        assertEquals("{\"a\":[true,null,\"\u00e9\"],\"b\":1}",
+                new String(Json.canonical(v), StandardCharsets.UTF_8));
+        assertThrows(Json.CanonicalException.class, () -> Json.canonical(Json.parse("[1.5]")));
+        assertThrows(Json.JsonException.class, () -> Json.parse("[1,]"));
+        assertEquals("{\"a\": 1.0, \"b\": \"\\u00e9\"}", Json.dumps(Json.parse("{\"a\": 1.0, \"b\": \"\u00e9\"}")));
+    }
+
+    @Test
+    void addressForms() throws Exception {
+        assertEquals("2001:db8::1", IpAddress.compressed("2001:0DB8:0:0:0:0:0:1"));
+        assertEquals("::", IpAddress.compressed("0:0:0:0:0:0:0:0"));
+        assertEquals("127.0.0.1", IpAddress.expectedHost("127.0.0.1"));
+        assertEquals("example.com", IpAddress.expectedHost("Example.COM."));
+        assertThrows(ConvergeException.BadInput.class, () -> IpAddress.compressed("01.2.3.4"));
+        assertThrows(ConvergeException.BadInput.class, () -> IpAddress.compressed("1::2::3"));
+    }
+
+    static String bundleJson(String name, int port) throws Exception {
+        String pem = Files.readString(VectorsTest.vectorsDir().resolve("keys/test-notary-cert.pem"));
+        return Json.compact(Map.of("version", java.math.BigInteger.ONE, "name", name, "hosts",
+                List.of(Map.of("host", "127.0.0.1", "ssl_port", java.math.BigInteger.valueOf(port),
+                        "http_port", java.math.BigInteger.valueOf(port), "certificate", pem))));
+    }
+
+    @Test
+    void configDirectoryLayout(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("converge.config"),
+                "{\"notary-agreement\": \"consensus\", \"quorum\": 2, \"cache-lifetime\": null}");
+        Path avail = Files.createDirectories(dir.resolve("notaries-available"));
+        Path enabled = Files.createDirectories(dir.resolve("notaries-enabled"));
+        Files.writeString(avail.resolve("b.notary"), bundleJson("Org B", 4001));
+        Files.writeString(avail.resolve("a.notary"), bundleJson("Org A", 4000));
+        Files.writeString(avail.resolve("c.notary"), bundleJson("Org C", 4002));
+        Files.createSymbolicLink(enabled.resolve("b.notary"), Paths.get("../notaries-available/b.notary"));
+        Files.createSymbolicLink(enabled.resolve("a.notary"), Paths.get("../notaries-available/a.notary"));
+        Config c = Config.load(dir, Map.of());
+        assertEquals(Policy.CONSENSUS, c.agreement);
+        assertEquals(2, c.quorum);
+        assertNull(c.cacheLifetime);
+        assertEquals(dir.resolve("cache.sqlite3"), c.db);
+        List<Bundle> n = c.notaries();
+        assertEquals(List.of("Org A", "Org B"), n.stream().map(b -> b.name).toList());
+        assertEquals(4000, n.get(0).hosts.get(0).sslPort);
+    }
+
+    @Test
+    void configRefusals(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("converge.config"), "{\"no-such-key\": 1}");
+        assertEquals("config", assertThrows(ConvergeException.BadInput.class,
+                () -> Config.load(dir, Map.of())).kind());
+        Files.writeString(dir.resolve("converge.config"), "{\"quorum\": true}");
+        assertThrows(ConvergeException.BadInput.class, () -> Config.load(dir, Map.of()));
+        Files.writeString(dir.resolve("converge.config"), "{\"extended\": \"always\"}");
+        assertThrows(ConvergeException.BadInput.class, () -> Config.load(dir, Map.of()));
+        assertThrows(ConvergeException.BadInput.class, () -> Config.load(dir.resolve("missing"), Map.of()));
+    }
+
+    @Test
+    void discoveryOrder(@TempDir Path dir) throws Exception {
+        Path env = Files.createDirectories(dir.resolve("env"));
+        Path home = Files.createDirectories(dir.resolve("home/.config/converge"));
+        assertEquals(env, Config.discover(null, Map.of(Config.ENV_VAR, env.toString(), "HOME", dir.resolve("home").toString())));
+        assertEquals(home, Config.discover(null, Map.of("HOME", dir.resolve("home").toString())));
+        assertEquals(dir, Config.discover(dir, Map.of(Config.ENV_VAR, env.toString())));
+        assertThrows(ConvergeException.BadInput.class,
+                () -> Config.discover(null, Map.of(Config.ENV_VAR, dir.resolve("nope").toString())));
+    }
+
+    @Test
+    void sqliteCacheSchemaAndReadOnly(@TempDir Path dir) throws Exception {
+        Path db = dir.resolve("sub/cache.sqlite3");
+        try (LocalCache c = new LocalCache(db, false)) {
+            assertNull(c.lookup("example.com:443", SHA1));
+            c.store("example.com:443", SHA1, 1_700_000_000L);
+            c.store("example.com:443", SHA1, 1_700_000_001L);
+            assertEquals(1_700_000_001L, c.lookup("example.com:443", SHA1));
+            assertNull(c.lookup("example.com:444", SHA1));
+        }
+        try (LocalCache ro = new LocalCache(db, true)) {
+            assertEquals(1_700_000_001L, ro.lookup("example.com:443", SHA1));
+            assertEquals("cache-io", assertThrows(ConvergeException.IoFailure.class,
+                    () -> ro.store("example.com:443", SHA1, 1L)).kind());
+        }
+        try (java.sql.Connection conn = java.sql.DriverManager.getConnection("jdbc:sqlite:" + db);
+                java.sql.ResultSet rs = conn.createStatement().executeQuery(
+                        "SELECT sql FROM sqlite_master WHERE name = 'fingerprints'")) {
+            assertTrue(rs.next());
+            assertTrue(rs.getString(1).contains("location TEXT, fingerprint TEXT, timestamp INTEGER"));
+        }
+    }
+
+    @Test
+    void legacyRequestBytes() throws Exception {
+        byte[] r = Legacy.requestBytes("WWW.Example.COM", 443, Fingerprint.parse(SHA1), null);
+        String text = new String(r, StandardCharsets.US_ASCII);
+        assertTrue(text.startsWith("POST /target/www.example.com+443 HTTP/1.0\r\n"));
+        assertTrue(text.endsWith("\r\n\r\nfingerprint=" + SHA1));
+        assertArrayEquals(r, Legacy.requestBytes("www.example.com", 443, Fingerprint.parse(SHA1), null));
+        assertThrows(ConvergeException.BadInput.class,
+                () -> Legacy.requestBytes("a/b", 443, Fingerprint.parse(SHA1), null));
+    }
+}

@@ -1,0 +1,79 @@
+package org.converge;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.DynamicContainer;
+import org.junit.jupiter.api.DynamicNode;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
+
+/** Every case of every shared vector file, compared as the conformance runner compares. */
+class VectorsTest {
+    static Path vectorsDir() {
+        String p = System.getProperty("converge.vectors", "../vectors");
+        return Paths.get(p);
+    }
+
+    static List<Path> files() throws Exception {
+        try (Stream<Path> s = Files.list(vectorsDir())) {
+            return s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
+        }
+    }
+
+    static Map<?, ?> load(Path p) throws Exception {
+        return (Map<?, ?>) Json.parse(Files.readAllBytes(p));
+    }
+
+    @TestFactory
+    Stream<DynamicNode> everyVectorFile() throws Exception {
+        List<DynamicNode> nodes = new ArrayList<>();
+        for (Path f : files()) {
+            Map<?, ?> doc = load(f);
+            List<DynamicNode> cases = new ArrayList<>();
+            for (Object o : (List<?>) doc.get("tests")) {
+                Map<?, ?> c = (Map<?, ?>) o;
+                cases.add(DynamicTest.dynamicTest("#" + c.get("id") + " " + c.get("comment"), () -> {
+                    Map<String, Object> out = Vectors.runCase(doc, c);
+                    assertEquals(List.of(), Vectors.compare(c, out));
+                }));
+            }
+            nodes.add(DynamicContainer.dynamicContainer(f.getFileName().toString(), cases));
+        }
+        return nodes.stream();
+    }
+
+    @Test
+    void everySchemaIsKnownAndEveryFileHasCases() throws Exception {
+        List<Path> fs = files();
+        assertEquals(8, fs.size());
+        for (Path f : fs) {
+            Map<?, ?> doc = load(f);
+            assertTrue(Vectors.SCHEMAS.contains(doc.get("schema")), f.toString());
+            assertFalse(((List<?>) doc.get("tests")).isEmpty(), f.toString());
+        }
+    }
+
+    @Test
+    void compareReportsAWrongOutput() throws Exception {
+        // the must-fail twin of everyVectorFile: a changed output is a difference
+        Map<?, ?> doc = load(vectorsDir().resolve("fingerprints.json"));
+        Map<?, ?> c = (Map<?, ?>) ((List<?>) doc.get("tests")).get(0);
+        Map<String, Object> out = new LinkedHashMap<>(Vectors.runCase(doc, c));
+        assertEquals(List.of(), Vectors.compare(c, out));
+        out.put("canonical", "00");
+        assertEquals(1, Vectors.compare(c, out).size());
+        out.put("result", "invalid");
+        assertEquals(2, Vectors.compare(c, out).size());
+    }
+}
