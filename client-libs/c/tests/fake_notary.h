@@ -275,6 +275,83 @@ static void fake_stop(fake_server *s) {
     free(s->response);
 }
 
+/* A stand-in bounce relay: reads a CONNECT head, answers with `reply` and, on a 200, relays
+ * bytes to 127.0.0.1:<the CONNECT port> until either side closes. */
+typedef struct {
+    int port, lfd;
+    pthread_t th;
+    volatile int stop;
+    const char *reply;
+    char last_head[1024];
+} fake_relay;
+
+static void *relay_loop(void *arg) {
+    fake_relay *r = arg;
+    while (!r->stop) {
+        struct pollfd p = {r->lfd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int c = accept(r->lfd, NULL, NULL);
+        if (c < 0) continue;
+        char head[1024];
+        size_t n = 0;
+        while (n < sizeof head - 1 && recv(c, head + n, 1, 0) == 1) {
+            n++;
+            if (n >= 4 && !memcmp(head + n - 4, "\r\n\r\n", 4)) break;
+        }
+        head[n] = '\0';
+        snprintf(r->last_head, sizeof r->last_head, "%s", head);
+        int dport = 0;
+        char *colon = strchr(head, ':');
+        if (!strncmp(head, "CONNECT ", 8) && colon) dport = atoi(colon + 1);
+        if (send(c, r->reply, strlen(r->reply), MSG_NOSIGNAL) < 0 || strstr(r->reply, " 200 ") == NULL || !dport) {
+            close(c);
+            continue;
+        }
+        int u = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)dport);
+        if (connect(u, (struct sockaddr *)&a, sizeof a) == 0) {
+            struct pollfd fds[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
+            char buf[16384];
+            int open_ = 1;
+            while (open_ && !r->stop && poll(fds, 2, 3000) > 0) {
+                for (int i = 0; i < 2 && open_; i++) {
+                    if (!fds[i].revents) continue;
+                    ssize_t k = recv(fds[i].fd, buf, sizeof buf, 0);
+                    if (k <= 0 || send(fds[1 - i].fd, buf, (size_t)k, MSG_NOSIGNAL) != k) open_ = 0;
+                }
+            }
+        }
+        close(u);
+        close(c);
+    }
+    return NULL;
+}
+
+__attribute__((unused)) static int relay_start(fake_relay *r, const char *reply) {
+    memset(r, 0, sizeof *r);
+    r->reply = reply;
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(r->lfd, (struct sockaddr *)&a, sizeof a) || listen(r->lfd, 16)) return -1;
+    socklen_t l = sizeof a;
+    getsockname(r->lfd, (struct sockaddr *)&a, &l);
+    r->port = ntohs(a.sin_port);
+    return pthread_create(&r->th, NULL, relay_loop, r);
+}
+
+__attribute__((unused)) static void relay_stop(fake_relay *r) {
+    r->stop = 1;
+    pthread_join(r->th, NULL);
+    close(r->lfd);
+}
+
 /* a port where nothing listens */
 __attribute__((unused)) static int dead_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -297,6 +374,8 @@ static void write_text(const char *path, const char *text) {
 }
 
 /* config dir with one bundle per (name, port, pem); settings is the JSON object body */
+static int g_bundle_http_port = 1; /* http_port written into test bundles */
+
 static void make_config_ext(char *dir, size_t n, const char *settings, const char **names, const int *ports,
                             const char **pems, const char **extras, size_t count) {
     char tmpl[] = "/tmp/converge-c-test-XXXXXX";
@@ -323,8 +402,8 @@ static void make_config_ext(char *dir, size_t n, const char *settings, const cha
         char bundle[10000];
         snprintf(bundle, sizeof bundle,
                  "{\"version\": 1, \"name\": \"%s\", \"hosts\": [{\"host\": \"127.0.0.1\", \"ssl_port\": %d, "
-                 "\"http_port\": 1, \"certificate\": \"%s\"}]%s}",
-                 names[i], ports[i], esc, extras && extras[i] ? extras[i] : "");
+                 "\"http_port\": %d, \"certificate\": \"%s\"}]%s}",
+                 names[i], ports[i], g_bundle_http_port, esc, extras && extras[i] ? extras[i] : "");
         snprintf(p, sizeof p, "%s/notaries-available/%02zu.notary", dir, i);
         write_text(p, bundle);
         char link[512], target[64];

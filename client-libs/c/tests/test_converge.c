@@ -435,6 +435,43 @@ static void test_loopback(idents *id) {
     fake_stop(&badsig);
 }
 
+/* queries tunnelled through a bounce relay; the relay does not vote */
+static void test_bounce(idents *id) {
+    fake_server n;
+    fake_start(&n, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
+    const char *names[2] = {"Org A", "Org A2"};
+    int ports[2] = {n.port, n.port};
+    const char *pems[2] = {id->na.pem, id->na.pem};
+    for (int refused = 0; refused < 2; refused++) {
+        fake_relay r;
+        relay_start(&r, refused ? "HTTP/1.0 403 Access Denied\r\n\r\n"
+                                : "HTTP/1.0 200 Connection Established\r\nProxy-Agent: Convergence\r\n"
+                                  "X-Convergence-Notary: 127.0.0.1\r\n\r\n");
+        g_bundle_http_port = r.port;
+        char dir[256], settings[300];
+        snprintf(settings, sizeof settings, "{\"db\": null, \"bounce\": true, \"bounce-port\": %d}", n.port);
+        make_config(dir, sizeof dir, settings, names, ports, pems, 2);
+        g_bundle_http_port = 1;
+        converge_ctx *ctx = converge_ctx_new(dir);
+        converge_result res;
+        int rc = converge_check(ctx, "127.0.0.1", 443, id->target.sha1, &res);
+        char want_head[64];
+        snprintf(want_head, sizeof want_head, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", n.port);
+        if (!refused)
+            CHECK(rc == CONVERGE_TRUSTED && res.count == 1 && res.relay[0] && !strcmp(res.notaries[0].kind, "listed") &&
+                      strstr(res.notaries[0].host, " via ") && !strcmp(r.last_head, want_head),
+                  "through the relay: one voter, pinned through the tunnel (rc %d, %s, head %s)", rc,
+                  res.count ? res.notaries[0].kind : "-", r.last_head);
+        else
+            CHECK(rc == CONVERGE_NOT_TRUSTED && res.count == 1 && !strcmp(res.notaries[0].outcome, "unreachable"),
+                  "twin: a relay refusing the tunnel leaves nobody reachable (rc %d)", rc);
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+        relay_stop(&r);
+    }
+    fake_stop(&n);
+}
+
 static int64_t clock_plus_1000(void *arg) {
     (void)arg;
     return (int64_t)time(NULL) + 1000;
@@ -515,6 +552,7 @@ int main(int argc, char **argv) {
         CHECK(made == 0, "test identities (keys from %s/keys)", vectors);
         test_loopback(&id);
         test_extended(&id);
+        test_bounce(&id);
         free_identity(&id.target);
         free_identity(&id.na);
         free_identity(&id.nb);
