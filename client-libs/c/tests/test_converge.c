@@ -167,6 +167,71 @@ static void test_prefixes(const cj_value *doc, const cj_value *c) {
     CHECK(ok, "every prefix of a response is a vote, never a success without a key");
 }
 
+/* seeded byte mutations of an input: parsers and verifiers must answer, never crash (ASan,
+ * valgrind); a mutated signed answer must never verify as something else */
+static uint32_t rng_state = 12345;
+static uint32_t rng(void) {
+    rng_state = rng_state * 1103515245u + 12345u;
+    return rng_state >> 8;
+}
+
+static void test_mutations(const cj_value *doc, const cj_value *c, const char *schema) {
+    const char *field = !strcmp(schema, "bundles") ? "bundle" : !strcmp(schema, "answers") ? "answer" : "raw";
+    const cj_value *v = cj_get(c, field);
+    if (!cj_is_str(v) || v->slen == 0) return;
+    cv_key keys[MAX_SIGNING_KEYS];
+    size_t nkeys = 0;
+    if (!strcmp(field, "answer")) {
+        const cj_value *sk = cj_get(doc, "signing_keys");
+        for (size_t i = 0; sk && i < sk->n && nkeys < MAX_SIGNING_KEYS; i++) {
+            cj_buf one = {0};
+            cj_buf_puts(&one, "[");
+            cj_pydumps(sk->items[i], NULL, &one);
+            cj_buf_puts(&one, "]");
+            cj_doc *kd = cj_parse(one.p, one.len, NULL, 0);
+            size_t n1 = 0;
+            if (kd && cv_parse_signing_keys(cj_root(kd), &keys[nkeys], &n1, NULL) == 0) nkeys++;
+            cj_free(kd);
+            cj_buf_free(&one);
+        }
+    }
+    int ok = 1;
+    for (int m = 0; m < 150; m++) {
+        char *copy = malloc(v->slen + 1);
+        memcpy(copy, v->s, v->slen);
+        size_t len = v->slen;
+        int edits = 1 + (int)(rng() % 3);
+        for (int k = 0; k < edits; k++) {
+            size_t at = rng() % len;
+            switch (rng() % 3) {
+            case 0: copy[at] = (char)(rng() & 0xFF); break;
+            case 1: copy[at] ^= (char)(1u << (rng() % 8)); break;
+            default: len = at ? at : len; break; /* truncate */
+            }
+        }
+        if (!strcmp(field, "bundle")) {
+            cv_bundle b;
+            if (cv_parse_bundle(copy, len, &b, NULL) == 0) cv_bundle_free(&b);
+        } else if (!strcmp(field, "answer")) {
+            const char *kind = NULL;
+            cv_expect x;
+            memset(&x, 0, sizeof x);
+            const char *verdict = cv_verify_answer(copy, len, keys, nkeys, 1795324049, &x, &kind, NULL, 0);
+            /* a changed byte can only keep an answer valid when it is not part of it */
+            if (verdict && (len != v->slen || memcmp(copy, v->s, len) != 0)) ok = 0;
+            if (!verdict && !kind) ok = 0;
+        } else {
+            cv_fp fp = {FP_SHA1, {0}, 20};
+            cv_outcome o;
+            memset(&o, 0, sizeof o);
+            cv_legacy_outcome(copy, len, &fp, 1, NULL, MAX_RESPONSE_BYTES, &o, NULL);
+            if (!o.kind) ok = 0;
+        }
+        free(copy);
+    }
+    CHECK(ok, "150 mutations of a %s input are answered", schema);
+}
+
 static void test_vectors(const char *dir) {
     DIR *d = opendir(dir);
     CHECK(d != NULL, "vector directory %s", dir);
@@ -199,6 +264,9 @@ static void test_vectors(const char *dir) {
             const char *bad = got ? compare_case(c, cj_root(got)) : "output";
             const cj_value *id = cj_get(c, "id");
             if (!strcmp(de->d_name, "notary-responses.json") && i < 6) test_prefixes(cj_root(doc), c);
+            if (i % 4 == 0 && !strcmp(de->d_name, "bundles.json")) test_mutations(cj_root(doc), c, "bundles");
+            if (i % 4 == 0 && !strcmp(de->d_name, "notary-responses.json")) test_mutations(cj_root(doc), c, "responses");
+            if (i % 4 == 0 && !strcmp(de->d_name, "extended-answers.json")) test_mutations(cj_root(doc), c, "answers");
             CHECK(!bad, "%s#%s: %s differs (got %s)", de->d_name, id && id->kind == CJ_STRING ? id->s : (id ? id->num : "?"),
                   bad ? bad : "", out.p);
             /* must-fail twin: the comparison notices a wrong result */
