@@ -271,15 +271,13 @@ static char *join_header(char *old, const char *v, size_t n) {
     return b.p;
 }
 
-static void *memmem_(const void *h, size_t hn, const void *nd, size_t nn) { return memmem(h, hn, nd, nn); }
-
 int cv_parse_http(const char *raw, size_t n, size_t max_bytes, cv_http *out, cv_err *e) {
     memset(out, 0, sizeof *out);
     if (n > max_bytes) return cv_fail(e, K_RESPONSE, "response larger than %zu bytes", max_bytes);
-    const char *sep = memmem_(raw, n, "\r\n\r\n", 4);
+    const char *sep = memmem(raw, n, "\r\n\r\n", 4);
     size_t sep_len = 4;
     if (!sep) {
-        sep = memmem_(raw, n, "\n\n", 2);
+        sep = memmem(raw, n, "\n\n", 2);
         sep_len = 2;
     }
     if (!sep) return cv_fail(e, K_RESPONSE, "response has no end of headers");
@@ -307,10 +305,6 @@ int cv_parse_http(const char *raw, size_t n, size_t max_bytes, cv_http *out, cv_
         const char *qe = q ? q : head_end;
         const char *ve = qe;
         if (q && ve > p && ve[-1] == '\r') ve--;
-        /* a lone "\r" at the very end of the head before "\r\n\r\n" is handled by the split */
-        if (!q && sep_len == 4) {
-            /* last line ends at head_end, which is the "\r\n\r\n" start: no \r to drop */
-        }
         const char *colon = memchr(p, ':', (size_t)(ve - p));
         if (!colon || colon == p) {
             rc = cv_fail(e, K_RESPONSE, "bad header line");
@@ -520,7 +514,7 @@ int cv_parse_signed_list(const char *body, size_t n, size_t max_bytes, cv_signed
     }
     /* recipe (b): up to the last ', "signature"', then '}' */
     const char *last = NULL;
-    for (const char *p = body; (p = memmem_(p, n - (size_t)(p - body), SIG_MARKER, sizeof SIG_MARKER - 1));
+    for (const char *p = body; (p = memmem(p, n - (size_t)(p - body), SIG_MARKER, sizeof SIG_MARKER - 1));
          p++)
         last = p;
     if (last) {
@@ -586,8 +580,12 @@ void cv_legacy_outcome(const char *raw, size_t n, const cv_fp *wanted, size_t nw
     int status = h.status;
     if (status == 200 || status == 409) {
         cv_signed_list s;
-        if (cv_parse_signed_list(h.body, h.body_len, MAX_RESPONSE_BYTES, &s, &e) ||
-            (cv_verify_signed_list(&s, key, &e) && (cv_signed_list_free(&s), 1))) {
+        int bad = cv_parse_signed_list(h.body, h.body_len, MAX_RESPONSE_BYTES, &s, &e) != 0;
+        if (!bad && cv_verify_signed_list(&s, key, &e) != 0) {
+            cv_signed_list_free(&s);
+            bad = 1;
+        }
+        if (bad) {
             set_outcome(o, V_FAILURE, intern_kind(e.kind), status, FORMAT_V1, e.msg);
             cv_http_free(&h);
             return;
