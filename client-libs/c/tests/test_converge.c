@@ -327,6 +327,26 @@ static void test_config_and_cache(void) {
     ctx = converge_ctx_new_exact("/nonexistent/converge");
     CHECK(ctx && converge_ctx_error(ctx) != NULL, "a missing directory is a config error");
     converge_ctx_free(ctx);
+    /* userdb: read first and written; the shared db is read too (read-only) */
+    {
+        char shared[400];
+        snprintf(shared, sizeof shared, "%s/shared.sqlite3", dir);
+        cv_err se = {{0}, {0}};
+        cv_cache *sc = cv_cache_open(shared, 0, &se);
+        cv_cache_store(sc, "example.org:443", "8F:C0:79:E8:14:77:7F:68:8B:A4:C8:07:D9:BD:67:D6:2A:F7:1A:EB", (int64_t)time(NULL), &se);
+        cv_cache_close(sc);
+        snprintf(p, sizeof p, "%s/converge.config", dir);
+        write_text(p, "{\"db\": \"shared.sqlite3\", \"userdb\": \"user/u.sqlite3\"}");
+        ctx = converge_ctx_new(dir);
+        rc = converge_check(ctx, "Example.org", 443, "8fc079e814777f688ba4c807d9bd67d62af71aeb", &r);
+        CHECK(rc == CONVERGE_TRUSTED && r.from_cache, "an entry of the shared db is a hit with a userdb (%d)", rc);
+        rc = converge_check(ctx, "example.org", 8443, "8fc079e814777f688ba4c807d9bd67d62af71aeb", &r);
+        CHECK(rc == CONVERGE_ERR_CONFIG, "twin: another port misses (and no notary is enabled)");
+        converge_ctx_free(ctx);
+        snprintf(p, sizeof p, "%s/user/u.sqlite3", dir);
+        struct stat st;
+        CHECK(stat(p, &st) == 0, "the userdb is created");
+    }
     /* the add-on's schema */
     snprintf(p, sizeof p, "%s/c.sqlite3", dir);
     cv_err e = {{0}, {0}};
@@ -457,7 +477,7 @@ static void test_loopback(idents *id) {
     /* the OpenSSL hooks against a TLS target */
     fake_server target;
     fake_start(&target, &id->target, NULL);
-    for (int variant = 0; variant < 4; variant++) {
+    for (int variant = 0; variant < 6; variant++) {
         int trusted_notaries = variant % 2 == 0;
         char dir[256], settings[400];
         snprintf(settings, sizeof settings, CFG, "consensus", "true");
@@ -465,8 +485,14 @@ static void test_loopback(idents *id) {
         make_config(dir, sizeof dir, settings, names, p, pems1, 2);
         converge_ctx *ctx = converge_ctx_new(dir);
         SSL_CTX *sc = SSL_CTX_new(TLS_client_method());
-        if (variant < 2) SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, converge_verify_callback);
-        else SSL_CTX_set_verify(sc, SSL_VERIFY_NONE, NULL);
+        if (variant < 2) {
+            SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, converge_verify_callback);
+        } else if (variant < 4) {
+            SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, NULL);
+            SSL_CTX_set_cert_verify_callback(sc, converge_cert_verify_callback, NULL);
+        } else {
+            SSL_CTX_set_verify(sc, SSL_VERIFY_NONE, NULL);
+        }
         SSL *ssl = SSL_new(sc);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in t;
@@ -478,12 +504,13 @@ static void test_loopback(idents *id) {
         SSL_set_fd(ssl, fd);
         converge_ssl_set_target(ssl, ctx, "127.0.0.1", 443);
         int hs = SSL_connect(ssl);
-        if (variant < 2) {
+        if (variant < 4) {
+            const char *which = variant < 2 ? "verify callback" : "cert verify callback";
             if (trusted_notaries)
-                CHECK(hs == 1 && SSL_get_verify_result(ssl) == X509_V_OK, "verify callback: trusted handshake completes");
+                CHECK(hs == 1 && SSL_get_verify_result(ssl) == X509_V_OK, "%s: trusted handshake completes", which);
             else
                 CHECK(hs != 1 && SSL_get_verify_result(ssl) == X509_V_ERR_CERT_REJECTED,
-                      "twin: the callback refuses a certificate the notaries do not confirm");
+                      "twin: the %s refuses a certificate the notaries do not confirm", which);
         } else {
             long v = hs == 1 ? converge_ssl_verify(ssl, "127.0.0.1", 443) : -1;
             if (trusted_notaries) CHECK(v == X509_V_OK, "converge_ssl_verify: trusted (%ld)", v);
