@@ -69,7 +69,8 @@ void converge_ctx_free(converge_ctx *ctx);
 /* The configuration error (NULL when the configuration loaded). */
 const char *converge_ctx_error(const converge_ctx *ctx);
 
-/* Setters override converge.config; each returns 0, or -1 for an out-of-range value. */
+/* Setters override converge.config; each returns 0, or -1 for an out-of-range value. Call
+ * them before the context is shared between threads. */
 int converge_ctx_set_agreement(converge_ctx *ctx, const char *policy); /* consensus|majority|minority */
 int converge_ctx_set_quorum(converge_ctx *ctx, int quorum);             /* 1..16 */
 int converge_ctx_set_timeouts(converge_ctx *ctx, double connect_s, double notary_s, double total_s);
