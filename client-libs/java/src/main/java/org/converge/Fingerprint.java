@@ -17,6 +17,7 @@ public final class Fingerprint {
     private static final Pattern COLON = Pattern.compile("[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2})*");
     private static final Pattern PLAIN = Pattern.compile("[0-9A-Fa-f]+");
 
+    private static final char[] HEX = "0123456789ABCDEF".toCharArray();
     private final String algorithm;
     private final byte[] digest;
 
@@ -35,14 +36,16 @@ public final class Fingerprint {
     }
 
     public String colonHex() {
-        StringBuilder b = new StringBuilder();
+        char[] out = new char[digest.length * 3 - 1];
         for (int i = 0; i < digest.length; i++) {
+            int v = digest[i] & 0xff;
             if (i > 0) {
-                b.append(':');
+                out[i * 3 - 1] = ':';
             }
-            b.append(String.format("%02X", digest[i] & 0xff));
+            out[i * 3] = HEX[v >>> 4];
+            out[i * 3 + 1] = HEX[v & 0xf];
         }
-        return b.toString();
+        return new String(out);
     }
 
     @Override

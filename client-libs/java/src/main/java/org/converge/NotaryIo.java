@@ -176,6 +176,7 @@ public final class NotaryIo {
 
     private static Opened openDirect(Bundle.Host nh, Settings st, Cancel cancel) throws IOException {
         Socket raw = new Socket();
+        raw.setTcpNoDelay(true); // the request follows the handshake's last flight at once
         cancel.register(raw);
         int ms = millis(st.connectTimeout());
         raw.connect(new InetSocketAddress(nh.host, nh.sslPort), ms);
@@ -189,6 +190,7 @@ public final class NotaryIo {
         for (Bundle.Host rh : st.relay().hosts) {
             Socket raw = new Socket();
             try {
+                raw.setTcpNoDelay(true);
                 cancel.register(raw);
                 raw.connect(new InetSocketAddress(rh.host, rh.httpPort), ms);
                 raw.setSoTimeout(ms);
