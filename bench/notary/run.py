@@ -169,7 +169,7 @@ def machine_info() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     libs: dict[str, str] = {}
-    for lib in ("aiohttp", "uvloop", "cryptography", "aiosqlite"):
+    for lib in ("aiohttp", "uvloop", "cryptography"):
         with contextlib.suppress(PackageNotFoundError):
             libs[lib] = version(lib)
     return {

@@ -1,4 +1,11 @@
-"""The embedded default store: SQLite through aiosqlite, in WAL mode.
+"""The embedded default store: SQLite in WAL mode, on one dedicated thread.
+
+Every operation is one complete transaction run by one call on the store's own thread (one
+hop from the event loop to the thread and back). A probe's ``observe`` used to be seven such
+hops through aiosqlite, five of them inside an open transaction; one hop cut the notary's
+CPU per live probe by about a fifth. A transaction never spans an ``await``, so reads cannot
+see half-applied writes and a cancelled request cannot leave a transaction open (the call
+runs to completion on the thread either way).
 
 Safe for several worker processes on one file: writes take the database's write lock with
 ``BEGIN IMMEDIATE`` and apply the pure history rules inside that transaction, so concurrent
@@ -15,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import aiosqlite
+from typing import TypeVar
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import History, Observation, observe, ordered
 from notary.errors import BadData, StoreUnavailable
 from notary.rootstore.chain import decode_chain, encode_chain
 from notary.store.base import StoredChain, TargetRecord
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 2
 _SCHEMA = """
@@ -56,6 +65,15 @@ FROM targets t LEFT JOIN observations o ON o.location = t.location
 WHERE t.location = ?
 """
 _OBS = "SELECT sha1, sha256, first_seen, last_seen FROM observations WHERE location = ?"
+_UPSERT_OBS = (
+    "INSERT INTO observations(location, sha256, sha1, first_seen, last_seen)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(location, sha256) DO UPDATE SET"
+    " first_seen = excluded.first_seen, last_seen = excluded.last_seen"
+)
+_BUMP = (
+    "INSERT INTO targets(location, version, body) VALUES (?, 1, NULL)"
+    " ON CONFLICT(location) DO UPDATE SET version = version + 1, body = NULL RETURNING version"
+)
 
 
 def _history(rows: Iterable[sqlite3.Row | tuple[object, ...]]) -> History:
@@ -65,146 +83,147 @@ def _history(rows: Iterable[sqlite3.Row | tuple[object, ...]]) -> History:
     )
 
 
+def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'"
+            " AND CAST(value AS INTEGER) < ?",
+            (str(SCHEMA_VERSION), SCHEMA_VERSION),
+        )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _get(conn: sqlite3.Connection, location: str) -> TargetRecord | None:
+    rows = conn.execute(_GET, (location,)).fetchall()
+    if not rows:
+        return None
+    version, body = int(rows[0][0]), rows[0][1]
+    obs_rows = [r[2:] for r in rows if r[2] is not None]
+    return TargetRecord(
+        location, _history(obs_rows), version, bytes(body) if body is not None else None
+    )
+
+
+def _observe(
+    conn: sqlite3.Connection, location: str, seen: CertDigests, now: int
+) -> TargetRecord:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        old = _history(conn.execute(_OBS, (location,)).fetchall())
+        new = observe(old, seen, now)
+        keep = {o.sha256 for o in new}
+        gone = [(location, o.sha256) for o in old if o.sha256 not in keep]
+        if gone:
+            conn.executemany("DELETE FROM observations WHERE location = ? AND sha256 = ?", gone)
+            conn.executemany("DELETE FROM chains WHERE location = ? AND sha256 = ?", gone)
+        conn.executemany(
+            _UPSERT_OBS,
+            [(location, o.sha256, o.sha1, o.first_seen, o.last_seen) for o in new if o not in old],
+        )
+        version = int(conn.execute(_BUMP, (location,)).fetchall()[0][0])
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    return TargetRecord(location, new, version, None)
+
+
 class SQLiteStore:
-    def __init__(self, db: aiosqlite.Connection, path: str) -> None:
-        self._db = db
+    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor, path: str) -> None:
+        self._conn = conn
+        self._thread = thread
         self.path = path
-        self._write_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, path: str | Path, *, busy_timeout_ms: int = 5000) -> SQLiteStore:
         path = str(path)
-        db: aiosqlite.Connection | None = None
+        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notary-sqlite")
         try:
-            db = await aiosqlite.connect(path, isolation_level=None)
-            await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            await db.execute("PRAGMA journal_mode = WAL")
-            await db.execute("PRAGMA synchronous = NORMAL")
-            await db.executescript(_SCHEMA)
-            await db.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            await db.execute(
-                "UPDATE meta SET value = ? WHERE key = 'schema_version'"
-                " AND CAST(value AS INTEGER) < ?",
-                (str(SCHEMA_VERSION), SCHEMA_VERSION),
+            conn = await asyncio.get_running_loop().run_in_executor(
+                thread, _connect, path, busy_timeout_ms
             )
         except sqlite3.Error as exc:
-            if db is not None:  # its worker thread would keep the interpreter from exiting
-                with contextlib.suppress(sqlite3.Error):
-                    await db.close()
+            thread.shutdown(wait=False)
             raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from exc
-        return cls(db, path)
+        return cls(conn, thread, path)
+
+    async def _run(self, what: str, fn: Callable[..., T], *args: object) -> T:
+        """``fn(connection, *args)`` on the store thread; SQLite errors -> StoreUnavailable."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._thread, fn, self._conn, *args
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"store {what} failed: {exc}") from exc
+        except RuntimeError as exc:  # the thread was shut down: the store is closed
+            raise StoreUnavailable(f"store {what} failed: the store is closed") from exc
 
     async def get(self, location: str) -> TargetRecord | None:
-        # The connection is shared with observe(), whose transaction spans several awaits:
-        # without the lock a read could see its uncommitted, half-applied rows.
-        try:
-            async with self._write_lock:
-                rows = list(await self._db.execute_fetchall(_GET, (location,)))
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"store read failed: {exc}") from exc
-        if not rows:
-            return None
-        version, body = int(rows[0][0]), rows[0][1]
-        obs_rows = [r[2:] for r in rows if r[2] is not None]
-        return TargetRecord(
-            location, _history(obs_rows), version, bytes(body) if body is not None else None
-        )
+        return await self._run("read", _get, location)
 
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
-        db = self._db
-        async with self._write_lock:
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-                try:
-                    old = _history(await db.execute_fetchall(_OBS, (location,)))
-                    new = observe(old, seen, now)
-                    keep = {o.sha256 for o in new}
-                    gone = [(location, o.sha256) for o in old if o.sha256 not in keep]
-                    if gone:
-                        await db.executemany(
-                            "DELETE FROM observations WHERE location = ? AND sha256 = ?", gone
-                        )
-                        await db.executemany(
-                            "DELETE FROM chains WHERE location = ? AND sha256 = ?", gone
-                        )
-                    changed = [o for o in new if o not in old]
-                    await db.executemany(
-                        "INSERT INTO observations(location, sha256, sha1, first_seen, last_seen)"
-                        " VALUES (?, ?, ?, ?, ?) ON CONFLICT(location, sha256) DO UPDATE SET"
-                        " first_seen = excluded.first_seen, last_seen = excluded.last_seen",
-                        [(location, o.sha256, o.sha1, o.first_seen, o.last_seen) for o in changed],
-                    )
-                    rows = list(
-                        await db.execute_fetchall(
-                            "INSERT INTO targets(location, version, body) VALUES (?, 1, NULL)"
-                            " ON CONFLICT(location) DO UPDATE SET version = version + 1,"
-                            " body = NULL RETURNING version",
-                            (location,),
-                        )
-                    )
-                    await db.execute("COMMIT")
-                except BaseException:
-                    await db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"store write failed: {exc}") from exc
-        return TargetRecord(location, new, int(rows[0][0]), None)
+        return await self._run("write", _observe, location, seen, now)
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
-        try:
-            async with self._write_lock:  # never inside observe()'s open transaction
-                await self._db.execute(
-                    "UPDATE targets SET body = ? WHERE location = ? AND version = ?",
-                    (body, location, version),
-                )
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"store write failed: {exc}") from exc
+        await self._run(
+            "write",
+            lambda conn: conn.execute(
+                "UPDATE targets SET body = ? WHERE location = ? AND version = ?",
+                (body, location, version),
+            ),
+        )
 
     async def close(self) -> None:
         try:
-            await self._db.close()
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"store close failed: {exc}") from exc
+            await self._run("close", lambda conn: conn.close())
+        finally:
+            self._thread.shutdown(wait=False)
 
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
         raw = encode_chain(chain)
-        try:
-            async with self._write_lock:
-                await self._db.execute(
-                    "INSERT INTO chains(location, sha256, chain, seen) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain,"
-                    " seen = excluded.seen",
-                    (location, sha256, raw, now),
-                )
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"store write failed: {exc}") from exc
+        await self._run(
+            "write",
+            lambda conn: conn.execute(
+                "INSERT INTO chains(location, sha256, chain, seen) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain,"
+                " seen = excluded.seen",
+                (location, sha256, raw, now),
+            ),
+        )
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
-        try:
-            async with self._write_lock:
-                rows = list(await self._db.execute_fetchall(
-                    "SELECT chain FROM chains WHERE location = ? AND sha256 = ?",
-                    (location, sha256),
-                ))
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"store read failed: {exc}") from exc
+        rows = await self._run(
+            "read",
+            lambda conn: conn.execute(
+                "SELECT chain FROM chains WHERE location = ? AND sha256 = ?", (location, sha256)
+            ).fetchall(),
+        )
         return _decode(location, rows[0][0]) if rows else None
 
     async def chains(self, limit: int) -> list[StoredChain]:
-        try:
-            async with self._write_lock:
-                rows = list(await self._db.execute_fetchall(
-                    "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256"
-                    " LIMIT ?",
-                    (max(0, limit),),
-                ))
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"store read failed: {exc}") from exc
+        rows = await self._run(
+            "read",
+            lambda conn: conn.execute(
+                "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256"
+                " LIMIT ?",
+                (max(0, limit),),
+            ).fetchall(),
+        )
         return [StoredChain(str(r[0]), bytes(r[1]), _decode(str(r[0]), r[2]), int(r[3]))
                 for r in rows]
 
