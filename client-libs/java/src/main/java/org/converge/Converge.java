@@ -40,4 +40,48 @@ public final class Converge {
             throws ConvergeException {
         return client(configDir).check(host, port, fingerprint);
     }
+
+    /** Options of one check: {@code Converge.options().configDir(dir).certificate(der).check(h, p, fp)}. */
+    public static Options options() {
+        return new Options();
+    }
+
+    /** A builder for one check returning the full {@link Verdict}. */
+    public static final class Options {
+        private Path configDir;
+        private Client client;
+        private byte[] certificate;
+        private String ip;
+
+        Options() {}
+
+        /** The configuration directory (default: discovered). */
+        public Options configDir(Path dir) {
+            this.configDir = dir;
+            return this;
+        }
+
+        /** An explicit client (a configuration built in code); overrides {@link #configDir}. */
+        public Options client(Client c) {
+            this.client = c;
+            return this;
+        }
+
+        /** The DER certificate: lets SHA-1 and SHA-256 forms both match. */
+        public Options certificate(byte[] der) {
+            this.certificate = der == null ? null : der.clone();
+            return this;
+        }
+
+        /** Ask the notaries to connect to this address (extended answers must name it). */
+        public Options ip(String address) {
+            this.ip = address;
+            return this;
+        }
+
+        public Verdict check(String host, int port, String fingerprint) throws ConvergeException {
+            Client c = client != null ? client : Converge.client(configDir);
+            return c.check(host, port, fingerprint, certificate, ip);
+        }
+    }
 }

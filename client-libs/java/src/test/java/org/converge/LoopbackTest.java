@@ -230,6 +230,24 @@ class LoopbackTest {
     }
 
     @Test
+    void optionsWithTheCertificate() throws Exception {
+        List<Bundle> b = List.of(legacyNotary("Org A", genuine));
+        byte[] der = otherId.cert.getEncoded();
+        try (Client c = client(config(b))) {
+            Verdict v = Converge.options().client(c).certificate(der).check("127.0.0.1", 4433, genuine);
+            assertTrue(v.trusted());
+            // the SHA-256 form of the same certificate is now a cache hit as well
+            String sha256 = Fingerprint.of(der, "sha256").colonHex();
+            assertTrue(Converge.options().client(c).check("127.0.0.1", 4433, sha256).fromCache());
+            // a certificate that is not the fingerprint's is bad input, not a verdict
+            ConvergeException.BadInput e = assertThrows(ConvergeException.BadInput.class,
+                    () -> Converge.options().client(c).certificate(notaryId.cert.getEncoded())
+                            .check("127.0.0.1", 4433, genuine));
+            assertEquals("fingerprint", e.kind());
+        }
+    }
+
+    @Test
     void noNotariesIsAConfigError() {
         try (Client c = client(config(List.of()))) {
             ConvergeException.BadInput e = assertThrows(ConvergeException.BadInput.class,
