@@ -244,7 +244,9 @@ static int list_dir(const char *dir, char ***names, size_t *n) {
             if (!nn) break;
             *names = nn;
         }
-        (*names)[(*n)++] = strdup(de->d_name);
+        char *copy = strdup(de->d_name);
+        if (!copy) break;
+        (*names)[(*n)++] = copy;
     }
     closedir(d);
     if (*n) qsort(*names, *n, sizeof **names, cmp_str);
@@ -269,7 +271,14 @@ int cv_enabled_bundles(const char *notaries_dir, cv_bundle **out, size_t *nout, 
     char **extra = calloc(nen + 1, sizeof *extra);
     size_t nt = 0, nx = 0;
     int rc = 0;
-    for (size_t i = 0; i < nen; i++) {
+    cv_bundle *bs = NULL;
+    size_t nb = 0;
+    size_t nscan = nen;
+    if (!targets || !extra) {
+        rc = cv_fail(e, "internal", "out of memory");
+        nscan = 0;
+    }
+    for (size_t i = 0; i < nscan; i++) {
         char p[4400];
         snprintf(p, sizeof p, "%s/%s", endir, en[i]);
         struct stat lst;
@@ -278,12 +287,12 @@ int cv_enabled_bundles(const char *notaries_dir, cv_bundle **out, size_t *nout, 
             char *r = realpath(p, NULL);
             if (r) targets[nt++] = r;
         } else {
-            extra[nx++] = strdup(p);
+            char *copy = strdup(p);
+            if (copy) extra[nx++] = copy;
         }
     }
-    if (nav + nx > MAX_NOTARIES) rc = cv_fail(e, K_CONFIG, "more than %d notary bundles", MAX_NOTARIES);
-    cv_bundle *bs = calloc(nav + nx + 1, sizeof *bs);
-    size_t nb = 0;
+    if (!rc && nav + nx > MAX_NOTARIES) rc = cv_fail(e, K_CONFIG, "more than %d notary bundles", MAX_NOTARIES);
+    if (!rc && !(bs = calloc(nav + nx + 1, sizeof *bs))) rc = cv_fail(e, "internal", "out of memory");
     for (size_t i = 0; !rc && i < nav + nx; i++) {
         char p[4400];
         if (i < nav) snprintf(p, sizeof p, "%s/%s", avail, av[i]);
