@@ -306,6 +306,9 @@ public final class Config {
         for (Path p : all) {
             Bundle b;
             try {
+                if (Files.size(p) > Bundle.MAX_BUNDLE_BYTES) {
+                    throw ConvergeException.bad("bundle", "bundle larger than " + Bundle.MAX_BUNDLE_BYTES + " bytes");
+                }
                 b = Bundle.parse(Files.readAllBytes(p));
             } catch (ConvergeException.BadInput e) {
                 throw ConvergeException.bad("bundle", p + ": " + e.getMessage());

@@ -71,12 +71,12 @@ public final class ConformanceCli {
                     return 2;
                 }
                 BigInteger p = new BigInteger(portText);
-                if (p.compareTo(BigInteger.valueOf(65535)) > 0) {
-                    Legacy.checkTarget(args[3], -1);
-                }
+                // the configuration first, as the reference does; then a port out of range is
+                // a target error of the check itself
                 Config cfg = Config.load(Paths.get(args[2]), Map.of());
+                int port = p.compareTo(BigInteger.valueOf(65535)) > 0 ? -1 : p.intValue();
                 try (Client client = new Client(cfg)) {
-                    v = client.check(args[3], p.intValue(), args[5]);
+                    v = client.check(args[3], port, args[5]);
                 }
             } catch (ConvergeException e) {
                 emit(out, obj("error", e.kind(), "message", String.valueOf(e.getMessage())));

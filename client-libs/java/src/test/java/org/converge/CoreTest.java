@@ -165,4 +165,30 @@ class CoreTest {
         assertThrows(ConvergeException.BadInput.class,
                 () -> Legacy.requestBytes("a/b", 443, Fingerprint.parse(SHA1), null));
     }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void bounceRelayHeads() throws Exception {
+        Bundle a = Bundle.parse(bundleJson("Org A", 4000).getBytes(StandardCharsets.UTF_8));
+        Map<String, Object> two = new java.util.LinkedHashMap<>((Map<String, Object>) Json.parse(bundleJson("Org T", 4000)));
+        List<Object> hosts = new java.util.ArrayList<>((List<?>) two.get("hosts"));
+        Map<String, Object> second = new java.util.LinkedHashMap<>((Map<String, Object>) hosts.get(0));
+        second.put("host", "127.0.0.12");
+        hosts.add(second);
+        two.put("hosts", hosts);
+        Bundle t = Bundle.parse(two);
+        assertEquals("CONNECT 127.0.0.1:4242 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                + "X-Convergence-Notary: 127.0.0.12+4242\r\n\r\n",
+                new String(NotaryIo.connectHead(t.hosts, 4242), StandardCharsets.US_ASCII));
+        assertEquals("127.0.0.12", NotaryIo.parseConnectReply(
+                "HTTP/1.1 200 OK\r\nX-Convergence-Notary: 127.0.0.12+4242\r\n\r\n", t.hosts).host);
+        assertEquals("127.0.0.1", NotaryIo.parseConnectReply("HTTP/1.1 200 OK\r\n\r\n", a.hosts).host);
+        // refused, or a host the bundle does not name: the tunnel is not used
+        assertThrows(java.io.IOException.class,
+                () -> NotaryIo.parseConnectReply("HTTP/1.1 403 Forbidden\r\n\r\n", a.hosts));
+        assertThrows(java.io.IOException.class, () -> NotaryIo.parseConnectReply(
+                "HTTP/1.1 200 OK\r\nX-Convergence-Notary: 127.0.0.99+4242\r\n\r\n", t.hosts));
+        assertThrows(java.io.IOException.class,
+                () -> NotaryIo.parseConnectReply("HTTP/1.1 200 OK\r\n\r\n", t.hosts));
+    }
 }
