@@ -10,6 +10,7 @@ import javax.net.ssl.SSLEngine;
 import javax.net.ssl.SSLSession;
 import javax.net.ssl.SSLSocket;
 import javax.net.ssl.TrustManager;
+import javax.net.ssl.TrustManagerFactory;
 import javax.net.ssl.X509ExtendedTrustManager;
 
 /**
@@ -24,8 +25,9 @@ import javax.net.ssl.X509ExtendedTrustManager;
  * c.setSSLSocketFactory(ctx.getSocketFactory());
  * }</pre>
  *
- * <p>The host name check of the TLS stack is independent of this class (HTTPS clients keep
- * doing it). Without a socket or engine the peer is unknown and nothing is trusted.
+ * <p>No CA and no host name check are made unless {@code requireCa} (see {@link
+ * #sslContext(Client, boolean)}). Without a socket or engine the peer is unknown and nothing is
+ * trusted.
  */
 public final class ConvergeTrustManager extends X509ExtendedTrustManager {
     /** The notaries did not confirm the certificate; {@link #verdict} says why. */
@@ -41,9 +43,14 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
 
     private final Client client;
     private final boolean bindAddress;
+    private final X509ExtendedTrustManager ca;
 
     public ConvergeTrustManager(Client client) {
-        this(client, false);
+        this(client, false, null);
+    }
+
+    public ConvergeTrustManager(Client client, boolean bindAddress) {
+        this(client, bindAddress, null);
     }
 
     /**
@@ -51,15 +58,42 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
      * (extended answers must then name it), which detects an attacker who redirects the
      * connection but not a notary's view of the name.
      */
-    public ConvergeTrustManager(Client client, boolean bindAddress) {
+    public ConvergeTrustManager(Client client, boolean bindAddress, X509ExtendedTrustManager ca) {
         this.client = client;
         this.bindAddress = bindAddress;
+        this.ca = ca;
     }
 
-    /** A TLS client context whose server certificates are checked with notaries. */
+    /**
+     * A TLS client context whose server certificates are checked with notaries only: no CA and
+     * no host name check (the notaries' confirmation for this host and port replaces both; the
+     * JDK leaves endpoint identification to an {@link X509ExtendedTrustManager}).
+     */
     public static SSLContext sslContext(Client client) throws GeneralSecurityException {
+        return sslContext(client, false);
+    }
+
+    /**
+     * As {@link #sslContext(Client)}; with {@code requireCa} the JDK's default trust manager
+     * (CA path and, where the connection asks for it, host name) must accept the certificate
+     * too, before the notaries are asked.
+     */
+    public static SSLContext sslContext(Client client, boolean requireCa) throws GeneralSecurityException {
+        X509ExtendedTrustManager ca = null;
+        if (requireCa) {
+            TrustManagerFactory f = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+            f.init((java.security.KeyStore) null);
+            for (TrustManager tm : f.getTrustManagers()) {
+                if (tm instanceof X509ExtendedTrustManager x) {
+                    ca = x;
+                }
+            }
+            if (ca == null) {
+                throw new GeneralSecurityException("no default X509ExtendedTrustManager");
+            }
+        }
         SSLContext c = SSLContext.getInstance("TLS");
-        c.init(null, new TrustManager[] {new ConvergeTrustManager(client)}, null);
+        c.init(null, new TrustManager[] {new ConvergeTrustManager(client, false, ca)}, null);
         return c;
     }
 
@@ -97,6 +131,9 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
         if (!(socket instanceof SSLSocket ssl)) {
             throw new CertificateException("not a TLS socket");
         }
+        if (ca != null) {
+            ca.checkServerTrusted(chain, authType, socket);
+        }
         SSLSession s = ssl.getHandshakeSession();
         String host = peerHost(s);
         int port = s == null ? -1 : s.getPeerPort();
@@ -115,6 +152,9 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
             throws CertificateException {
         if (engine == null) {
             throw new CertificateException("no SSLEngine");
+        }
+        if (ca != null) {
+            ca.checkServerTrusted(chain, authType, engine);
         }
         SSLSession s = engine.getHandshakeSession();
         String host = s != null && s.getPeerHost() != null ? s.getPeerHost() : engine.getPeerHost();

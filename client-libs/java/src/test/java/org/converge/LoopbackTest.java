@@ -305,6 +305,30 @@ class LoopbackTest {
     }
 
     @Test
+    void trustManagerWorksThroughAnSslEngine() throws Exception {
+        // java.net.http drives TLS with an SSLEngine: the engine variant supplies host and port
+        TestServers.Server target = serve(otherId, r -> TestServers.response(200, "text/plain",
+                "engine".getBytes(StandardCharsets.US_ASCII)));
+        List<Bundle> b = List.of(legacyNotary("Org A", genuine));
+        java.net.URI uri = java.net.URI.create("https://127.0.0.1:" + target.port() + "/");
+        java.net.http.HttpRequest req = java.net.http.HttpRequest.newBuilder(uri)
+                .timeout(java.time.Duration.ofSeconds(10)).build();
+        try (Client c = client(config(b))) {
+            java.net.http.HttpClient http = java.net.http.HttpClient.newBuilder()
+                    .sslContext(ConvergeTrustManager.sslContext(c)).build();
+            var resp = http.send(req, java.net.http.HttpResponse.BodyHandlers.ofString());
+            assertEquals("engine", resp.body());
+            // the twin: demanding a CA path as well refuses the self-signed test certificate
+            java.net.http.HttpClient strict = java.net.http.HttpClient.newBuilder()
+                    .sslContext(ConvergeTrustManager.sslContext(c, true)).build();
+            assertThrows(java.io.IOException.class,
+                    () -> strict.send(req, java.net.http.HttpResponse.BodyHandlers.ofString()));
+        }
+        String head = servers.get(1).requests.get(0).head();
+        assertTrue(head.startsWith("POST /target/127.0.0.1+" + target.port() + " "), head);
+    }
+
+    @Test
     void pinningTrustManagerChecksTheLeafOnly() throws Exception {
         PinningTrustManager ok = new PinningTrustManager(Fingerprint.parse(genuine));
         ok.checkServerTrusted(new java.security.cert.X509Certificate[] {otherId.cert}, "RSA");
