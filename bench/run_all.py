@@ -5,6 +5,9 @@
 * ``bench/client/bench_client.py`` and the replay benchmark (``python -m bench.replay`` if
   ``bench/replay/__main__.py`` exists, else ``bench/replay/bench_replayer.py``) when
   present; a missing one is skipped with a message.
+* ``bench.extended`` (extended vs legacy cached rate), ``bench.scale.run`` (workers, stores,
+  metrics, locust vs wrk), ``bench.rootstore.run`` (CA verification cost) and each client
+  language's ``client-libs/<lang>/bench.sh``.
 
 Each suite runs in its own process with a time limit, so one failing suite does not stop the
 others. The exit status is non-zero when a suite that ran failed.
@@ -44,6 +47,15 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     else:
         out.append(("replay", None,
                     "neither bench/replay/__main__.py nor bench/replay/bench_replayer.py found"))
+    ext = root / "bench" / "extended" / "bench_extended.py"
+    out.append(("extended", [py, str(ext)] if ext.is_file() else None,
+                f"{ext.relative_to(root)} not found"))
+    for name in ("scale", "rootstore"):
+        run = root / "bench" / name / "run.py"
+        out.append((name, [py, "-m", f"bench.{name}.run"] if run.is_file() else None,
+                    f"{run.relative_to(root)} not found"))
+    for script in sorted(root.glob("client-libs/*/bench.sh")):
+        out.append((f"client-{script.parent.name}", ["bash", str(script)], ""))
     return out
 
 
