@@ -22,4 +22,4 @@ port=$("$ROOT/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("1
   --allow-target 127.0.0.0/8 >"$tmp/notary.log" 2>&1 &
 pid=$!
 java -cp "target/converge-0.1.0.jar:target/lib/*" org.converge.bench.Bench \
-  "$tmp/bench.notary" "$n_cache" "$n_rt" bench-results.json 2> >(grep -v SLF4J >&2)
+  "$tmp/bench.notary" "$n_cache" "$n_rt" bench-results.json
