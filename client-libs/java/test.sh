@@ -2,7 +2,8 @@
 # Build and test the Java client: mvn test package (JUnit 5: unit tests, every shared vector
 # file, loopback TLS tests), the conformance CLI launcher at bin/converge-conformance, then the
 # shared conformance runner for the Java CLI only (scripts/test-all runs the whole runner too).
-# CONVERGE_JAVA_SKIP_CONFORMANCE=1 skips the runner step.
+# CONVERGE_JAVA_SKIP_CONFORMANCE=1 (or CONVERGE_SKIP_CONFORMANCE=1, set by scripts/test-all,
+# which runs the shared runner once for every language afterwards) skips the runner step.
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$(pwd)
@@ -23,7 +24,7 @@ exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \\
 LAUNCHER
 chmod +x bin/converge-conformance
 bin/converge-conformance info
-if [ "${CONVERGE_JAVA_SKIP_CONFORMANCE:-}" = 1 ]; then
+if [ "${CONVERGE_JAVA_SKIP_CONFORMANCE:-}" = 1 ] || [ "${CONVERGE_SKIP_CONFORMANCE:-}" = 1 ]; then
   echo "== conformance runner skipped (CONVERGE_JAVA_SKIP_CONFORMANCE=1)"
 elif [ -x "$ROOT/.venv/bin/python" ]; then
   echo "== conformance runner, Java CLI"
