@@ -90,43 +90,7 @@ function request()
   return fixed
 end
 
-function response(status, headers, body)
-  local s = tostring(status)
-  statuses[s] = (statuses[s] or 0) + 1
-  local c = headers["Cache-Status"] or headers["cache-status"] or "none"
-  cache[c] = (cache[c] or 0) + 1
-end
-
-local function jstr(s)
-  return '"' .. string.gsub(tostring(s), '[%%c"\\]', "?") .. '"'
-end
-
-local function jmap(t)
-  local parts = {}
-  for k, v in pairs(t) do table.insert(parts, jstr(k) .. ":" .. v) end
-  return "{" .. table.concat(parts, ",") .. "}"
-end
-
-function done(summary, latency, requests)
-  local st, ca = {}, {}
-  for _, t in ipairs(threads) do
-    for k, v in pairs(t:get("statuses")) do st[k] = (st[k] or 0) + v end
-    for k, v in pairs(t:get("cache")) do ca[k] = (ca[k] or 0) + v end
-  end
-  local e = summary.errors
-  io.write("BENCHJSON {",
-    '"requests":', summary.requests, ",",
-    '"duration_us":', summary.duration, ",",
-    '"bytes":', summary.bytes, ",",
-    '"latency_us":{"mean":', latency.mean, ',"p50":', latency:percentile(50),
-    ',"p90":', latency:percentile(90), ',"p99":', latency:percentile(99),
-    ',"max":', latency.max, "},",
-    '"errors":{"connect":', e.connect, ',"read":', e.read, ',"write":', e.write,
-    ',"status":', e.status, ',"timeout":', e.timeout, "},",
-    '"statuses":', jmap(st), ",",
-    '"cache_status":', jmap(ca), "}\n")
-end
-"""
+""" + wrk.LUA_REPORT
 
 
 def lua_script(path: Path, mode: str, target_port: int, sha1: str, sha256: str) -> Path:
