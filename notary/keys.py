@@ -21,6 +21,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import NameOID
 
 from notary.core import extended
@@ -123,21 +124,26 @@ def _read_limited(path: Path, what: str) -> bytes:
         raise BadConfig(f"cannot read {what} {path}: {exc.strerror}") from exc
 
 
-def load(key_path: Path, cert_path: Path) -> Identity:
-    """Load and check the identity. Refuses keys readable by group or others."""
+def _load_private(path: Path, what: str) -> PrivateKeyTypes:
+    """A PEM private key file, refused when group or others may access it."""
     try:
-        mode = key_path.stat().st_mode
+        mode = path.stat().st_mode
     except OSError as exc:
-        raise BadConfig(f"cannot read key {key_path}: {exc.strerror}") from exc
+        raise BadConfig(f"cannot read {what} {path}: {exc.strerror}") from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise BadConfig(
-            f"key {key_path} is accessible by other users (mode {stat.S_IMODE(mode):o});"
-            f" run: chmod 600 {key_path}"
+            f"{what} {path} is accessible by other users (mode {stat.S_IMODE(mode):o});"
+            f" run: chmod 600 {path}"
         )
     try:
-        key = serialization.load_pem_private_key(_read_limited(key_path, "key"), password=None)
+        return serialization.load_pem_private_key(_read_limited(path, what), password=None)
     except (ValueError, TypeError) as exc:
-        raise BadConfig(f"{key_path} is not an unencrypted PEM private key: {exc}") from exc
+        raise BadConfig(f"{path} is not an unencrypted PEM private key: {exc}") from exc
+
+
+def load(key_path: Path, cert_path: Path) -> Identity:
+    """Load and check the identity. Refuses keys readable by group or others."""
+    key = _load_private(key_path, "key")
     if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
         raise BadConfig(f"{key_path}: the legacy protocol needs an RSA key of 2048 bits or more")
     try:
@@ -156,7 +162,6 @@ def ensure(key_path: Path, cert_path: Path, hostname: str, *, now: dt.datetime) 
     if not key_path.exists() and not cert_path.exists():
         generate(key_path, cert_path, hostname, now=now)
     return load(key_path, cert_path)
-
 
 
 
@@ -179,19 +184,7 @@ def _write_ed25519(path: Path, key: Ed25519PrivateKey) -> None:
 
 def load_signing_key(path: Path) -> Ed25519PrivateKey:
     """Load the Ed25519 signing key, refusing files accessible by other users."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise BadConfig(f"cannot read signing key {path}: {exc.strerror}") from exc
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise BadConfig(
-            f"signing key {path} is accessible by other users (mode {stat.S_IMODE(mode):o});"
-            f" run: chmod 600 {path}"
-        )
-    try:
-        key = serialization.load_pem_private_key(_read_limited(path, "signing key"), None)
-    except (ValueError, TypeError) as exc:
-        raise BadConfig(f"{path} is not an unencrypted PEM private key: {exc}") from exc
+    key = _load_private(path, "signing key")
     if not isinstance(key, Ed25519PrivateKey):
         raise BadConfig(f"{path}: the extended format's signing key must be Ed25519")
     return key
