@@ -14,8 +14,8 @@ list (host, port, the fingerprint clients saw, role) and a hosts file for the no
 - rotating sites switch between two certificates every ``rotate_period`` seconds (the
   targets list carries the first one);
 - mitm sites: the targets list carries a forged certificate's fingerprint (issued by a rogue
-  root) while the farm serves the genuine one, which is what a notary off the intercepted
-  path sees.
+  intermediate under the most popular root, so CA validation accepts it) while the farm
+  serves the genuine one, which is what a notary off the intercepted path sees.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """A synthetic web PKI for the target farm: several roots, intermediates under them, one leaf
-certificate per site, and a rogue root whose forgeries stand for a man in the middle.
+certificate per site, and a rogue intermediate under root 0 (the most popular) whose
+forgeries stand for a man in the middle: CA validation accepts them, perspectives do not.
+Certificates carry the key identifiers the web-PKI profile requires (SKI/AKI), so a CA
+verifier (docs/rootstore.md) judges them only on their trust path.
 
 Keys: every root and intermediate has its own EC P-256 key. Leaves under one root share one
 EC P-256 key (``leaf-<root>.key``): a site's identity here is its certificate (and therefore
@@ -77,11 +80,16 @@ def _ca(name: str, org: str, now: dt.datetime, parent: Authority | None,
                                             False, False), critical=True)
                .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
                               critical=False))
+    if parent is not None:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(parent.key.public_key()),
+            critical=False)
     return Authority(name, key, builder.sign(signer, hashes.SHA256()))
 
 
 class SyntheticPKI:
-    """Roots ``root-0..N-1``, intermediates ``int-<root>-<k>``, a rogue root, leaf keys."""
+    """Roots ``root-0..N-1``, intermediates ``int-<root>-<k>``, a rogue intermediate
+    ``rogue-int`` under root 0, leaf keys."""
 
     def __init__(self, directory: Path, roots: int, now: dt.datetime) -> None:
         if not 1 <= roots <= 64:
@@ -103,6 +111,8 @@ class SyntheticPKI:
             self.intermediates.append(ints)
             self.leaf_keys.append(self._load_or_make_key(f"leaf-{r}"))
         self.rogue = self._load_or_make(ROGUE, "Intercepting Proxy CA", None)
+        self.rogue_int = self._load_or_make(f"{ROGUE}-int", "Intercepting Issuing CA",
+                                            self.roots[0])
         self.rogue_leaf_key = self._load_or_make_key("leaf-rogue")
 
     def _load_or_make_key(self, stem: str) -> ec.EllipticCurvePrivateKey:
@@ -139,9 +149,10 @@ class SyntheticPKI:
         return cert.public_bytes(serialization.Encoding.PEM) + issuer.pem
 
     def forge(self, host: str) -> bytes:
-        """PEM of a certificate for ``host`` issued by the rogue root (never served)."""
-        cert = self._leaf(host, self.rogue, self.rogue_leaf_key, 0)
-        return cert.public_bytes(serialization.Encoding.PEM)
+        """PEM of a certificate for ``host`` issued by the rogue intermediate under root 0,
+        followed by that intermediate (never served; what intercepted clients are shown)."""
+        cert = self._leaf(host, self.rogue_int, self.rogue_leaf_key, 0)
+        return cert.public_bytes(serialization.Encoding.PEM) + self.rogue_int.pem
 
     def _leaf(self, host: str, issuer: Authority, key: ec.EllipticCurvePrivateKey,
               variant: int) -> x509.Certificate:
@@ -154,6 +165,8 @@ class SyntheticPKI:
                 .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                 .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                    issuer.key.public_key()), critical=False)
                 .sign(issuer.key, hashes.SHA256()))
 
 
