@@ -23,6 +23,10 @@ class MemoryStore:
         history = observe(old.history if old else (), seen, now)
         rec = TargetRecord(location, history, (old.version if old else 0) + 1, None)
         self._records[location] = rec
+        kept = {o.sha256 for o in history}
+        for o in old.history if old else ():
+            if o.sha256 not in kept:  # a certificate dropped from the history: its chain too
+                self._chains.pop((location, o.sha256), None)
         return rec
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:

@@ -150,9 +150,13 @@ class RedisStore:
                         old = self._history(location, hist)
                         new = observe(old, seen, now)
                         new_version = (int(version) if version is not None else 0) + 1
+                        kept = {o.sha256 for o in new}
+                        gone = [o.sha256.hex() for o in old if o.sha256 not in kept]
                         pipe.multi()  # type: ignore[no-untyped-call]
                         pipe.hset(key, mapping={"v": new_version, "h": encode_history(new)})
                         pipe.hdel(key, "b")
+                        if gone:  # certificates dropped from the history: their chains too
+                            pipe.hdel(self.chain_key(location), *gone)
                         await pipe.execute()
                     except WatchError:
                         await self._pause(attempt + 1)

@@ -395,6 +395,21 @@ async def test_chains_listing_is_bounded(store: Store) -> None:
     assert await cs.chains(0) == []
 
 
+async def test_chain_leaves_with_its_certificate(store: Store) -> None:
+    """A certificate dropped from the bounded history takes its stored chain with it."""
+    cs = chain_store(store)
+    await store.observe(LOC, cert(0), 1000)
+    await cs.save_chain(LOC, cert(0).sha256, (b"leaf 0",), 1000)
+    await cs.save_chain(LOC, cert(1).sha256, (b"leaf 1",), 1000)
+    for n in range(1, MAX_HISTORY + 1):  # cert(0) is now the least recently seen: dropped
+        await store.observe(LOC, cert(n), 1000 + n)
+    rec = await store.get(LOC)
+    assert rec is not None and cert(0).sha256 not in {o.sha256 for o in rec.history}
+    assert await cs.get_chain(LOC, cert(0).sha256) is None
+    # twin: the chain of a certificate still in the history stays
+    assert await cs.get_chain(LOC, cert(1).sha256) == (b"leaf 1",)
+
+
 @pytest.mark.parametrize(
     "chain", [(), tuple(b"c" for _ in range(MAX_CHAIN_CERTS + 1)), (b"x" * (MAX_CHAIN_BYTES + 1),)]
 )
