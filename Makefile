@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 DATA    ?= var/notary
 LISTEN  ?= 127.0.0.1:8443
 
-.PHONY: setup run test test-fast lint bench clean system-deps
+.PHONY: setup run test test-fast lint bench security fuzz clean system-deps
 
 $(STAMP): pyproject.toml $(wildcard client-libs/python/pyproject.toml)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,7 +26,7 @@ run: setup
 
 ## Every test suite (installs the system packages the tests need).
 test: setup system-deps
-	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests
+	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests bench fuzz
 	$(BIN)/mypy
 	scripts/test-all
 
@@ -34,12 +34,19 @@ test-fast: setup
 	$(BIN)/python -m pytest -x -q -m 'not slow'
 
 lint: setup
-	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests
+	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests bench fuzz
 	$(BIN)/mypy
 
 ## Benchmarks (long; results written to bench/results/ and docs/benchmarks.md).
 bench: setup system-deps
 	$(BIN)/python -m bench.run_all
+
+## The security suite alone (writes docs/security-results.md), and a longer fuzzing run.
+security: setup system-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/security
+
+fuzz: setup
+	$(BIN)/python fuzz/run.py --seconds 300
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
