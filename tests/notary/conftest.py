@@ -15,7 +15,9 @@ from notary import keys
 from notary.config import Settings
 from notary.keys import Identity
 
-LEGACY_DIR = Path("/work/shared/data/legacy-notary")
+# The real 2011 notary responses and bundle, as committed beside the shared vectors (the same
+# bytes as the project's shared data; the vectors' generator checks them).
+LEGACY_DIR = Path(__file__).resolve().parents[2] / "client-libs" / "vectors" / "legacy-2011"
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +44,7 @@ def other_identity(tmp_path_factory: pytest.TempPathFactory) -> Identity:
 
 @pytest.fixture
 def legacy_dir() -> Path:
-    if not LEGACY_DIR.is_dir():
-        pytest.skip(f"legacy vectors not present at {LEGACY_DIR}")
+    assert LEGACY_DIR.is_dir(), f"the 2011 responses are missing from {LEGACY_DIR}"
     return LEGACY_DIR
 
 
