@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from redis_testing import shared_redis_url
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY
@@ -35,47 +36,12 @@ async def _cached_sqlite(tmp_path: Path) -> Store:
     return CachedStore(await SQLiteStore.open(tmp_path / "contract.sqlite3"), max_entries=4)
 
 
-_redis_server: list[str] = []  # the URL of this session's redis-server, once started
-
-
-def _redis_url() -> str:
-    """Start one throw-away redis-server (no persistence) on a free loopback port."""
-    if not _redis_server:
-        import atexit
-        import shutil
-        import socket
-        import subprocess
-        import tempfile
-        import time
-
-        exe = shutil.which("redis-server")
-        assert exe, "redis-server is not installed (scripts/install-system-deps)"
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        workdir = tempfile.mkdtemp(prefix="contract-redis-")
-        proc = subprocess.Popen(
-            [exe, "--save", "", "--appendonly", "no", "--port", str(port), "--bind",
-             "127.0.0.1", "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        atexit.register(proc.kill)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.02)
-        _redis_server.append(f"redis://127.0.0.1:{port}/0")
-    return _redis_server[0]
-
-
 async def _redis(tmp_path: Path) -> Store:
     from notary.store.redis import RedisStore
 
     # a fresh key prefix per test keeps tests independent on the one server
-    return RedisStore.from_url(_redis_url(), prefix=f"contract-{id(tmp_path)}-{tmp_path.name}:")
+    prefix = f"contract-{id(tmp_path)}-{tmp_path.name}:"
+    return RedisStore.from_url(shared_redis_url(), prefix=prefix)
 
 
 STORES: dict[str, Callable[[Path], Awaitable[Store]]] = {

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import socket
 import sqlite3
-import subprocess
-import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from redis_testing import shared_redis_url
 
 from notary.core.fingerprint import CertDigests
 from notary.errors import BadData, StoreUnavailable
@@ -24,34 +19,6 @@ from notary.store.sqlite import SCHEMA_VERSION, SQLiteStore
 LOC = "site.test:443"
 A, B = b"\xaa" * 32, b"\xbb" * 32
 CHAIN = (b"leaf-der", b"intermediate-der")
-_redis: list[str] = []
-
-
-def redis_url() -> str:
-    if not _redis:
-        exe = shutil.which("redis-server")
-        if exe is None:
-            pytest.skip("redis-server is not installed (scripts/install-system-deps)")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        proc = subprocess.Popen(
-            [exe, "--save", "", "--appendonly", "no", "--port", str(port), "--bind",
-             "127.0.0.1", "--dir", tempfile.mkdtemp(prefix="rootstore-redis-")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        atexit.register(proc.kill)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.02)
-        _redis.append(f"redis://127.0.0.1:{port}/0")
-    return _redis[0]
-
-
 async def _memory(tmp: Path) -> Store:
     return MemoryStore()
 
@@ -67,7 +34,7 @@ async def _cached(tmp: Path) -> Store:
 async def _redis_store(tmp: Path) -> Store:
     from notary.store.redis import RedisStore
 
-    return RedisStore.from_url(redis_url(), prefix=f"rootstore-{id(tmp)}-{tmp.name}:")
+    return RedisStore.from_url(shared_redis_url(), prefix=f"rootstore-{id(tmp)}-{tmp.name}:")
 
 
 STORES: dict[str, Callable[[Path], Awaitable[Store]]] = {

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from scale_helpers import RedisServer
+from redis_testing import RedisServer
 
 from notary.store.redis import RedisStore
 

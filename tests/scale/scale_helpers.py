@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,57 +17,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from redis_testing import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-REDIS_SERVER = shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout} s")
-
-
-class RedisServer:
-    """A throw-away ``redis-server`` (no persistence) that tests can stop and restart."""
-
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
-        if REDIS_SERVER is None:
-            raise RuntimeError("redis-server is not installed (run scripts/install-system-deps)")
-        self.workdir = workdir
-        self.port = port or free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        assert REDIS_SERVER is not None
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--save", "", "--appendonly", "no", "--port", str(self.port),
-             "--bind", "127.0.0.1", "--dir", str(self.workdir), "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.workdir,
-        )
-        wait_port(self.port)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self.proc = None
-
-
 class NotaryProcess:
     """``notary serve`` in a subprocess, ready when its info page answers."""
 

@@ -18,15 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scale_helpers import (
-    ROOT,
-    NotaryProcess,
-    RedisServer,
-    TLSTarget,
-    free_port,
-    post_fp,
-    wait_port,
-)
+from redis_testing import RedisServer, wait_port
+from scale_helpers import ROOT, NotaryProcess, TLSTarget, free_port, post_fp
 
 HAPROXY = shutil.which("haproxy")
 pytestmark = pytest.mark.skipif(HAPROXY is None, reason="haproxy is not installed")

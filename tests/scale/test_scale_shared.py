@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scale_helpers import RedisServer, TLSTarget, free_port, post_fp, running_notary
+from redis_testing import RedisServer
+from scale_helpers import TLSTarget, free_port, post_fp, running_notary
 
 from notary.cli import _parser, settings_from_args
 from notary.config import load_toml

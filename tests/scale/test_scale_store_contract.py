@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scale_helpers import ROOT, RedisServer, free_port
+from redis_testing import RedisServer
+from scale_helpers import ROOT, free_port
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, Observation, observe
