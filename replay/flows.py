@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -89,8 +90,11 @@ def parse_duration(text: str) -> float:
         parts = s.split(":")
         if len(parts) != 3:
             raise ValueError(f"bad duration {s!r}")
-        return int(parts[0]) * 3600 + int(parts[1]) * 60 + float(parts[2])
-    value = float(s)
+        value = int(parts[0]) * 3600 + int(parts[1]) * 60 + float(parts[2])
+    else:
+        value = float(s)
+    if not math.isfinite(value):
+        raise ValueError(f"duration is not a finite number {s!r}")
     if value < 0:
         raise ValueError(f"negative duration {s!r}")
     return value
@@ -129,6 +133,8 @@ def parse_count(text: str) -> int:
             scale = factor
             break
     value = float(s) * scale if scale != 1 or "." in s else int(s)
+    if not math.isfinite(value):  # "1e99999T", "inf", "nan": not a counter
+        raise ValueError(f"counter is not a finite number {text!r}")
     if value < 0:
         raise ValueError(f"negative counter {text!r}")
     return int(value)

@@ -64,6 +64,21 @@ def test_durations_and_counts() -> None:
         parse_count("-3")
 
 
+@pytest.mark.parametrize("bad", ["1e99999T", "inf", "nan", "1e400"])
+def test_counts_must_be_finite(bad: str) -> None:
+    # "1e99999T" is what the fuzzer found: int(inf) raised OverflowError, not ValueError
+    with pytest.raises(ValueError):
+        parse_count(bad)
+    assert parse_count("1e3 K") == 1_000_000  # twin: a finite exponent form is a counter
+
+
+@pytest.mark.parametrize("bad", ["inf", "nan", "00:00:inf", "-1:00:00"])
+def test_durations_must_be_finite_and_non_negative(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+    assert parse_duration("01:00:00") == 3600  # twin
+
+
 def test_legacy_layout_row() -> None:
     layout = detect_layout(LEGACY_HEADER)
     assert layout.name == "nfdump-legacy"
