@@ -15,6 +15,7 @@ and, under atheris, saved as ``crash-*`` in the working directory).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -33,7 +34,9 @@ INSTRUMENTED = ["notary.core", "notary.relay", "notary.resolve", "notary.config"
                 "replay.ingest"]
 
 
-def _atheris_child(names: list[str], seconds: int, corpus: Path | None) -> int:
+def _atheris_child(
+    names: list[str], seconds: int, corpus: Path | None, runs: int = 0, seed: int = 0
+) -> int:
     import atheris
 
     with atheris.instrument_imports():
@@ -49,6 +52,10 @@ def _atheris_child(names: list[str], seconds: int, corpus: Path | None) -> int:
 
     argv = [sys.argv[0], f"-max_total_time={seconds}", "-max_len=4096", "-rss_limit_mb=1024",
             "-timeout=5", "-print_final_stats=0"]
+    if runs > 0:  # with a fixed seed too, the same inputs every time (a reproducible run)
+        argv.append(f"-runs={runs}")
+    if seed > 0:
+        argv.append(f"-seed={seed}")
     with tempfile.TemporaryDirectory() as seed_dir:
         if corpus is None:  # start from the seeds, each prefixed by its target's byte
             corpus = Path(seed_dir)
@@ -109,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="fuzz only this target (repeatable)")
     ap.add_argument("--engine", choices=["auto", "atheris", "random"], default="auto")
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="fixed seed (default 0: a new random one each run)")
+    ap.add_argument("--runs", type=int, default=0,
+                    help="stop after this many inputs (with --seed: a reproducible run)")
     args = ap.parse_args(argv)
     engine = args.engine
     if engine == "auto":
@@ -119,14 +129,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tolerating known open bugs in: {', '.join(sorted(KNOWN_OPEN))}")
     if args.child:
         if engine == "atheris":
-            return _atheris_child(names, max(1, int(args.seconds)), None)
+            return _atheris_child(names, max(1, int(args.seconds)), None, args.runs, args.seed)
         return _random_child(args.child, args.seconds, args.seed)
     if engine == "atheris":
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "all", "--seconds",
-               str(args.seconds), "--engine", "atheris"]
+               str(args.seconds), "--engine", "atheris", "--runs", str(args.runs),
+               "--seed", str(args.seed)]
         for name in names:
             cmd += ["--target", name]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 120)
+        env = {**os.environ, "PYTHONHASHSEED": "0"} if args.seed else None
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 120,
+                              env=env)
         runs = [line for line in proc.stderr.splitlines() if line.startswith("Done ")]
         print(f"atheris {len(names)} targets, {args.seconds:g} s: "
               + ("ok" if proc.returncode == 0 else f"CRASH (exit {proc.returncode})")
