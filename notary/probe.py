@@ -5,6 +5,10 @@
   address literal that passed it, so a DNS answer cannot change between check and connect.
 * SNI is sent for names, never for IP literals. TLS 1.2 and 1.3. No certificate validation
   here: the notary reports what it sees, it does not judge it.
+* A refusal names the address and its special-purpose range only when the client named the
+  address (an IP-literal host or the ``ip`` segment); for a name the notary resolved, it
+  says only that the name resolves to no address it may probe (the details go to the debug
+  log), so a public notary does not reveal its operator's internal DNS answers.
 * Foreign exceptions (``OSError``, ``ssl.SSLError``, ``TimeoutError``) become
   :class:`~notary.errors.TargetUnreachable` here and nowhere else.
 """
@@ -12,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +26,8 @@ from notary.core.fingerprint import CertDigests
 from notary.core.target import IPAddress, Target
 from notary.errors import TargetRefused, TargetUnreachable
 from notary.resolve import Resolver
+
+log = logging.getLogger("notary.probe")
 
 MAX_ADDRESSES = 4  # addresses tried per probe, in resolver order
 MAX_CHAIN_CERTS = 10  # certificates kept from the presented chain
@@ -114,6 +121,14 @@ class TLSProber:
             else:
                 refusals.append(why)
         if not allowed:
+            if target.ip is None and not target.host_is_ip:
+                # The addresses came from the notary's own resolver: naming them (or their
+                # kind) would map the operator's internal DNS for anyone who asks.
+                log.debug("%s refused: %s", target.location, "; ".join(refusals))
+                raise TargetRefused(
+                    f"{target.location}: refused by the notary's address policy (the name "
+                    "does not resolve to an address this notary may probe)"
+                )
             raise TargetRefused(
                 f"{target.location}: refused by the notary's address policy ({refusals[0]})"
             )

@@ -6,10 +6,15 @@ Flow for one request (see docs/ and convergence-v1.md "Server decision"):
    200 with the record's ready-signed body. A cache hit never signs.
 2. Otherwise read through to the durable store (another process may have probed).
 3. Still no fresh match: if the target failed recently (negative cache) answer 503 at once.
-4. Probe, single-flight per (target, address): concurrent requests share one probe. When
+4. Probe, single-flight per record key: concurrent requests share one probe. When
    ``max_probes`` probes are in flight a new one is refused at once (503 + Retry-After).
 5. Record what was observed, sign the new history once, answer 200 if the observed
    certificate is the one submitted, else 409.
+
+Every record, probe flight, negative-cache entry and reusable extended answer is keyed by
+:attr:`Target.key`: ``host:port`` for the notary's own resolution, ``host:port/ip`` when the
+client named the address. What a probe to a client-chosen address observed is stored and
+served only under that address's key, so it can never answer a request about ``host:port``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from notary.core.extended import ExtRequest
 from notary.core.fingerprint import CertDigests, Fingerprint
 from notary.core.history import CacheDecision, decide, decide_any, find
 from notary.core.signing import LegacySigner
-from notary.core.target import IPAddress, Target
+from notary.core.target import Target
 from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
 from notary.probe import Prober, ProbeResult
 from notary.rootstore.checker import CAChecker
@@ -91,9 +96,9 @@ class NegativeCache:
 
     def __init__(self, max_entries: int) -> None:
         self._max = max_entries
-        self._until: OrderedDict[tuple[str, str], tuple[float, str]] = OrderedDict()
+        self._until: OrderedDict[str, tuple[float, str]] = OrderedDict()
 
-    def get(self, key: tuple[str, str], now: float) -> str | None:
+    def get(self, key: str, now: float) -> str | None:
         hit = self._until.get(key)
         if hit is None:
             return None
@@ -102,7 +107,7 @@ class NegativeCache:
             return None
         return hit[1]
 
-    def put(self, key: tuple[str, str], until: float, why: str) -> None:
+    def put(self, key: str, until: float, why: str) -> None:
         self._until[key] = (until, why)
         self._until.move_to_end(key)
         while len(self._until) > self._max:
@@ -141,12 +146,10 @@ class NotaryService:
         self.settings = settings
         self._clock = clock
         self.negative = NegativeCache(settings.negative_max_entries)
-        self._flights: dict[tuple[str, str], asyncio.Future[tuple[TargetRecord, ProbeResult]]] = {}
+        self._flights: dict[str, asyncio.Future[tuple[TargetRecord, ProbeResult]]] = {}
         self.probes_started = 0
         self._ext_signer = ext_signer
-        self._ext_answers: OrderedDict[
-            tuple[str, IPAddress | None, bytes], tuple[int, int, bytes]
-        ] = OrderedDict()
+        self._ext_answers: OrderedDict[tuple[str, bytes], tuple[int, int, bytes]] = OrderedDict()
 
     @property
     def probes_in_flight(self) -> int:
@@ -162,17 +165,18 @@ class NotaryService:
     async def _lookup(self, target: Target, fp: Fingerprint | None) -> Lookup:
         """Cache decision, then (if needed) one shared probe. Raises on probe failure."""
         now = int(self._clock())
-        location = target.location
-        rec = await self.store.get(location)
+        key = target.key
+        rec = await self.store.get(key)
         decision = self._decide(rec, fp, now)
         if decision is not CacheDecision.HIT and rec is not None:
-            rec = await self.store.get(location, fresh=True)
+            rec = await self.store.get(key, fresh=True)
             decision = self._decide(rec, fp, now)
         if decision is CacheDecision.HIT:
             assert rec is not None
-            return Lookup(rec, CacheOutcome.HIT, None, None, True)
+            # a client-named address is the only one its record was ever probed at
+            address = target.ip.compressed if target.ip is not None else None
+            return Lookup(rec, CacheOutcome.HIT, None, address, True)
 
-        key = (location, target.ip.compressed if target.ip is not None else "")
         why = self.negative.get(key, self._clock())
         if why is not None:
             raise Unreachable(f"{why} (remembered for up to {self.settings.negative_ttl:g} s)")
@@ -216,16 +220,18 @@ class NotaryService:
                 return None
             sha256 = obs.sha256
         now = int(self._clock())
-        location = target.location
-        verdict = ca.cached(target.host, location, sha256, now)
+        key = target.key
+        verdict = ca.cached(target.host, key, sha256, now)
         if verdict is not None:
             return verdict
         chain = found.chain if found.seen is not None else ()
         if not chain:
-            chain = await self.store.get_chain(location, sha256) or ()
-        verdict = ca.check(target.host, location, sha256, chain, now)
-        log.info("ca %s sha256=%s verdict=%s store=%s reason=%s", location, sha256.hex()[:16],
-                 verdict.verdict, verdict.store, verdict.reason)
+            chain = await self.store.get_chain(key, sha256) or ()
+        verdict = ca.check(target.host, key, sha256, chain, now)
+        # no target name at INFO: the default log must not say what clients ask about
+        log.info("ca verdict=%s store=%s", verdict.verdict, verdict.store)
+        log.debug("ca %s sha256=%s verdict=%s store=%s reason=%s", key, sha256.hex()[:16],
+                  verdict.verdict, verdict.store, verdict.reason)
         return verdict
 
     async def validate_ext(self, req: ExtRequest) -> Answer:
@@ -247,7 +253,7 @@ class NotaryService:
             verdict: extended.Verdict = (
                 "refused" if isinstance(exc, TargetRefused) else "unreachable"
             )
-            rec = await self.store.get(target.location)
+            rec = await self.store.get(target.key)
             stmt = extended.statement(
                 target=target, fingerprint=fp, nonce=req.nonce, verdict=verdict,
                 history=rec.history if rec else (), answered_at=int(self._clock()),
@@ -264,7 +270,7 @@ class NotaryService:
         if self.ca is not None and self.ca.decides and (ca_verdict is None or not ca_verdict.ok):
             match = False
         now = int(self._clock())
-        reuse_key = (target.location, target.ip, fp.digest)
+        reuse_key = (target.key, fp.digest)
         if req.nonce is None and found.cache is CacheOutcome.HIT:
             cached = self._ext_answers.get(reuse_key)
             if (
@@ -293,7 +299,7 @@ class NotaryService:
         return Answer(200 if match else 409, body, found.cache)
 
     async def _probe_once(
-        self, key: tuple[str, str], target: Target
+        self, key: str, target: Target
     ) -> tuple[TargetRecord, ProbeResult]:
         flight = self._flights.get(key)
         if flight is not None:
@@ -311,16 +317,14 @@ class NotaryService:
         self.probes_started += 1
         return await asyncio.shield(flight)
 
-    async def _flight(
-        self, key: tuple[str, str], target: Target
-    ) -> tuple[TargetRecord, ProbeResult]:
+    async def _flight(self, key: str, target: Target) -> tuple[TargetRecord, ProbeResult]:
         try:
             return await self._probe_and_record(key, target)
         finally:
             del self._flights[key]
 
     async def _probe_and_record(
-        self, key: tuple[str, str], target: Target
+        self, key: str, target: Target
     ) -> tuple[TargetRecord, ProbeResult]:
         try:
             result = await self._prober.probe(target)
@@ -329,12 +333,11 @@ class NotaryService:
             raise
         if self.ca is not None and result.chain:
             # before the record: whoever reads the new record finds its chain
-            await self.store.save_chain(
-                target.location, result.digests.sha256, result.chain, int(self._clock())
-            )
-        rec = await self.store.observe(target.location, result.digests, int(self._clock()))
+            await self.store.save_chain(key, result.digests.sha256, result.chain,
+                                        int(self._clock()))
+        rec = await self.store.observe(key, result.digests, int(self._clock()))
         await self._body(rec)
-        rec = await self.store.get(target.location) or rec
+        rec = await self.store.get(key) or rec
         return rec, result
 
     async def _body(self, rec: TargetRecord) -> bytes:

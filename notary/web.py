@@ -329,9 +329,18 @@ def create_app(
         if store is not None:
             backend = store
         elif settings.redis:
-            backend = RedisStore.from_url(
+            redis_store = RedisStore.from_url(
                 settings.redis, prefix=settings.redis_prefix, timeout=settings.redis_timeout
             )
+            try:
+                dropped = await redis_store.drop_legacy_keys()
+            except StoreUnavailable as exc:  # serve anyway: the old keys are never read
+                log.warning("could not remove pre-upgrade Redis keys: %s", exc.message)
+            else:
+                if dropped:
+                    log.warning("dropped %d Redis keys of the pre-upgrade layout (records "
+                                "keyed by host:port whatever address was probed)", dropped)
+            backend = redis_store
         else:
             backend = await SQLiteStore.open(settings.db_path)
         cached = CachedStore(backend, settings.lru_entries)

@@ -7,7 +7,11 @@ Rules:
   literal (bare or in brackets). Names are folded to lower case.
 * ``port`` is decimal 1-65535, at most five digits, nothing else.
 * The optional ``ip`` segment (a later fork's extension) must be an IP literal; the notary
-  connects there and sends ``host`` as SNI. The record stays keyed by ``host:port``.
+  connects there and sends ``host`` as SNI.
+* Records are keyed by what was probed (:attr:`Target.key`): ``host:port`` for the notary's
+  own resolution (or an ``ip`` equal to an IP-literal host), ``host:port/ip`` for an address
+  the client named. So an address a client names never changes what the notary answers
+  for ``host:port`` (docs/THREAT_MODEL.md, "cache poisoning through the address segment").
 """
 
 from __future__ import annotations
@@ -35,8 +39,16 @@ class Target:
 
     @property
     def location(self) -> str:
-        """The store key, ``"host:port"`` as the legacy notary used."""
+        """``"host:port"`` as the legacy notary wrote it (messages, CA verdicts)."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def key(self) -> str:
+        """The record key: ``host:port`` when the notary resolves the name itself,
+        ``host:port/ip`` when the client named the address to connect to."""
+        if self.ip is None or self.ip.compressed == self.host:  # the host is that address
+            return f"{self.host}:{self.port}"
+        return f"{self.host}:{self.port}/{self.ip.compressed}"
 
     @property
     def host_is_ip(self) -> bool:

@@ -122,6 +122,8 @@ async def _stored_chains(args: argparse.Namespace) -> list[SiteChain]:
             await store.close()
     latest: dict[str, tuple[int, tuple[bytes, ...]]] = {}
     for c in stored:  # one chain per target: the most recently seen
+        if "/" in c.location:
+            continue  # seen at an address a client named, not on the notary's own path
         if c.location not in latest or c.seen >= latest[c.location][0]:
             latest[c.location] = (c.seen, c.chain)
     out = []

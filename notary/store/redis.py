@@ -2,7 +2,9 @@
 
 Several notary processes on one or more machines share one Redis. Rules:
 
-* One Redis hash per target, key ``<prefix>t:<host:port>``, fields ``v`` (version, decimal),
+* One Redis hash per record, key ``<prefix>rec:<record key>`` (the record key of
+  :attr:`notary.core.target.Target.key`: ``host:port``, or ``host:port/ip`` for a
+  client-named address), fields ``v`` (version, decimal),
   ``h`` (the history, :func:`encode_history`) and ``b`` (the signed body of version ``v``;
   absent until signed).
 * ``observe`` is an optimistic transaction: ``WATCH`` the key, read it, apply the pure
@@ -18,9 +20,14 @@ Several notary processes on one or more machines share one Redis. Rules:
 * Every Redis or socket failure becomes :class:`~notary.errors.StoreUnavailable` here, with a
   message that names the shared store but not its address. Every wait is bounded by the
   socket and connect timeouts. The connection pool reconnects by itself when Redis returns.
-* Chains (optional, :class:`~notary.store.base.ChainStore`): one hash per target, key
-  ``<prefix>c:<host:port>``, field = leaf SHA-256 hex, value = 8-byte big-endian time seen
-  then :func:`notary.rootstore.chain.encode_chain`. Last write wins; no transaction needed.
+* Chains (optional, :class:`~notary.store.base.ChainStore`): one hash per record, key
+  ``<prefix>chain:<record key>``, field = leaf SHA-256 hex, value = 8-byte big-endian time
+  seen then :func:`notary.rootstore.chain.encode_chain`. Last write wins; no transaction.
+* Upgrade: releases before the record key kept every observation under ``<prefix>t:`` and
+  ``<prefix>c:`` keyed by ``host:port``, including observations made at addresses clients
+  named. Those keys are never read; :meth:`RedisStore.drop_legacy_keys` (run once at start)
+  deletes them. Nodes of an older release still running during a rolling upgrade keep
+  writing there, unseen by the new ones.
 """
 
 from __future__ import annotations
@@ -70,6 +77,11 @@ def decode_history(raw: bytes) -> History:
     )
 
 
+def _glob(text: str) -> str:
+    """``text`` as a literal inside a Redis SCAN MATCH pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
 def _unavailable(exc: BaseException) -> StoreUnavailable:
     return StoreUnavailable(
         f"the shared store (Redis) is unavailable ({type(exc).__name__}); retry shortly"
@@ -108,7 +120,7 @@ class RedisStore:
         return cls(client, prefix=prefix)
 
     def key(self, location: str) -> str:
-        return f"{self._prefix}t:{location}"
+        return f"{self._prefix}rec:{location}"
 
     @staticmethod
     def _history(location: str, hist: Any) -> History:
@@ -175,7 +187,28 @@ class RedisStore:
             raise _unavailable(exc) from exc
 
     def chain_key(self, location: str) -> str:
-        return f"{self._prefix}c:{location}"
+        return f"{self._prefix}chain:{location}"
+
+    async def drop_legacy_keys(self, batch: int = 500) -> int:
+        """Delete the keys of the pre-record-key layout (``<prefix>t:*``, ``<prefix>c:*``).
+
+        Returns how many were deleted. Idempotent; safe while other nodes run.
+        """
+        dropped = 0
+        try:
+            for kind in ("t", "c"):
+                pending: list[Any] = []
+                pattern = f"{_glob(self._prefix)}{kind}:*"
+                async for key in self._r.scan_iter(match=pattern, count=batch):
+                    pending.append(key)
+                    if len(pending) >= batch:
+                        dropped += int(await self._r.unlink(*pending))
+                        pending = []
+                if pending:
+                    dropped += int(await self._r.unlink(*pending))
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        return dropped
 
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
@@ -208,7 +241,7 @@ class RedisStore:
         out: list[StoredChain] = []
         prefix = self.chain_key("")
         try:
-            async for key in self._r.scan_iter(match=f"{prefix}*", count=500):
+            async for key in self._r.scan_iter(match=f"{_glob(prefix)}*", count=500):
                 if len(out) >= limit:
                     break
                 name = key.decode() if isinstance(key, bytes) else str(key)

@@ -13,14 +13,21 @@ observations of one target from different processes all land in one consistent h
 With WAL and ``synchronous=NORMAL`` a committed transaction survives the death of the
 process (SIGKILL); only an operating-system crash can lose the last commits.
 
-Schema version 2 adds the ``chains`` table (the chain presented with each observed leaf);
-opening a version-1 database creates it and records version 2, nothing else changes.
+Schema version 2 added the ``chains`` table (the chain presented with each observed leaf).
+Schema version 3 changed what ``location`` means: the record key of
+:attr:`notary.core.target.Target.key` (``host:port`` for the notary's own resolution,
+``host:port/ip`` for a client-named address). Before it, observations made at an address a
+client named were stored under ``host:port`` too, and nothing in a version 1 or 2 database
+tells them apart, so opening one drops every cached record (targets, observations, chains)
+in the same transaction that records version 3, and logs how many. The cache refills from
+live probes; the signing keys are not in the database and are unaffected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +42,8 @@ from notary.store.base import StoredChain, TargetRecord
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+log = logging.getLogger("notary.store")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS targets (
@@ -90,19 +98,46 @@ def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.executescript(_SCHEMA)
-        conn.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
-        conn.execute(
-            "UPDATE meta SET value = ? WHERE key = 'schema_version'"
-            " AND CAST(value AS INTEGER) < ?",
-            (str(SCHEMA_VERSION), SCHEMA_VERSION),
-        )
+        _migrate(conn, path)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Bring the schema to :data:`SCHEMA_VERSION` in one write transaction (see module).
+
+    Several workers may open the file at once: ``BEGIN IMMEDIATE`` makes one of them migrate
+    and the others find version 3 already recorded.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row is not None else None
+        dropped = 0
+        if version is None or version < 3:
+            dropped = int(conn.execute("SELECT count(*) FROM targets").fetchone()[0])
+            if dropped:
+                conn.execute("DELETE FROM observations")
+                conn.execute("DELETE FROM chains")
+                conn.execute("DELETE FROM targets")
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    if dropped:
+        log.warning(
+            "%s: schema %s -> %d: dropped %d cached target records (an older schema could "
+            "hold observations made at client-named addresses under host:port); they refill "
+            "from live probes", path, version, SCHEMA_VERSION, dropped,
+        )
 
 
 def _get(conn: sqlite3.Connection, location: str) -> TargetRecord | None:

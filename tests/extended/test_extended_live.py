@@ -89,7 +89,10 @@ async def test_refused_and_unreachable_are_signed(notary: Notary, tls_target: Ta
     status, raw, cache = await ask(notary, host="private.test", port=443, fingerprint="00" * 32)
     assert status == 403 and cache.endswith("fwd=miss")
     ok = extended.verify_answer(raw, bundle_keys(notary), host="private.test", port=443)
-    assert ok.verdict == "refused" and "private" in ok.statement["detail"]
+    assert ok.verdict == "refused" and "address policy" in ok.statement["detail"]
+    # the signed refusal names neither the address the notary's resolver gave nor its kind
+    assert ok.statement["address"] is None
+    assert "10.1.2.3" not in raw.decode() and "private-use" not in raw.decode()
 
     status, raw, _ = await ask(notary, host="site.test", port=1, fingerprint="00" * 32)
     assert status == 503

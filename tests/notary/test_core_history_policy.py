@@ -20,6 +20,7 @@ from notary.core.history import (
     observe,
     ordered,
 )
+from notary.core.special import classify
 from notary.errors import BadConfig
 
 
@@ -133,36 +134,37 @@ def test_decide_any_for_get() -> None:
 REFUSED = {
     "127.0.0.1": "loopback",
     "127.255.255.254": "loopback",
-    "10.1.2.3": "private",
-    "172.16.0.1": "private",
-    "192.168.1.1": "private",
+    "10.1.2.3": "private-use",
+    "172.16.0.1": "private-use",
+    "192.168.1.1": "private-use",
     "169.254.1.1": "link-local",
     "224.0.0.1": "multicast",
     "239.255.255.250": "multicast",
     "0.0.0.0": "unspecified",
-    "240.0.0.1": "",
-    "255.255.255.255": "",
-    "100.64.0.1": "non-global",
-    "100.127.255.254": "non-global",
-    "192.0.2.1": "",  # TEST-NET-1
-    "198.18.0.1": "",  # benchmarking
+    "240.0.0.1": "reserved",
+    "255.255.255.255": "limited broadcast",
+    "100.64.0.1": "shared address space",
+    "100.127.255.254": "shared address space",
+    "192.0.2.1": "TEST-NET-1",
+    "203.0.113.9": "TEST-NET-3",
+    "198.18.0.1": "benchmarking",
     "::1": "loopback",
     "::": "unspecified",
-    "fc00::1": "private",
-    "fd12:3456::1": "private",
+    "fc00::1": "unique-local",
+    "fd12:3456::1": "unique-local",
     "fe80::1": "link-local",
     "fec0::1": "site-local",
     "ff02::1": "multicast",
-    "2001:db8::1": "",
-    "::ffff:127.0.0.1": "embeds the loopback IPv4 address 127.0.0.1",
-    "::ffff:10.0.0.1": "embeds the private IPv4 address 10.0.0.1",
-    "::ffff:100.64.0.1": "embeds the non-global",
+    "2001:db8::1": "documentation",
+    "::ffff:127.0.0.1": "embeds 127.0.0.1, not globally reachable: loopback",
+    "::ffff:10.0.0.1": "embeds 10.0.0.1, not globally reachable: private-use",
+    "::ffff:100.64.0.1": "embeds 100.64.0.1, not globally reachable: shared address space",
     "64:ff9b::10.0.0.1": "10.0.0.1",
     "64:ff9b::127.0.0.1": "127.0.0.1",
-    "2002:7f00:1::1": "embeds the loopback IPv4 address 127.0.0.1",  # 6to4 of 127.0.0.1
-    "2002:a00:1::1": "embeds the private IPv4 address 10.0.0.1",
-    "2001:0:4136:e378:8000:63bf:3fff:fdd2": "",  # Teredo
-    "::127.0.0.1": "",  # IPv4-compatible (deprecated)
+    "2002:7f00:1::1": "embeds 127.0.0.1, not globally reachable: loopback",  # 6to4
+    "2002:a00:1::1": "embeds 10.0.0.1, not globally reachable: private-use",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2": "Teredo",
+    "::127.0.0.1": "outside the global unicast block",  # IPv4-compatible (deprecated)
 }
 
 ALLOWED = ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1"]
@@ -201,8 +203,14 @@ def test_policy_is_total_and_consistent(ip: ipaddress.IPv4Address | ipaddress.IP
     reason = AddressPolicy().refusal(ip)
     if reason is not None:
         assert str(ip) in reason
-    if ip.is_loopback or ip.is_private or ip.is_multicast or ip.is_unspecified:
+    # the kinds whose meaning no Python release changed; the rest follows our own table
+    if ip.is_loopback or ip.is_multicast or ip.is_unspecified or ip.is_link_local:
         assert reason is not None
+    r = classify(ip)
+    if r is None:
+        assert reason is None
+    elif not r.global_ and not r.embeds:
+        assert reason is not None and r.name in reason
     assert AddressPolicy(parse_networks(["0.0.0.0/0", "::/0"])).refusal(ip) is None
 
 

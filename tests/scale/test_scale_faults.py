@@ -204,7 +204,7 @@ def test_redis_paused_answers_503_within_the_timeout_and_keeps_history(
 
     raw = redis_sync.Redis.from_url(own_redis.url)
     try:
-        fields = raw.hmget(f"converge:t:h0.test:{port}", ["v", "h"])
+        fields = raw.hmget(f"converge:rec:h0.test:{port}", ["v", "h"])
     finally:
         raw.close()
     assert fields[0] is not None and int(fields[0]) >= 2
