@@ -48,6 +48,10 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--probe-timeout", {"type": float, "metavar": "SECONDS",
                          "help": "connect+handshake timeout (default 2)"}),
     ("--max-probes", {"type": int, "help": "concurrent live probes (default 256)"}),
+    ("--client-share", {"type": float, "metavar": "FRACTION",
+                        "help": "largest fraction of the probe slots and of the relay tunnels "
+                        "one client address (IPv6: its /64) may hold at once (default 0.25; "
+                        "0 turns the per-address share off)"}),
     ("--recheck-after", {"type": int, "metavar": "SECONDS",
                          "help": "re-verify cached fingerprints older than this (default 86400)"}),
     ("--negative-ttl", {"type": float, "metavar": "SECONDS",
@@ -177,6 +181,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     if (key.exists() or cert.exists()) and not args.force:
         print(f"notary: {key} or {cert} exists; use --force to replace", file=sys.stderr)
         return EXIT_FAIL
+    keys.private_dir(key.parent)
     ident = keys.generate(key, cert, args.hostname, now=dt.datetime.now(dt.UTC))
     if args.force and signing.exists():
         signing.unlink()

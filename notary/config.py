@@ -58,6 +58,7 @@ class Settings:
     relay_listen: list[str] = field(default_factory=list)  # plain-HTTP CONNECT relay ports
     relay_port: int = 4242  # the only destination port the relay connects to
     max_tunnels: int = 256  # open relay connections per process
+    client_share: float = 0.25  # of max_probes and max_tunnels one client address may hold
     tunnel_idle_timeout: float = 60.0  # seconds without a byte either way
     tunnel_max_bytes: int = 16 * 1024 * 1024  # bytes per tunnel, both directions
     relay_head_timeout: float = 10.0  # seconds to send the CONNECT head
@@ -86,7 +87,7 @@ class Settings:
         """The bounce relay's bounds (raises :class:`BadConfig` when out of range)."""
         return relay_settings_from(
             self.relay_port, self.max_tunnels, self.tunnel_idle_timeout, self.tunnel_max_bytes,
-            self.probe_timeout, self.relay_head_timeout,
+            self.probe_timeout, self.relay_head_timeout, self.client_share,
         )
 
     def listen_addrs(self) -> list[tuple[str, int]]:
@@ -119,6 +120,8 @@ class Settings:
                 or self.redis_timeout <= 0):
             raise BadConfig("rate_burst, probe_rate_burst, rate_clients and redis_timeout "
                             "must be positive")
+        if not 0 <= self.client_share <= 1:
+            raise BadConfig(f"client_share must be from 0 to 1, got {self.client_share}")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen)
         for spec in self.relay_listen:

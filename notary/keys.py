@@ -3,6 +3,11 @@
 The legacy protocol uses one RSA-2048 key for TLS and for signing answers; clients pin the
 SHA-1 of the certificate. Keys are written owner-only (0600) and the notary refuses to load a
 key file that other users can read.
+
+Whatever the process umask: the data directory is created 0700, keys 0600, the certificate
+and other public files 0644, the database 0600. The notary refuses to start (like ssh) when
+its data directory or any of its files is writable by group or others or owned by another
+user: whoever can swap the database or the certificate decides what the notary signs.
 """
 
 from __future__ import annotations
@@ -55,7 +60,49 @@ class Identity:
         return colon_hex(hashlib.sha256(self.cert_der).digest())
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def check_guarded(path: Path, what: str) -> None:
+    """Raise :class:`BadConfig` when ``path`` (if it exists) is writable by group or others
+    or owned by another user (``chmod``/``chown`` advice in the message)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise BadConfig(f"cannot inspect {what} {path}: {exc.strerror}") from exc
+    if st.st_uid != os.geteuid():
+        raise BadConfig(
+            f"{what} {path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()});"
+            f" run: chown {os.geteuid()} {path}"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        mode = stat.S_IMODE(st.st_mode)
+        fix = mode & ~(stat.S_IWGRP | stat.S_IWOTH)
+        raise BadConfig(
+            f"{what} {path} is writable by other users (mode {mode:o}); run: chmod {fix:o} {path}"
+        )
+
+
+def private_dir(path: Path, what: str = "data directory") -> None:
+    """Create ``path`` mode 0700 if missing (whatever the umask); check it either way."""
+    if not path.exists():
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o700)
+    check_guarded(path, what)
+
+
+def create_file(path: Path, mode: int) -> None:
+    """Create an empty file with exactly ``mode`` if it does not exist (umask ignored)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` atomically through a fresh 0600 temporary file.
 
     A stale temporary file (or a symlink planted in its place) is removed first and the new
@@ -65,9 +112,9 @@ def _write_private(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, mode)
         os.write(fd, data)
         os.fsync(fd)
     finally:
@@ -110,8 +157,7 @@ def generate(
             serialization.NoEncryption(),
         ),
     )
-    cert_path.parent.mkdir(parents=True, exist_ok=True)
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return Identity(key, cert, key_path, cert_path)
 
 
@@ -135,6 +181,7 @@ def _load_private(path: Path, what: str) -> PrivateKeyTypes:
             f"{what} {path} is accessible by other users (mode {stat.S_IMODE(mode):o});"
             f" run: chmod 600 {path}"
         )
+    check_guarded(path, what)
     try:
         return serialization.load_pem_private_key(_read_limited(path, what), password=None)
     except (ValueError, TypeError) as exc:
@@ -144,6 +191,7 @@ def _load_private(path: Path, what: str) -> PrivateKeyTypes:
 def load(key_path: Path, cert_path: Path) -> Identity:
     """Load and check the identity. Refuses keys readable by group or others."""
     key = _load_private(key_path, "key")
+    check_guarded(cert_path, "certificate")
     if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
         raise BadConfig(f"{key_path}: the legacy protocol needs an RSA key of 2048 bits or more")
     try:
@@ -228,7 +276,8 @@ def rotate_signing_key(path: Path, *, now: int) -> Ed25519PrivateKey:
         {"key_id": extended.key_id(pub), "public_key": extended.b64url(extended.raw_public(pub)),
          "retired_at": now}
     )
-    path.with_name(RETIRED_FILE).write_text(json.dumps(retired, indent=2) + "\n")
+    _write_private(path.with_name(RETIRED_FILE), (json.dumps(retired, indent=2) + "\n").encode(),
+                   0o644)
     new = Ed25519PrivateKey.generate()
     _write_ed25519(path, new)
     return new
@@ -253,6 +302,9 @@ def bundle_signing_keys(
 
 __all__ = [
     "Identity",
+    "check_guarded",
+    "create_file",
+    "private_dir",
     "bundle_signing_keys",
     "ensure",
     "ensure_signing_key",

@@ -15,6 +15,13 @@ Rules:
   cannot make the notary scan on its behalf faster than that rate, however its requests
   are spread over targets. Cache hits and requests that join a probe already running are
   not charged. The address travels from the HTTP layer to the prober in :data:`CLIENT`.
+* Fair shares (``client_share``): one client address may hold at most that fraction of the
+  probe slots (``max_probes``) and of the relay's tunnels (``max_tunnels``) at once, so a
+  client that floods silent targets cannot take every slot from the others. Requests that
+  join a probe already running are not charged.
+* Client addresses are grouped by :func:`client_key`: an IPv4 address by itself, an IPv6
+  address by its /64 (the smallest block a site is assigned), an IPv4-mapped IPv6 address as
+  its IPv4 address. Rate limits, probe charges and shares all use the same key.
 * The connection cap counts open connections of one process. While more than
   ``max_connections`` are open, every request is answered at once with 503, ``Retry-After``
   and ``Connection: close`` so the count falls; ``max_connections == 0`` turns the cap off.
@@ -22,6 +29,7 @@ Rules:
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections import OrderedDict
@@ -32,11 +40,29 @@ from typing import Any
 
 from aiohttp import web
 
-from notary.core.target import Target
+from notary.core.target import Target, parse_ip
 from notary.errors import RateLimited, TooManyConnections
 from notary.probe import Prober, ProbeResult
 
 CLIENT: ContextVar[str | None] = ContextVar("notary_client", default=None)
+
+
+def client_key(address: str) -> str:
+    """The key limits charge ``address`` to (see module rules)."""
+    ip = parse_ip(address)
+    if ip is None or ip.version == 4:
+        return address
+    mapped = ip.ipv4_mapped
+    if mapped is not None:
+        return str(mapped)
+    return f"{ipaddress.IPv6Network((int(ip) >> 64 << 64, 64))}"
+
+
+def share(total: int, fraction: float) -> int:
+    """How many of ``total`` slots one client may hold (0: no per-client bound)."""
+    if fraction <= 0 or fraction >= 1:
+        return 0
+    return max(1, math.ceil(total * fraction))
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,4 +182,5 @@ class ProbeLimitedProber:
         return await self._inner.probe(target)
 
 
-__all__ = ["CLIENT", "Bucket", "ConnectionCap", "ProbeLimitedProber", "RateLimiter", "take"]
+__all__ = ["CLIENT", "Bucket", "ConnectionCap", "ProbeLimitedProber", "RateLimiter", "client_key",
+           "share", "take"]

@@ -64,6 +64,9 @@ class Metrics:
         self.capacity_refusals = Counter("notary_probe_capacity_refusals",
                                          "Requests refused because every probe slot was busy",
                                          registry=r)
+        self.malformed_requests = Counter("notary_malformed_requests",
+                                          "Requests the HTTP parser rejected (not logged one "
+                                          "by one)", registry=r)
         probe = Histogram("notary_probe_seconds", "Live probe duration by outcome",
                           ["outcome"], buckets=PROBE_BUCKETS, registry=r)
         self._probe = {k: probe.labels(k) for k in ("ok", "unreachable", "refused")}

@@ -21,7 +21,9 @@ Rules:
 * All destinations (at most :data:`MAX_DESTINATIONS`, each at most
   :data:`~notary.probe.MAX_ADDRESSES` addresses) are dialled in parallel within the connect
   timeout; the first to connect is kept and the others are closed.
-* Bounds: open relay connections (``max_tunnels``, counting those still sending their head),
+* Bounds: open relay connections (``max_tunnels``, counting those still sending their head;
+  one client address may hold at most ``max_tunnels_per_client`` of them, from
+  ``client_share``),
   head bytes (``max_head``) and head time (``head_timeout``), connect time, idle time of a
   tunnel (no byte in either direction for ``idle_timeout``) and total bytes per tunnel in both
   directions (``max_bytes``). The relay does not vote and keeps no log of destinations.
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from notary.core.addrpolicy import AddressPolicy
 from notary.core.target import IPAddress, normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadInput, BadTarget, TargetRefused, TargetUnreachable
+from notary.limits import client_key, share
 from notary.probe import MAX_ADDRESSES
 from notary.resolve import Resolver
 
@@ -73,6 +76,7 @@ class RelaySettings:
     idle_timeout: float = 60.0
     max_bytes: int = 16 * 1024 * 1024
     max_head: int = 8192
+    max_tunnels_per_client: int = 0  # open relay connections of one client address (0: off)
 
 
 def _destination(text: str, sep: str, relay_port: int) -> Destination:
@@ -177,6 +181,7 @@ class Relay:
         self._reuse_port = reuse_port
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self._per_client: dict[str, int] = {}  # open relay connections by client address
         self.stats = RelayStats()
 
     @property
@@ -211,8 +216,13 @@ class Relay:
         assert task is not None
         self._tasks.add(task)
         self.stats.open += 1
+        peer = writer.get_extra_info("peername")
+        client = client_key(str(peer[0])) if peer else ""
+        mine = self._per_client.get(client, 0) + 1
+        self._per_client[client] = mine
         try:
-            if self.stats.open > self.settings.max_tunnels:
+            per_client = self.settings.max_tunnels_per_client
+            if self.stats.open > self.settings.max_tunnels or 0 < per_client < mine:
                 self.stats.busy += 1
                 self.stats.note(503)
                 writer.write(BUSY)
@@ -222,6 +232,11 @@ class Relay:
             pass  # the client went away, was too slow, or sent an over-long head
         finally:
             self.stats.open -= 1
+            left = self._per_client[client] - 1
+            if left:
+                self._per_client[client] = left
+            else:
+                del self._per_client[client]
             self._tasks.discard(task)
             writer.close()
             with contextlib.suppress(OSError, TimeoutError):
@@ -403,6 +418,7 @@ def relay_settings_from(
     max_bytes: int,
     connect_timeout: float,
     head_timeout: float = 10.0,
+    client_share: float = 0.0,
 ) -> RelaySettings:
     """Validated :class:`RelaySettings` (raises :class:`~notary.errors.BadConfig`)."""
     if not 1 <= relay_port <= 65535:
@@ -423,6 +439,7 @@ def relay_settings_from(
         connect_timeout=connect_timeout,
         idle_timeout=idle_timeout,
         max_bytes=max_bytes,
+        max_tunnels_per_client=share(max_tunnels, client_share),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from notary import keys
+from notary import keys, logpolicy
 from notary.config import Settings, parse_listen
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.keys import Identity
@@ -49,7 +49,7 @@ def server_ssl_context(identity: Identity) -> ssl.SSLContext:
 def prepare(settings: Settings) -> Identity:
     """Check settings, create the data directory, key, certificate and database schema."""
     settings.check()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    keys.private_dir(settings.data_dir)
     identity = keys.ensure(
         settings.key_path, settings.cert_path, settings.hostname, now=dt.datetime.now(dt.UTC)
     )
@@ -60,6 +60,11 @@ def prepare(settings: Settings) -> Identity:
         await store.close()
 
     if not settings.redis:
+        db = settings.db_path
+        # SQLite would create it 0666 & ~umask; its -wal and -shm files take its mode
+        keys.create_file(db, 0o600)
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            keys.check_guarded(path, "database file")
         asyncio.run(init_db())
     return identity
 
@@ -88,6 +93,11 @@ async def serve(
         max_headers=settings.max_headers,
         keepalive_timeout=settings.keepalive_timeout,
     )
+    uninstall = None
+    if not settings.log_client_addresses:
+        uninstall = logpolicy.install(logpolicy.ClientPrivacyFilter(
+            on_malformed=metrics.malformed_requests.inc if metrics is not None else None
+        ))
     await runner.setup()
     if runner.server is not None:
         app[CONNS].watch(runner.server)
@@ -145,6 +155,8 @@ async def serve(
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await runner.cleanup()
+        if uninstall is not None:
+            uninstall()
 
 
 class _Site(web.TCPSite):

@@ -36,6 +36,7 @@ from notary.core.history import CacheDecision, decide, decide_any, find
 from notary.core.signing import LegacySigner
 from notary.core.target import Target
 from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
+from notary.limits import CLIENT
 from notary.probe import Prober, ProbeResult
 from notary.rootstore.checker import CAChecker
 from notary.rootstore.verify import CAVerdict
@@ -61,6 +62,7 @@ class ServiceSettings:
     recheck_after: int = 86_400
     negative_ttl: float = 60.0
     max_probes: int = 256
+    max_probes_per_client: int = 0  # probe flights one client may have started (0: no bound)
     negative_max_entries: int = 100_000
     retry_after: int = 1
     ext_reuse: int = 1  # seconds a nonce-less extended answer may be reused
@@ -148,6 +150,7 @@ class NotaryService:
         self.negative = NegativeCache(settings.negative_max_entries)
         self._flights: dict[str, asyncio.Future[tuple[TargetRecord, ProbeResult]]] = {}
         self.probes_started = 0
+        self._per_client: dict[str, int] = {}  # flights in progress, by the client that started
         self._ext_signer = ext_signer
         self._ext_answers: OrderedDict[tuple[str, bytes], tuple[int, int, bytes]] = OrderedDict()
 
@@ -309,19 +312,39 @@ class NotaryService:
                 f"all {self.settings.max_probes} probe slots are busy; retry shortly",
                 self.settings.retry_after,
             )
+        client = CLIENT.get()
+        share = self.settings.max_probes_per_client
+        if client is not None and share > 0:
+            if self._per_client.get(client, 0) >= share:
+                raise ProbeCapacityFull(
+                    f"your address already has {share} live probes in flight (its share of "
+                    f"the {self.settings.max_probes} probe slots); retry shortly",
+                    self.settings.retry_after,
+                )
+            self._per_client[client] = self._per_client.get(client, 0) + 1
+        else:
+            client = None
         # The probe runs as its own task: the request that started it may be cancelled (its
         # client went away, shutdown) without failing the requests that joined it.
-        flight = asyncio.ensure_future(self._flight(key, target))
+        flight = asyncio.ensure_future(self._flight(key, target, client))
         flight.add_done_callback(_retrieve)  # joiners may be absent
         self._flights[key] = flight
         self.probes_started += 1
         return await asyncio.shield(flight)
 
-    async def _flight(self, key: str, target: Target) -> tuple[TargetRecord, ProbeResult]:
+    async def _flight(
+        self, key: str, target: Target, client: str | None
+    ) -> tuple[TargetRecord, ProbeResult]:
         try:
             return await self._probe_and_record(key, target)
         finally:
             del self._flights[key]
+            if client is not None:
+                left = self._per_client[client] - 1
+                if left:
+                    self._per_client[client] = left
+                else:
+                    del self._per_client[client]
 
     async def _probe_and_record(
         self, key: str, target: Target

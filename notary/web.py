@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
+from aiohttp.web_urldispatcher import _default_expect_handler
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from notary import __version__
@@ -39,7 +40,14 @@ from notary.errors import (
     TooManyConnections,
 )
 from notary.keys import Identity
-from notary.limits import CLIENT, ConnectionCap, ProbeLimitedProber, RateLimiter
+from notary.limits import (
+    CLIENT,
+    ConnectionCap,
+    ProbeLimitedProber,
+    RateLimiter,
+    client_key,
+    share,
+)
 from notary.metrics import Metrics, TimedProber
 from notary.probe import Prober, TLSProber
 from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
@@ -111,7 +119,7 @@ def _admit(request: web.Request) -> None:
     """Apply the connection cap and the client's rate limit (raises when over)."""
     app = request.app
     app[CONNS].check()
-    client = request.remote or ""
+    client = client_key(request.remote or "")
     app[RATE].check(client, time.monotonic())
     CLIENT.set(client)  # live probes this request starts are charged to this address
 
@@ -226,6 +234,27 @@ async def handle_answer(request: web.Request) -> web.StreamResponse:
         content_type=extended.MEDIA_TYPE,
         headers={"Cache-Status": CACHE_STATUS[answer.cache]},
     )
+
+
+async def expect_handler(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue``: a body announced larger than ``max_body`` gets 413 at once,
+    without ``100 Continue``, and the connection is closed (the client must not send it).
+
+    Anything else is aiohttp's default behaviour (``100 Continue``, or 417 for an unknown
+    expectation).
+    """
+    limit = request.app[INFO]["policy"]["max_body"]
+    length = request.content_length
+    if length is not None and length > limit:
+        resp = _failed(request, TooLarge(f"request body larger than {limit} bytes"))
+        resp.force_close()
+        await resp.prepare(request)
+        await resp.write_eof()
+        # close now: otherwise aiohttp lingers up to 10 s for the body the client must not send
+        request.protocol.force_close()
+        return resp
+    await _default_expect_handler(request)
+    return None
 
 
 async def handle_missing_target(request: web.Request) -> web.Response:
@@ -358,6 +387,7 @@ def create_app(
                 recheck_after=settings.recheck_after,
                 negative_ttl=settings.negative_ttl,
                 max_probes=settings.max_probes,
+                max_probes_per_client=share(settings.max_probes, settings.client_share),
                 ext_reuse=settings.ext_reuse,
             ),
             clock,
@@ -373,9 +403,9 @@ def create_app(
         await cached.close()
 
     app.cleanup_ctx.append(service_ctx)
-    app.router.add_route("*", "/target/{spec:.*}", handle_target)
-    app.router.add_route("*", "/target", handle_missing_target)
-    app.router.add_post("/v2/answer", handle_answer)
+    app.router.add_route("*", "/target/{spec:.*}", handle_target, expect_handler=expect_handler)
+    app.router.add_route("*", "/target", handle_missing_target, expect_handler=expect_handler)
+    app.router.add_post("/v2/answer", handle_answer, expect_handler=expect_handler)
     app.router.add_get("/", handle_info)
     return app
 
