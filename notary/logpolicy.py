@@ -13,7 +13,8 @@ turns that on (``--log-client-addresses``). At default settings:
   traceback, which we need to find the bug, but not the client's address.
 * Our own loggers name targets only at DEBUG.
 
-With ``--log-client-addresses`` nothing is filtered: aiohttp's lines come through unchanged.
+With ``--log-client-addresses`` nothing is redacted: aiohttp's lines come through unchanged
+(malformed requests are still counted).
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ class ClientPrivacyFilter(logging.Filter):
         period: float = REPORT_PERIOD,
         clock: Callable[[], float] = time.monotonic,
         on_malformed: Callable[[], None] | None = None,
+        *,
+        redact: bool = True,
     ) -> None:
         super().__init__()
+        self._redact = redact
         self._period = period
         self._clock = clock
         self._on_malformed = on_malformed
@@ -50,22 +54,24 @@ class ClientPrivacyFilter(logging.Filter):
         if not str(record.msg).startswith(_REQUEST_ERROR):
             return True
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, HttpProcessingError):
+        malformed = isinstance(exc, HttpProcessingError)
+        if malformed:
+            self.malformed += 1
+            if self._on_malformed is not None:
+                self._on_malformed()
+        if not self._redact:
+            return True
+        if not malformed:
             record.msg = "Error handling a request (client address not logged)"
             record.args = ()
             return True
-        self.malformed += 1
         self._pending += 1
-        if self._on_malformed is not None:
-            self._on_malformed()
         now = self._clock()
         if now < self._next_report:
             return False
         count, self._pending = self._pending, 0
         self._next_report = now + self._period
-        record.msg = ("rejected %d malformed HTTP request(s) since the last report (at most "
-                      "one report per %g s; client addresses and request lines are not "
-                      "logged unless --log-client-addresses)")
+        record.msg = "%d malformed HTTP request(s) rejected (reported once per %g s, unnamed)"
         record.args = (count, self._period)
         record.exc_info = None
         record.exc_text = None

@@ -93,11 +93,10 @@ async def serve(
         max_headers=settings.max_headers,
         keepalive_timeout=settings.keepalive_timeout,
     )
-    uninstall = None
-    if not settings.log_client_addresses:
-        uninstall = logpolicy.install(logpolicy.ClientPrivacyFilter(
-            on_malformed=metrics.malformed_requests.inc if metrics is not None else None
-        ))
+    uninstall = logpolicy.install(logpolicy.ClientPrivacyFilter(
+        on_malformed=metrics.malformed_requests.inc if metrics is not None else None,
+        redact=not settings.log_client_addresses,
+    ))
     await runner.setup()
     if runner.server is not None:
         app[CONNS].watch(runner.server)
@@ -155,8 +154,7 @@ async def serve(
         if metrics_runner is not None:
             await metrics_runner.cleanup()
         await runner.cleanup()
-        if uninstall is not None:
-            uninstall()
+        uninstall()
 
 
 class _Site(web.TCPSite):

@@ -255,3 +255,32 @@ def test_history_decoding_rejects_malformed_bytes(raw: bytes) -> None:
 def test_cert_helper_is_deterministic() -> None:
     assert cert(3).sha256 == hashlib.sha256(b"certificate 3").digest()
     assert cert(3) != cert(4)
+
+
+async def test_redis_upgrade_drops_the_pre_record_key_layout(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    """Keys of the old layout (records keyed by host:port whatever address was probed) are
+    never read and are deleted at start; the new layout's keys and other prefixes stay."""
+    import redis.asyncio as aioredis
+
+    raw = aioredis.Redis.from_url(redis_server.url)
+    other = redis_prefix.replace("test-", "other-")
+    try:
+        await raw.hset(f"{redis_prefix}t:bank.test:443", mapping={"v": 1, "h": b"H1"})
+        await raw.hset(f"{redis_prefix}c:bank.test:443", "ab", b"x")
+        await raw.hset(f"{other}t:bank.test:443", mapping={"v": 1})
+        store = RedisStore.from_url(redis_server.url, prefix=redis_prefix)
+        try:
+            assert await store.get("bank.test:443") is None  # the old key is not read
+            await store.observe("bank.test:443", cert(1), 10)
+            assert await store.drop_legacy_keys() == 2
+            assert await store.drop_legacy_keys() == 0  # idempotent
+            rec = await store.get("bank.test:443")
+            assert rec is not None and len(rec.history) == 1  # the new layout is untouched
+        finally:
+            await store.close()
+        assert await raw.exists(f"{other}t:bank.test:443") == 1  # another prefix is not ours
+    finally:
+        await raw.delete(f"{other}t:bank.test:443")
+        await raw.aclose()
