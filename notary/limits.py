@@ -29,6 +29,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import time
@@ -47,6 +48,7 @@ from notary.probe import Prober, ProbeResult
 CLIENT: ContextVar[str | None] = ContextVar("notary_client", default=None)
 
 
+@functools.lru_cache(maxsize=4096)  # on every request: the same addresses recur
 def client_key(address: str) -> str:
     """The key limits charge ``address`` to (see module rules)."""
     ip = parse_ip(address)

@@ -25,6 +25,7 @@ from notary.limits import CLIENT, client_key, share
 from notary.logpolicy import ClientPrivacyFilter
 from notary.store.sqlite import SCHEMA_VERSION, SQLiteStore
 
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(1_000_000.0)
