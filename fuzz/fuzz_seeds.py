@@ -55,6 +55,10 @@ SEEDS: dict[str, list[bytes]] = {
              b"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
              b"HTTP/1.1 503 X\n\n", b"HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n{}",
              b"HTTP/1.1 200 OK\r\nContent-Length: 1\xb3\r\n\r\n{}"],
+    # first byte: which extension of the leaf; the rest: its new DER value
+    "der": [b"\x00\x30\x0b\x82\x09fuzz.test", b"\x00\x30\x05\x82\x03ab",
+            b"\x02\x30\x00", b"\x03\x30\x03\x02\x01\x00", b"\x01\x30\x03\x01\x01\xff",
+            b"\x02\x30\x0a\x06\x08\x2b\x06\x01\x05\x05\x07\x03\x01", b"\x00", b""],
     "csv": [b"start,end,src,dst,proto,sport,dport,packets,bytes\n"
             b"2011-12-08 23:59:59,2011-12-09 00:00:01,10.0.0.1,192.0.2.1,6,5000,443,10,1000\n",
             b"ts,te,sa,da,pr,sp,dp,ipkt,ibyt\n1,2,3,4,5,6,7,8,9\n", b"\xff\xfe\x00,,,\n"],

@@ -213,6 +213,35 @@ def _replay_errors() -> type[Exception]:
     return ReplayInputError
 
 
+class _NeverRaised(Exception):
+    """The error family of a function that must return for every input."""
+
+
+_CA_CHAIN: list[object] = []
+
+
+def _ca_verify(data: bytes) -> object:
+    """The CA verifier on a valid chain whose leaf has one extension's bytes replaced by the
+    input (``data[0]`` picks the extension): it must return a verdict, never raise."""
+    import datetime as dt
+
+    from certmut import make_chain, with_extension_value
+
+    from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
+
+    if not _CA_CHAIN:
+        now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        chain = make_chain("fuzz.test", now)
+        _CA_CHAIN.extend([chain, RootStore("fuzz", [chain.root]), int(now.timestamp())])
+    chain, store, now_ts = _CA_CHAIN
+    leaf = with_extension_value(chain, data[:2048])  # type: ignore[arg-type]
+    verdict = verify_chain((leaf, chain.root_der), "fuzz.test", now_ts,  # type: ignore[attr-defined]
+                           store)  # type: ignore[arg-type]
+    if not isinstance(verdict, CAVerdict):
+        raise TypeError("verify_chain returned no verdict")
+    return verdict
+
+
 def _client_errors() -> type[Exception]:
     from converge.errors import BadInput
 
@@ -239,6 +268,7 @@ PARSERS: dict[str, tuple[Parser, Callable[[], type[Exception]], str]] = {
     "client notary HTTP response": (_client_response, _client_errors, "http"),
     "client notary body": (_client_body, _client_errors, "json"),
     "client notary vote": (_client_outcome, _client_errors, "http"),
+    "CA verifier (leaf extension bytes)": (_ca_verify, lambda: _NeverRaised, "der"),
     "replay flow CSV file": (_flow_csv, _replay_errors, "csv"),
     "replay flow fields": (_flow_fields, _replay_errors, "text"),
 }

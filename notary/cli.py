@@ -21,9 +21,10 @@ from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.fingerprint import colon_hex
 from notary.core.target import normalise_host, parse_ip, parse_port
-from notary.errors import BadConfig, BadInput, NotaryError
+from notary.errors import BadConfig, BadData, BadInput, NotaryError
 from notary.probe import TLSProber
 from notary.rootstore import cli as rootstore_cli
+from notary.rootstore.verify import load_certificate
 from notary.web import build_resolver
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -269,7 +270,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     result = asyncio.run(prober.probe(Target(host, port, ip)))
     chain = []
     for der in result.chain or (result.leaf,):
-        cert = x509.load_der_x509_certificate(der)
+        try:
+            cert = load_certificate(der)
+        except BadData as exc:  # the target sent it: report it, do not crash on it
+            chain.append({"subject": None, "issuer": None, "defect": exc.message})
+            continue
         chain.append({"subject": cert.subject.rfc4514_string(),
                       "issuer": cert.issuer.rfc4514_string()})
     doc = {
@@ -286,7 +291,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"SHA-1:   {doc['sha1']}")
         print(f"SHA-256: {doc['sha256']}")
         for i, c in enumerate(chain):
-            print(f"chain[{i}]: {c['subject']}  (issuer: {c['issuer']})")
+            if c["subject"] is None:
+                print(f"chain[{i}]: (does not parse: {c['defect']})")
+            else:
+                print(f"chain[{i}]: {c['subject']}  (issuer: {c['issuer']})")
     return EXIT_OK
 
 

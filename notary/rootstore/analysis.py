@@ -26,7 +26,8 @@ from typing import Literal
 
 from cryptography import x509
 
-from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
+from notary.errors import BadData
+from notary.rootstore.verify import CAVerdict, RootStore, load_certificate, verify_chain
 
 OrgMode = Literal["registrable", "label"]
 MAX_K = 50
@@ -79,9 +80,9 @@ def intermediate_pool(sites: Iterable[SiteChain], limit: int = MAX_POOL) -> list
                 continue
             seen.add(der)
             try:
-                cert = x509.load_der_x509_certificate(der)
+                cert = load_certificate(der)
                 ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-            except (ValueError, x509.ExtensionNotFound):
+            except (BadData, x509.ExtensionNotFound):
                 continue
             if ca and cert.issuer != cert.subject:
                 out.append(cert)
@@ -118,6 +119,11 @@ def coverage(table: Sequence[RootCount], max_k: int = MAX_K) -> list[tuple[int, 
 
 def verdict_counts(results: Sequence[SiteVerdict]) -> dict[str, int]:
     return dict(Counter(r.verdict.verdict for r in results))
+
+
+def unevaluable(results: Sequence[SiteVerdict]) -> int:
+    """Sites whose chain or name could not be evaluated (counted within their verdicts)."""
+    return sum(1 for r in results if r.verdict.unevaluable)
 
 
 def org_key(host: str, privatesuffix: Callable[[str], str | None], mode: OrgMode) -> str:
@@ -179,5 +185,6 @@ __all__ = [
     "org_key",
     "popularity",
     "privatesuffix_function",
+    "unevaluable",
     "verdict_counts",
 ]

@@ -25,6 +25,7 @@ from notary.rootstore.analysis import (
     org_key,
     popularity,
     privatesuffix_function,
+    unevaluable,
     verdict_counts,
 )
 from notary.rootstore.compare import Observed, compare
@@ -181,7 +182,7 @@ def _analysis(args: argparse.Namespace) -> Analysis:
     max_k = max(1, min(args.max_k, 1000))
     return Analysis(now, full.name, len(sites), without, verdict_counts(results), table,
                     org_table, coverage(table, max_k), coverage(org_table, max_k),
-                    len(merged), mode)
+                    len(merged), mode, unevaluable(results))
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -190,6 +191,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     s = a.summary()
     print(f"{a.sites} sites with chains, {s['valid_sites']} valid under {a.store}, "
           f"{len(a.table)} roots used, {a.organisations} organisations")
+    if a.unevaluable:
+        print(f"{a.unevaluable} sites could not be evaluated (a malformed certificate or a "
+              "host name the web-PKI rules cannot express); counted as bad-chain or "
+              "wrong-host in verdicts.csv")
     for row in a.table[:10]:
         print(f"{row.rank:>3} {row.sites:>7} {row.share:7.1%} {row.cumulative:7.1%}  {row.name}")
     cov = s["coverage"]

@@ -39,6 +39,7 @@ class Analysis:
     org_coverage: list[tuple[int, float]]
     organisations: int
     org_mode: str
+    unevaluable: int = 0  # sites whose certificate or name could not be evaluated
 
     def summary(self) -> dict[str, Any]:
         def at(curve: list[tuple[int, float]], k: int) -> float | None:
@@ -47,6 +48,7 @@ class Analysis:
         return {
             "now": self.now, "store": self.store, "sites_with_chain": self.sites,
             "sites_without_chain": self.without_chain,
+            "sites_unevaluable": self.unevaluable,
             "valid_sites": self.verdicts.get("ok", 0), "verdicts": self.verdicts,
             "roots_used": len(self.table), "organisations": self.organisations,
             "org_mode": self.org_mode,

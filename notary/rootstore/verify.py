@@ -19,6 +19,14 @@ Rules:
   ``missing-intermediate`` (the server sent no issuer for the leaf, or the chain verifies
   once known intermediates from a pool are added), ``bad-chain`` (anything else, e.g. a
   signature or constraint failure; the library's message is the reason).
+* Every input gets a verdict; nothing a server presents makes this module raise. A
+  certificate that cannot be evaluated is ``bad-chain`` with a reason naming the defect
+  ("the leaf's authorityInfoAccess extension does not parse", "the leaf has a duplicate
+  subjectAltName extension", "the leaf's serial number is not positive"). Parsing errors are
+  caught by type where the bytes are parsed (:func:`parse_chain`), which reads every
+  certificate's names and extensions up front so later steps meet only parsed objects.
+* A host name the web-PKI rules cannot express (an ``_`` in a label, a label over 63
+  characters) gets ``wrong-host``: no publicly trusted certificate can be valid for it.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,10 +42,12 @@ from typing import Any, Literal
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509 import verification
 from cryptography.x509.oid import NameOID
 
 from notary.errors import BadData
+from notary.rootstore.der import broken_extension
 
 MAX_CHAIN_CERTS = 10
 MAX_CHAIN_BYTES = 64 * 1024
@@ -138,6 +149,9 @@ class CAVerdict:
     root_sha256: bytes | None = None  # the anchor of the verified path (ok) or the known root
     root_name: str | None = None
     depth: int = 0  # certificates in the verified path, root included (0 unless ok)
+    # the chain or the name could not be evaluated at all (a malformed certificate, a name
+    # the web-PKI rules cannot express); batch tools count these sites apart
+    unevaluable: bool = False
 
     @property
     def ok(self) -> bool:
@@ -160,10 +174,50 @@ def parse_chain(chain: Sequence[bytes]) -> list[x509.Certificate]:
         raise BadData(f"the chain has more than {MAX_CHAIN_CERTS} certificates")
     if sum(len(c) for c in chain) > MAX_CHAIN_BYTES:
         raise BadData(f"the chain is larger than {MAX_CHAIN_BYTES} bytes")
-    try:
-        return [x509.load_der_x509_certificate(der) for der in chain]
-    except ValueError as exc:
-        raise BadData(f"a certificate in the chain does not parse ({exc})") from exc
+    return [_load(der, "the leaf" if i == 0 else f"certificate {i + 1} of the chain")
+            for i, der in enumerate(chain)]
+
+
+_PARSE_ERRORS = (ValueError, x509.DuplicateExtension, x509.UnsupportedGeneralNameType)
+
+
+def _load(der: bytes, role: str) -> x509.Certificate:
+    """One certificate, fully parsed (names and extensions), or :class:`BadData` naming the
+    defect."""
+    with warnings.catch_warnings():
+        # a non-positive serial warns on access; it is refused here (RFC 5280 4.1.2.2)
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        try:
+            cert = x509.load_der_x509_certificate(der)
+        except ValueError as exc:
+            raise BadData(f"{role} does not parse ({exc})") from exc
+        if cert.serial_number <= 0:
+            raise BadData(f"{role}'s serial number is not positive (RFC 5280 4.1.2.2)")
+        try:
+            cert.subject  # noqa: B018 - parse now, not in the middle of a diagnosis
+            cert.issuer  # noqa: B018
+            cert.extensions  # noqa: B018
+        except _PARSE_ERRORS as exc:
+            raise BadData(_extension_defect(der, role, exc)) from exc
+    return cert
+
+
+def load_certificate(der: bytes, role: str = "the certificate") -> x509.Certificate:
+    """A fully parsed certificate, or :class:`BadData` naming its defect (see module)."""
+    return _load(der, role)
+
+
+def _extension_defect(der: bytes, role: str, exc: Exception) -> str:
+    which = broken_extension(der)
+    if which is None:
+        return f"{role}'s names or extensions do not parse ({exc})"
+    if which.startswith("duplicate "):
+        return f"{role} has a {which} extension"
+    return f"{role}'s {which} extension does not parse"
+
+
+class _BadName(BadData):
+    """The host name is outside what the web-PKI verifier can check."""
 
 
 def subject_for(host: str) -> x509.DNSName | x509.IPAddress:
@@ -191,11 +245,14 @@ def _attempt(
     at: dt.datetime,
 ) -> list[x509.Certificate] | str:
     builder = verification.PolicyBuilder().store(store.store).time(at)
-    verifier = builder.build_server_verifier(subject)
+    try:
+        verifier = builder.build_server_verifier(subject)
+    except ValueError as exc:  # e.g. "invalid domain name" for "foo_bar.example"
+        raise _BadName(str(exc)) from exc
     try:
         return list(verifier.verify(leaf, list(rest)))
     except verification.VerificationError as exc:
-        return str(exc)
+        return str(exc).split(" (encountered processing", 1)[0]  # drop the object's repr
 
 
 def _signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
@@ -277,18 +334,27 @@ def verify_chain(
     try:
         certs = parse_chain(chain)
     except BadData as exc:
-        return CAVerdict("bad-chain", exc.message, store.name)
-    subject = subject_for(host)
+        return CAVerdict("bad-chain", exc.message, store.name, unevaluable=True)
     at = when(now)
     leaf, rest = certs[0], certs[1:]
-    got = _attempt(store, leaf, rest, subject, at)
-    if not isinstance(got, str):
-        anchor = got[-1]
+    try:
+        subject = subject_for(host)
+        got = _attempt(store, leaf, rest, subject, at)
+        if not isinstance(got, str):
+            anchor = got[-1]
+            return CAVerdict(
+                "ok", f"chains to {_label(anchor)}", store.name, sha256_der(anchor),
+                cert_name(anchor), len(got),
+            )
+        return _diagnose(certs, host, subject, at, store, pool, got)
+    except BadData:  # from subject_for or _attempt: the name, never the certificates
         return CAVerdict(
-            "ok", f"chains to {_label(anchor)}", store.name, sha256_der(anchor),
-            cert_name(anchor), len(got),
+            "wrong-host",
+            f"{host} is not a host name the web-PKI rules accept (e.g. '_' or a label over "
+            "63 characters): no publicly trusted certificate can be valid for it",
+            store.name,
+            unevaluable=True,
         )
-    return _diagnose(certs, host, subject, at, store, pool, got)
 
 
 def _diagnose(
@@ -373,6 +439,7 @@ __all__ = [
     "Verdict",
     "cert_name",
     "host_matches",
+    "load_certificate",
     "parse_chain",
     "sha256_der",
     "subject_for",
