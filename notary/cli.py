@@ -110,35 +110,57 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--ca-no-mozilla", action="store_true",
                        help="the CA verifier trusts only --ca-roots, not Mozilla's store")
 
-    kg = sub.add_parser("keygen", help="create the RSA key and self-signed certificate")
-    kg.add_argument("--data-dir", type=Path, default=Path("notary-data"))
-    kg.add_argument("--key", type=Path)
-    kg.add_argument("--cert", type=Path)
-    kg.add_argument("--hostname", default="localhost")
-    kg.add_argument("--force", action="store_true", help="replace existing files")
-    kg.add_argument("--signing-key", type=Path, help="default DATA/signing.key")
+    kg = sub.add_parser("keygen", help="create the RSA key and self-signed certificate",
+                        description="Create the notary's RSA-2048 key (TLS and legacy "
+                        "signatures), its self-signed certificate and the Ed25519 signing key "
+                        "of the extended format.")
+    kg.add_argument("--data-dir", type=Path, default=Path("notary-data"),
+                    help="directory for the key files (default: %(default)s)")
+    kg.add_argument("--key", type=Path, help="RSA key file (default: DATA/notary.key)")
+    kg.add_argument("--cert", type=Path, help="certificate file (default: DATA/notary.pem)")
+    kg.add_argument("--hostname", default="localhost",
+                    help="name (or IP address) in the certificate (default: %(default)s)")
+    kg.add_argument("--force", action="store_true",
+                    help="replace existing key and certificate (default: refuse)")
+    kg.add_argument("--signing-key", type=Path,
+                    help="Ed25519 signing key file (default: DATA/signing.key)")
     kg.add_argument("--rotate-signing-key", action="store_true",
                     help="replace only the Ed25519 signing key; the old one stays in bundles "
                     "as retired for the overlap period")
 
-    b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary")
-    b.add_argument("--data-dir", type=Path, default=Path("notary-data"))
-    b.add_argument("--cert", type=Path)
-    b.add_argument("--signing-key", type=Path, help="default DATA/signing.key (if present)")
-    b.add_argument("--host", required=True, help="public DNS name of this notary")
-    b.add_argument("--ssl-port", type=int, default=443)
-    b.add_argument("--http-port", type=int, default=80)
-    b.add_argument("--name", required=True, help="organisation name")
-    b.add_argument("--bundle-location", help="https://.../NAME.notary where it is published")
-    b.add_argument("--region", help="ISO-3166 alpha-2 region")
-    b.add_argument("-o", "--output", type=Path, help="file to write (default stdout)")
+    b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary",
+                       description="Write the .notary bundle clients import: this notary's "
+                       "pinned certificate, host and ports, and its signing keys.")
+    b.add_argument("--data-dir", type=Path, default=Path("notary-data"),
+                   help="directory with notary.pem and signing.key (default: %(default)s)")
+    b.add_argument("--cert", type=Path, help="certificate to pin (default: DATA/notary.pem)")
+    b.add_argument("--signing-key", type=Path,
+                   help="Ed25519 signing key to advertise (default: DATA/signing.key, if "
+                   "present)")
+    b.add_argument("--host", required=True, help="public DNS name of this notary (required)")
+    b.add_argument("--ssl-port", type=int, default=443,
+                   help="port of the notary's HTTPS API (default: %(default)s)")
+    b.add_argument("--http-port", type=int, default=80,
+                   help="port of its plain-HTTP bounce relay (default: %(default)s)")
+    b.add_argument("--name", required=True, help="organisation name (required)")
+    b.add_argument("--bundle-location",
+                   help="https://.../NAME.notary where the bundle is published (default: "
+                   "https://HOST[:SSL-PORT]/NAME.notary)")
+    b.add_argument("--region", help="ISO-3166 alpha-2 region (default: none)")
+    b.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
 
-    c = sub.add_parser("check", help="probe a target once and print what it presents")
-    c.add_argument("target", metavar="HOST[:PORT]")
-    c.add_argument("--ip", help="connect to this address, sending HOST as SNI")
-    c.add_argument("--timeout", type=float, default=5.0)
-    c.add_argument("--resolve", action="append", metavar="NAME=IP", default=[])
-    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c = sub.add_parser("check", help="probe a target once and print what it presents",
+                       description="Connect to a TLS site from this machine and print the "
+                       "certificate fingerprints and chain it presents.")
+    c.add_argument("target", metavar="HOST[:PORT]", help="the site (port default: 443)")
+    c.add_argument("--ip", help="connect to this address, sending HOST as SNI "
+                   "(default: resolve HOST)")
+    c.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds for resolution, connect and handshake (default: %(default)s)")
+    c.add_argument("--resolve", action="append", metavar="NAME=IP", default=[],
+                   help="static name map entry, repeatable (default: none)")
+    c.add_argument("--json", action="store_true",
+                   help="machine-readable output (default: text)")
     rootstore_cli.add_parsers(sub)
     return p
 
@@ -203,7 +225,10 @@ def make_bundle(
     parse_port(str(http_port))
     if location is None:
         slug = "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-") or "notary"
-        location = f"https://{host}/{slug}.notary"
+        authority = f"[{host}]" if ":" in host else host
+        if ssl_port != 443:
+            authority += f":{ssl_port}"
+        location = f"https://{authority}/{slug}.notary"
     if not (location.startswith("https://") and location.endswith(".notary")):
         raise BadConfig("--bundle-location must start with https:// and end with .notary")
     doc: dict[str, Any] = {

@@ -107,19 +107,23 @@ def _write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
 
     A stale temporary file (or a symlink planted in its place) is removed first and the new
     one is created exclusively without following links: reusing it would keep its mode
-    (0644 leaked the key) or write the key wherever the symlink pointed.
+    (0644 leaked the key) or write the key wherever the symlink pointed. Failures (a
+    directory without write permission, a full disk) are :class:`BadConfig` naming the file.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        os.fchmod(fd, mode)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            os.fchmod(fd, mode)
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise BadConfig(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def generate(

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import errno
 import logging
 import multiprocessing
 import signal
+import socket
 import ssl
 import sys
 import time
@@ -25,6 +27,7 @@ from aiohttp import web
 from notary import keys, logpolicy
 from notary.config import Settings, parse_listen
 from notary.core.addrpolicy import AddressPolicy, parse_networks
+from notary.errors import BadConfig, StoreUnavailable
 from notary.keys import Identity
 from notary.metrics import Metrics, create_metrics_app, worker_listen
 from notary.relay import Relay
@@ -49,7 +52,11 @@ def server_ssl_context(identity: Identity) -> ssl.SSLContext:
 def prepare(settings: Settings) -> Identity:
     """Check settings, create the data directory, key, certificate and database schema."""
     settings.check()
-    keys.private_dir(settings.data_dir)
+    try:
+        keys.private_dir(settings.data_dir)
+    except OSError as exc:
+        raise BadConfig(f"cannot create the data directory {settings.data_dir}: "
+                        f"{exc.strerror or exc}") from exc
     identity = keys.ensure(
         settings.key_path, settings.cert_path, settings.hostname, now=dt.datetime.now(dt.UTC)
     )
@@ -62,10 +69,16 @@ def prepare(settings: Settings) -> Identity:
     if not settings.redis:
         db = settings.db_path
         # SQLite would create it 0666 & ~umask; its -wal and -shm files take its mode
-        keys.create_file(db, 0o600)
+        try:
+            keys.create_file(db, 0o600)
+        except OSError as exc:
+            raise BadConfig(f"cannot create the database {db}: {exc.strerror or exc}") from exc
         for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
             keys.check_guarded(path, "database file")
-        asyncio.run(init_db())
+        try:
+            asyncio.run(init_db())
+        except StoreUnavailable as exc:
+            raise BadConfig(exc.message) from exc
     return identity
 
 
@@ -114,7 +127,10 @@ async def serve(
             await metrics_runner.setup()
             mhost, mport = parse_listen(settings.metrics_listen)
             msite = web.TCPSite(metrics_runner, mhost, mport)
-            await msite.start()
+            try:
+                await msite.start()
+            except OSError as exc:
+                raise _cannot_listen("metrics", mhost, mport, exc) from exc
             for url in _site_urls(msite, False):
                 log.info("metrics and health on %s/metrics", url)
         for host, port in settings.listen_addrs():
@@ -127,16 +143,23 @@ async def serve(
                 backlog=2048,
                 handshake_timeout=settings.tls_handshake_timeout,
             )
-            await site.start()
+            try:
+                await site.start()
+            except OSError as exc:
+                raise _cannot_listen("the notary", host, port, exc) from exc
             urls.extend(_site_urls(site, settings.tls))
         if settings.relay_listen:
-            relay = await Relay(
-                settings.relay_settings(),
-                build_resolver(settings),
-                AddressPolicy(parse_networks(settings.allow_target)),
-                [parse_listen(spec) for spec in settings.relay_listen],
-                reuse_port=settings.workers > 1,
-            ).start()
+            relay_addrs = [parse_listen(spec) for spec in settings.relay_listen]
+            try:
+                relay = await Relay(
+                    settings.relay_settings(),
+                    build_resolver(settings),
+                    AddressPolicy(parse_networks(settings.allow_target)),
+                    relay_addrs,
+                    reuse_port=settings.workers > 1,
+                ).start()
+            except OSError as exc:
+                raise _cannot_listen("the bounce relay", *relay_addrs[0], exc) from exc
             for rhost, rport in relay.addresses:
                 log.info("bounce relay on http://%s:%d (to port %d only)",
                          rhost, rport, settings.relay_port)
@@ -208,13 +231,56 @@ def _install_uvloop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def _announce(identity: Identity) -> Callable[[list[str]], None]:
+def _pin_line(settings: Settings, identity: Identity) -> str:
+    if not settings.tls:
+        return ("notary: plain HTTP (--no-tls): there is no TLS certificate here to pin; clients "
+                "pin the certificate of the TLS proxy in front of this notary")
+    return f"notary: clients pin SHA-1 {identity.pin_sha1}"
+
+
+def _announce(settings: Settings, identity: Identity) -> Callable[[list[str]], None]:
     def ready(urls: list[str]) -> None:
         for url in urls:
             print(f"notary: serving {url}", file=sys.stderr, flush=True)
-        print(f"notary: clients pin SHA-1 {identity.pin_sha1}", file=sys.stderr, flush=True)
+        print(_pin_line(settings, identity), file=sys.stderr, flush=True)
 
     return ready
+
+
+def _where(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _cannot_listen(what: str, host: str, port: int, exc: OSError) -> BadConfig:
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        why += " (another process, perhaps another notary, holds it)"
+    elif exc.errno == errno.EACCES:
+        why += " (ports below 1024 need root or CAP_NET_BIND_SERVICE)"
+    return BadConfig(f"cannot listen on {_where(host, port)} for {what}: {why}")
+
+
+def preflight_listen(settings: Settings) -> None:
+    """Bind every listen address once (as the workers will) and release it, so a port in
+    use or not permitted stops the start with one line instead of N dying workers."""
+    specs = [("the notary", a) for a in settings.listen_addrs()]
+    specs += [("the bounce relay", parse_listen(s)) for s in settings.relay_listen]
+    for what, (host, port) in specs:
+        try:
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        except socket.gaierror as exc:
+            raise BadConfig(f"cannot listen on {_where(host, port)} for {what}: "
+                            f"{exc.strerror}") from exc
+        for family, kind, proto, _, addr in infos:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if settings.workers > 1:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                try:
+                    sock.bind(addr)
+                except OSError as exc:
+                    raise _cannot_listen(what, host, port, exc) from exc
 
 
 def _worker_main(settings: Settings, access_log: bool) -> None:
@@ -227,9 +293,11 @@ def _worker_main(settings: Settings, access_log: bool) -> None:
 def run(settings: Settings, *, access_log: bool = False) -> int:
     """Prepare, then serve in this process (1 worker) or supervise N worker processes."""
     identity = prepare(settings)
+    preflight_listen(settings)
     if settings.workers == 1:
         _install_uvloop()
-        asyncio.run(serve(settings, identity, on_ready=_announce(identity), access_log=access_log))
+        asyncio.run(serve(settings, identity, on_ready=_announce(settings, identity),
+                          access_log=access_log))
         return 0
     return _supervise(settings, identity, access_log)
 
@@ -260,7 +328,7 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
         scheme = "https" if settings.tls else "http"
         print(f"notary: serving {scheme}://{url} with {settings.workers} workers",
               file=sys.stderr, flush=True)
-    print(f"notary: clients pin SHA-1 {identity.pin_sha1}", file=sys.stderr, flush=True)
+    print(_pin_line(settings, identity), file=sys.stderr, flush=True)
     restarts: list[float] = []
     while not stopping:
         time.sleep(0.2)

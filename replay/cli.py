@@ -245,95 +245,185 @@ def _run_async(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
 
 
+DESCRIPTION = (
+    "Turn NetFlow traces into notary validation workloads, replay them open loop against "
+    "notaries, and report the tables and figures of the 2014 Forced Perspectives study. "
+    "Subcommands: synth, farm, workload, run, report. Exit codes: 0 success, 1 an IO step "
+    "failed, 2 bad input or usage."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="replay", description=__doc__)
+    p = argparse.ArgumentParser(prog="replay", description=DESCRIPTION)
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    s = sub.add_parser("synth", help="generate a synthetic university hour of flows")
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--scale", type=float, default=1.0)
-    s.add_argument("--duration", type=float, default=3600.0)
-    s.add_argument("--seed", type=int, default=1)
-    s.add_argument("--formats", default="canonical,nfdump-legacy")
-    s.add_argument("--unnamed-share", type=float, default=0.46)
+    s = sub.add_parser("synth", help="generate a synthetic university hour of flows",
+                       description="Generate flows shaped like the study's university hour, "
+                       "the name map and the farm's site list.")
+    s.add_argument("--out", type=Path, required=True, help="output directory (required)")
+    s.add_argument("--scale", type=float, default=1.0,
+                   help="multiplies rates, clients and catalogue sizes; 1.0 is the study's "
+                   "~3.9 M flows per hour (default: %(default)s)")
+    s.add_argument("--duration", type=float, default=3600.0,
+                   help="trace length in seconds (default: %(default)s)")
+    s.add_argument("--seed", type=int, default=1,
+                   help="random seed; the same seed gives the same trace (default: %(default)s)")
+    s.add_argument("--formats", default="canonical,nfdump-legacy",
+                   help="flow files to write, comma-separated from canonical, nfdump-legacy, "
+                   "nfdump-new (default: %(default)s)")
+    s.add_argument("--unnamed-share", type=float, default=0.46,
+                   help="share of flows whose destination has no name (dropped as in the "
+                   "study) (default: %(default)s)")
     s.add_argument("--dead-share", type=float, default=0.16,
-                   help="share of visits to dead sites (default gives ~20%% 503s)")
-    s.add_argument("--mitm-share", type=float, default=0.005)
-    s.add_argument("--slow-share", type=float, default=0.01)
-    s.add_argument("--rotating-share", type=float, default=0.01)
-    s.add_argument("--min-role-sites", type=int, default=1)
+                   help="share of visits to dead sites; the default gives about 20%% 503s "
+                   "(default: %(default)s)")
+    s.add_argument("--mitm-share", type=float, default=0.005,
+                   help="share of sites the client saw through a forged certificate "
+                   "(default: %(default)s)")
+    s.add_argument("--slow-share", type=float, default=0.01,
+                   help="share of live sites with a delayed handshake (default: %(default)s)")
+    s.add_argument("--rotating-share", type=float, default=0.01,
+                   help="share of live sites whose certificate changes periodically "
+                   "(default: %(default)s)")
+    s.add_argument("--min-role-sites", type=int, default=1,
+                   help="at least this many slow, rotating and mitm sites each "
+                   "(default: %(default)s)")
     s.add_argument("--special-visits", type=int, default=1,
-                   help="guaranteed visits to each slow/rotating/mitm site")
+                   help="guaranteed visits to each slow/rotating/mitm site "
+                   "(default: %(default)s)")
     s.set_defaults(func=cmd_synth)
 
-    f = sub.add_parser("farm", help="serve the synthetic sites over TLS on loopback")
-    f.add_argument("--spec", type=Path, required=True)
-    f.add_argument("--state", type=Path, required=True)
-    f.add_argument("--port", type=int, default=18443)
-    f.add_argument("--slow-port", type=int, default=18444)
-    f.add_argument("--dead-port", type=int, default=18445)
-    f.add_argument("--silent-port", type=int, default=18446)
+    f = sub.add_parser("farm", help="serve the synthetic sites over TLS on loopback",
+                       description="Make certificates for the synthetic sites and serve them "
+                       "over real TLS on 127.0.0.1 until stopped.")
+    f.add_argument("--spec", type=Path, required=True,
+                   help="farm-spec.json from replay synth (required)")
+    f.add_argument("--state", type=Path, required=True,
+                   help="directory for the PKI, targets.csv, hosts and farm.json (required)")
+    f.add_argument("--port", type=int, default=18443,
+                   help="TLS port of good, rotating and mitm sites (default: %(default)s)")
+    f.add_argument("--slow-port", type=int, default=18444,
+                   help="port of slow sites (default: %(default)s)")
+    f.add_argument("--dead-port", type=int, default=18445,
+                   help="port bound but not listening: refused connections "
+                   "(default: %(default)s)")
+    f.add_argument("--silent-port", type=int, default=18446,
+                   help="port that accepts and never answers (default: %(default)s)")
     f.add_argument("--silent-share", type=float, default=0.5,
-                   help="share of dead sites that accept and never answer (probe timeouts)")
-    f.add_argument("--slow-delay", type=float, default=1.0)
-    f.add_argument("--rotate-period", type=float, default=30.0)
-    f.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    f.add_argument("--prepare-only", action="store_true")
-    f.add_argument("--print-hosts", action="store_true")
+                   help="share of dead sites that accept and never answer (probe timeouts) "
+                   "(default: %(default)s)")
+    f.add_argument("--slow-delay", type=float, default=1.0,
+                   help="seconds a slow site waits before its handshake (default: %(default)s)")
+    f.add_argument("--rotate-period", type=float, default=30.0,
+                   help="seconds between certificate changes of rotating sites "
+                   "(default: %(default)s)")
+    f.add_argument("--duration", type=float, default=None,
+                   help="stop after this many seconds (default: until SIGINT/SIGTERM)")
+    f.add_argument("--prepare-only", action="store_true",
+                   help="make certificates and files, then exit without serving")
+    f.add_argument("--print-hosts", action="store_true",
+                   help="also print the hosts file's contents (default: only its path)")
     f.set_defaults(func=cmd_farm)
 
-    w = sub.add_parser("workload", help="turn flow files into a workload file")
-    w.add_argument("inputs", type=Path, nargs="+")
-    w.add_argument("-o", "--output", type=Path, required=True)
-    w.add_argument("--names", type=Path, help="address-to-name map")
-    w.add_argument("--targets", type=Path, help="farm targets.csv (port, fingerprint)")
-    w.add_argument("--format", choices=("auto", "nfdump", "csv"), default="auto")
-    w.add_argument("--nfdump-output", choices=("fmt", "csv"), default="fmt")
-    w.add_argument("--nfdump-filter", default=None)
-    w.add_argument("--ports", default="443")
-    w.add_argument("--protocols", default="6")
-    w.add_argument("--client-cache-lifetime", type=float, default=None)
-    w.add_argument("--no-client-hits", action="store_true")
-    w.add_argument("--reorder-window", type=float, default=600.0)
+    w = sub.add_parser("workload", help="turn flow files into a workload file",
+                       description="Filter, name and client-cache flows into a workload of "
+                       "timed validation requests (docs/replay.md).")
+    w.add_argument("inputs", type=Path, nargs="+",
+                   help="flow files: nfdump captures, nfdump CSV or canonical CSV")
+    w.add_argument("-o", "--output", type=Path, required=True,
+                   help="workload CSV to write (required)")
+    w.add_argument("--names", type=Path, help="address-to-name map (default: none)")
+    w.add_argument("--targets", type=Path,
+                   help="farm targets.csv (port, fingerprint) (default: none)")
+    w.add_argument("--format", choices=("auto", "nfdump", "csv"), default="auto",
+                   help="input format (default: %(default)s, from the file's content)")
+    w.add_argument("--nfdump-output", choices=("fmt", "csv"), default="fmt",
+                   help="how nfdump prints capture files (default: %(default)s)")
+    w.add_argument("--nfdump-filter", default=None,
+                   help="filter expression passed to nfdump (default: none)")
+    w.add_argument("--ports", default="443",
+                   help="destination ports kept, comma-separated (default: %(default)s)")
+    w.add_argument("--protocols", default="6",
+                   help="IP protocol numbers kept, comma-separated (default: %(default)s, TCP)")
+    w.add_argument("--client-cache-lifetime", type=float, default=None,
+                   help="seconds a client keeps a validated site (default: the whole trace, "
+                   "as the study)")
+    w.add_argument("--no-client-hits", action="store_true",
+                   help="leave client-cache hits out of the file (default: keep them)")
+    w.add_argument("--reorder-window", type=float, default=600.0,
+                   help="seconds of out-of-order flows re-sorted (default: %(default)s)")
     w.add_argument("--tz-offset", type=float, default=0.0,
-                   help="hours east of UTC for naive timestamps in CSV inputs")
-    w.add_argument("--salt", default="converge-replay")
-    w.add_argument("--strict", action="store_true")
-    w.add_argument("--stages", type=Path)
-    w.add_argument("--rdns", action="store_true")
-    w.add_argument("--rdns-cache", type=Path)
-    w.add_argument("--rdns-concurrency", type=int, default=64)
-    w.add_argument("--rdns-timeout", type=float, default=2.0)
-    w.add_argument("--rdns-max", type=int, default=100_000)
+                   help="hours east of UTC for naive timestamps in CSV inputs "
+                   "(default: %(default)s)")
+    w.add_argument("--salt", default="converge-replay",
+                   help="key of the BLAKE2b that anonymises client addresses "
+                   "(default: %(default)s)")
+    w.add_argument("--strict", action="store_true",
+                   help="stop at the first malformed row (default: count and skip)")
+    w.add_argument("--stages", type=Path,
+                   help="stage counts JSON to write (default: OUTPUT.stages.json)")
+    w.add_argument("--rdns", action="store_true",
+                   help="reverse-DNS destinations that SNI and the map did not name "
+                   "(default: off)")
+    w.add_argument("--rdns-cache", type=Path,
+                   help="reverse-DNS cache CSV (default: the output path with suffix .rdns.csv)")
+    w.add_argument("--rdns-concurrency", type=int, default=64,
+                   help="reverse lookups in flight (default: %(default)s)")
+    w.add_argument("--rdns-timeout", type=float, default=2.0,
+                   help="seconds per reverse lookup (default: %(default)s)")
+    w.add_argument("--rdns-max", type=int, default=100_000,
+                   help="distinct addresses looked up at most (default: %(default)s)")
     w.set_defaults(func=cmd_workload)
 
-    r = sub.add_parser("run", help="replay a workload against notaries (open loop)")
-    r.add_argument("workload", type=Path)
-    r.add_argument("--notary", action="append", required=True)
-    r.add_argument("-o", "--output", type=Path, required=True)
-    r.add_argument("--speed", type=float, default=1.0)
-    r.add_argument("--timeout", type=float, default=10.0)
-    r.add_argument("--max-inflight", type=int, default=20_000)
-    r.add_argument("--connections", type=int, default=512)
-    r.add_argument("--route", choices=("round-robin", "client-hash"), default="round-robin")
-    r.add_argument("--insecure", action="store_true")
-    r.add_argument("--pin-cert", type=Path)
-    r.add_argument("--pin-sha1")
+    r = sub.add_parser("run", help="replay a workload against notaries (open loop)",
+                       description="Send every request of a workload at its scheduled time, "
+                       "whatever earlier responses do, and record what happened.")
+    r.add_argument("workload", type=Path, help="workload CSV from replay workload")
+    r.add_argument("--notary", action="append", required=True,
+                   help="notary base URL, repeatable (required)")
+    r.add_argument("-o", "--output", type=Path, required=True,
+                   help="results CSV to write (required)")
+    r.add_argument("--speed", type=float, default=1.0,
+                   help="schedule compression: 2 sends twice as fast (default: %(default)s)")
+    r.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds per request (default: %(default)s)")
+    r.add_argument("--max-inflight", type=int, default=20_000,
+                   help="requests in flight; beyond, a request is recorded as not sent "
+                   "(default: %(default)s)")
+    r.add_argument("--connections", type=int, default=512,
+                   help="keep-alive connections per notary (default: %(default)s)")
+    r.add_argument("--route", choices=("round-robin", "client-hash"), default="round-robin",
+                   help="how requests are spread over several notaries (default: %(default)s)")
+    r.add_argument("--insecure", action="store_true",
+                   help="do not verify HTTPS notaries (benchmarks only; default: verify)")
+    r.add_argument("--pin-cert", type=Path,
+                   help="pin this PEM certificate's SHA-256 (default: the system store)")
+    r.add_argument("--pin-sha1",
+                   help="pin the notary certificate with this published SHA-1 "
+                   "(default: the system store)")
     r.add_argument("--spin-ms", type=float, default=1.0,
-                   help="yield-wait this long before each send instead of a timer (precision)")
-    r.add_argument("--limit", type=int)
-    r.add_argument("--max-duration", type=float)
-    r.add_argument("--progress-interval", type=float, default=1.0)
-    r.add_argument("--quiet", action="store_true")
-    r.add_argument("--strict", action="store_true")
+                   help="yield-wait this long before each send instead of a timer, for "
+                   "precision (default: %(default)s)")
+    r.add_argument("--limit", type=int, help="send at most this many events (default: all)")
+    r.add_argument("--max-duration", type=float,
+                   help="stop after this many seconds (default: the whole workload)")
+    r.add_argument("--progress-interval", type=float, default=1.0,
+                   help="seconds between progress lines (default: %(default)s)")
+    r.add_argument("--quiet", action="store_true", help="no progress lines (default: print)")
+    r.add_argument("--strict", action="store_true",
+                   help="stop at the first malformed workload row (default: count and skip)")
     r.set_defaults(func=cmd_run)
 
-    o = sub.add_parser("report", help="tables and figures from a results file")
-    o.add_argument("results", type=Path)
-    o.add_argument("-o", "--output", type=Path, required=True)
-    o.add_argument("--stages", type=Path)
-    o.add_argument("--no-plots", action="store_true")
-    o.add_argument("--strict", action="store_true")
+    o = sub.add_parser("report", help="tables and figures from a results file",
+                       description="The study's tables and plots from a results file.")
+    o.add_argument("results", type=Path, help="results CSV from replay run")
+    o.add_argument("-o", "--output", type=Path, required=True,
+                   help="directory for the report (required)")
+    o.add_argument("--stages", type=Path,
+                   help="stage counts from replay workload, for the flow table (default: none)")
+    o.add_argument("--no-plots", action="store_true", help="tables only (default: with PNGs)")
+    o.add_argument("--strict", action="store_true",
+                   help="stop at the first malformed results row (default: count and skip)")
     o.set_defaults(func=cmd_report)
     return p
 

@@ -6,12 +6,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# The 2014 study's notary (forced-perspectives-imc2014, section 3) for comparison.
+# The 2014 study's notary (Forced Perspectives, IMC 2014, section 3) for comparison.
 STUDY = {
     "cached_per_s": 1051,
     "cached_cores": 8,
     "uncached_per_s": 199,
-    "source": "forced-perspectives-imc2014, sections 3.2-3.3: Apache bench against "
+    "source": "Forced Perspectives (IMC 2014), sections 3.2-3.3: Apache bench against "
               "Convergence 0.4, 16 processes on two 4-core Xeon E5606",
 }
 

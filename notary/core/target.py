@@ -39,7 +39,10 @@ class Target:
 
     @property
     def location(self) -> str:
-        """``"host:port"`` as the legacy notary wrote it (messages, CA verdicts)."""
+        """``host:port`` for messages and records; an IPv6 host in brackets
+        (``[::1]:443``), so the port cannot be read as part of the address."""
+        if ":" in self.host:
+            return f"[{self.host}]:{self.port}"
         return f"{self.host}:{self.port}"
 
     @property
@@ -47,8 +50,8 @@ class Target:
         """The record key: ``host:port`` when the notary resolves the name itself,
         ``host:port/ip`` when the client named the address to connect to."""
         if self.ip is None or self.ip.compressed == self.host:  # the host is that address
-            return f"{self.host}:{self.port}"
-        return f"{self.host}:{self.port}/{self.ip.compressed}"
+            return self.location
+        return f"{self.location}/{self.ip.compressed}"
 
     @property
     def host_is_ip(self) -> bool:

@@ -40,10 +40,13 @@ MAX_STORED_CHAINS = 1_000_000
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("scan", help="fetch the chains a list of hosts presents (JSONL)")
     s.add_argument("--hosts", type=Path, required=True, help="host[:port] per line")
-    s.add_argument("--resolve", action="append", default=[], metavar="NAME=IP")
+    s.add_argument("--resolve", action="append", default=[], metavar="NAME=IP",
+                   help="static name map entry, repeatable (default: none)")
     s.add_argument("--hosts-file", type=Path, help="static name map: 'IP name...' lines")
-    s.add_argument("--concurrency", type=int, default=32, help="handshakes at once (32)")
-    s.add_argument("--timeout", type=float, default=5.0, help="per host, seconds (5)")
+    s.add_argument("--concurrency", type=int, default=32,
+                   help="handshakes at once (default: %(default)s)")
+    s.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds per host (default: %(default)s)")
     s.add_argument("-o", "--output", type=Path, help="JSONL file (default stdout)")
 
     r = sub.add_parser("rootstore", help="root popularity, top-k coverage, CA vs perspectives")
@@ -54,29 +57,35 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         src.add_argument("--chains", type=Path, help="chains JSONL (from notary scan)")
         src.add_argument("--db", type=Path, help="a notary's SQLite store (its chains)")
         src.add_argument("--redis", metavar="URL", help="a notary's Redis store (its chains)")
-        p.add_argument("--redis-prefix", default="converge:", help="key prefix (converge:)")
+        p.add_argument("--redis-prefix", default="converge:",
+                       help="Redis key prefix (default: %(default)s)")
         p.add_argument("--roots", type=Path, action="append", default=[], metavar="PEM",
-                       help="more roots for the full store (repeatable)")
+                       help="more roots for the full store, repeatable (default: none)")
         p.add_argument("--no-mozilla", action="store_true",
                        help="the full store is only --roots, not Mozilla's (certifi)")
         p.add_argument("--now", type=int, help="validation time, Unix seconds (default now)")
 
     a = rsub.add_parser("analyze", help="popularity table, coverage curves, CSV and PNG")
     common(a)
-    a.add_argument("--org-mode", choices=["registrable", "label"], default="registrable")
-    a.add_argument("--max-k", type=int, default=MAX_K)
+    a.add_argument("--org-mode", choices=["registrable", "label"], default="registrable",
+                   help="how sites are merged into organisations: the registrable domain "
+                   "(public suffix list) or the label left of it (default: %(default)s)")
+    a.add_argument("--max-k", type=int, default=MAX_K,
+                   help="longest coverage curve, in roots (default: %(default)s)")
     a.add_argument("--out", type=Path, required=True, help="output directory")
 
     t = rsub.add_parser("topk", help="write the k most popular roots' SHA-256 fingerprints")
     common(t)
-    t.add_argument("--k", type=int, required=True)
+    t.add_argument("--k", type=int, required=True, help="how many roots (required)")
     t.add_argument("-o", "--output", type=Path, help="file (default stdout)")
 
     v = rsub.add_parser("verify", help="verify one PEM chain (leaf first) for a host")
     v.add_argument("--chain", type=Path, required=True, help="PEM file, leaf first")
-    v.add_argument("--host", required=True)
-    v.add_argument("--roots", type=Path, action="append", default=[], metavar="PEM")
-    v.add_argument("--no-mozilla", action="store_true")
+    v.add_argument("--host", required=True, help="the host name to verify for (required)")
+    v.add_argument("--roots", type=Path, action="append", default=[], metavar="PEM",
+                   help="more trusted roots, repeatable (default: none)")
+    v.add_argument("--no-mozilla", action="store_true",
+                   help="trust only --roots, not Mozilla's store (default: Mozilla's too)")
     v.add_argument("--trust", type=Path, help="restrict to these root SHA-256 fingerprints")
     v.add_argument("--now", type=int, help="validation time, Unix seconds (default now)")
 
@@ -86,7 +95,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="JSONL of the chains clients were shown (host, port, chain, role)")
     c.add_argument("--ranking", type=Path, help="root SHA-256 list, most popular first "
                    "(default: popularity among the notary's chains)")
-    c.add_argument("--k", default="1,2,3,5,10,15,20", help="comma-separated k values")
+    c.add_argument("--k", default="1,2,3,5,10,15,20",
+                   help="comma-separated k values (default: %(default)s)")
     c.add_argument("--detail-k", type=int, help="k for the separating cases (default 10)")
     c.add_argument("--out", type=Path, required=True, help="output directory")
 
@@ -130,7 +140,7 @@ async def _stored_chains(args: argparse.Namespace) -> list[SiteChain]:
     out = []
     for location, (_, chain) in sorted(latest.items()):
         host, _, port = location.rpartition(":")
-        out.append(SiteChain(host, int(port), chain))
+        out.append(SiteChain(host.removeprefix("[").removesuffix("]"), int(port), chain))
     return out
 
 

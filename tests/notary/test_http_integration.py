@@ -222,7 +222,7 @@ async def test_ipv6_loopback_target(
     assert r.status == 200
     assert target.sni_seen == [None]  # no SNI for IP literals
     bare = await notary.post(f"::1+{target.port}", sha1_fp(der))
-    assert bare.status == 200 and bare.cache_status == HIT  # same location "::1:port"
+    assert bare.status == 200 and bare.cache_status == HIT  # same record "[::1]:port"
     # twin: the IPv4 loopback on the same port has nothing listening
     v4 = await notary.post(f"127.0.0.1+{target.port}", sha1_fp(der))
     assert v4.status == 503
