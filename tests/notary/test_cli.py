@@ -114,7 +114,8 @@ def test_bundle_writes_the_v1_shape(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     check_v1_bundle(doc)
     assert doc["name"] == "Example Org"
-    assert doc["bundle_location"] == "https://notary.example.org/example-org.notary"
+    # the default location is on the notary's own HTTPS port
+    assert doc["bundle_location"] == "https://notary.example.org:8443/example-org.notary"
     assert doc["region"] == "DE"
     (host,) = doc["hosts"]
     assert host["host"] == "notary.example.org"
@@ -126,6 +127,9 @@ def test_bundle_writes_the_v1_shape(tmp_path: Path) -> None:
     assert r2.returncode == 0
     doc2 = json.loads(r2.stdout)
     check_v1_bundle(doc2)
+    r3 = run_cli("bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X")
+    # twin: on port 443 the default location names no port
+    assert json.loads(r3.stdout)["bundle_location"] == "https://n.example/x.notary"
     assert doc2["hosts"][0]["ssl_port"] == 443 and doc2["hosts"][0]["http_port"] == 80
 
 
