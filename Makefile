@@ -6,7 +6,8 @@ STAMP   := $(VENV)/.installed
 DATA    ?= var/notary
 LISTEN  ?= 127.0.0.1:8443
 
-.PHONY: setup run test test-fast lint bench security fuzz clean system-deps
+.PHONY: setup run test test-fast lint bench bench-record security security-record fuzz clean \
+	system-deps
 
 $(STAMP): pyproject.toml $(wildcard client-libs/python/pyproject.toml)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,13 +38,21 @@ lint: setup
 	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests bench fuzz
 	$(BIN)/mypy
 
-## Benchmarks (long; results written to bench/results/ and docs/benchmarks.md).
+## Benchmarks (long). Results go to var/results/ (ignored); bench-record writes the tracked
+## bench/results/, docs/benchmarks.md and client-libs/*/bench-results.json instead.
 bench: setup system-deps
 	$(BIN)/python -m bench.run_all
 
-## The security suite alone (writes docs/security-results.md), and a longer fuzzing run.
+bench-record: setup system-deps
+	CONVERGE_RECORD=1 $(BIN)/python -m bench.run_all
+
+## The security suite alone (table in var/results/docs/security-results.md; security-record
+## rewrites the tracked docs/security-results.md), and a longer fuzzing run.
 security: setup system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/security
+
+security-record: setup system-deps
+	CONVERGE_RECORD=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/security
 
 fuzz: setup
 	$(BIN)/python fuzz/run.py --seconds 300

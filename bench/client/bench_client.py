@@ -42,10 +42,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client-libs" / "python" / "src"))
+sys.path.insert(0, str(ROOT))
 
 from converge import Client, Config, converge, parse_bundle  # noqa: E402
 from converge.cache import LocalCache  # noqa: E402
 from converge.legacy import request_bytes  # noqa: E402
+
+from bench.paths import results_path  # noqa: E402
 
 TIME_LIMIT = 20.0  # seconds per measured loop
 
@@ -256,7 +259,7 @@ def bench_notary(tmp: Path, n: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "client.json")
+    ap.add_argument("--out", type=Path, default=results_path("bench/results/client.json"))
     args = ap.parse_args(argv)
     n_cache = 2_000 if args.quick else 20_000
     n_notary = 50 if args.quick else 300

@@ -51,6 +51,7 @@ from bench.notary.procs import (  # noqa: E402
     free_port,
     http_request,
 )
+from bench.paths import results_path  # noqa: E402
 
 HOST = "127.0.0.1"
 SITE = "site.test"
@@ -351,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--quick", action="store_true", help="2 s trials, 2 rounds (a smoke run)")
-    ap.add_argument("-o", "--output", type=Path, default=ROOT / "bench/results/extended.json")
+    ap.add_argument("-o", "--output", type=Path,
+                    default=results_path("bench/results/extended.json"))
     args = ap.parse_args(argv)
     if args.quick:
         args.seconds, args.rounds = 2, 2

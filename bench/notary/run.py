@@ -28,6 +28,7 @@ from typing import Any
 from bench.notary import report, stime, wrk
 from bench.notary.certs import CertFiles, make_rsa_cert
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port, http_request
+from bench.paths import results_path
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -51,8 +52,8 @@ class Options:
         "cached_keepalive", "cached_tls_per_request", "cached_tls_full_handshake",
         "forced_probes", "forced_probes_2w",
     )
-    out_json: Path | None = ROOT / "bench" / "results" / "notary.json"
-    out_md: Path | None = ROOT / "docs" / "benchmarks.md"
+    out_json: Path | None = results_path("bench/results/notary.json")  # var/ unless recording
+    out_md: Path | None = results_path("docs/benchmarks.md")
     work_dir: Path | None = None
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.paths import results_path  # noqa: E402
 from replay.pacer import LogHistogram, Pacer  # noqa: E402
 from replay.pipeline import KIND_REQUEST, WorkloadEvent  # noqa: E402
 from replay.runner import Replayer, ResultWriter, RunConfig  # noqa: E402
@@ -103,7 +104,7 @@ def main() -> int:
     ap.add_argument("--attempts", type=int, default=3, help="best of N per rate")
     ap.add_argument("--server", choices=("raw", "aiohttp"), default="raw",
                     help="the trivial server: a bare asyncio protocol (default) or aiohttp")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replay.json")
+    ap.add_argument("--out", type=Path, default=results_path("bench/results/replay.json"))
     a = ap.parse_args()
     rates = [float(r) for r in a.rates.split(",")]
     try:

@@ -23,6 +23,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.paths import results_path  # noqa: E402
+
 BIN = ROOT / ".venv" / "bin"
 
 
@@ -63,7 +67,7 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=ROOT / "var" / "replay-hour")
     ap.add_argument("--notary-arg", action="append", default=[],
                     help="extra argument for notary serve (repeatable)")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--out", type=Path, default=results_path("bench/results"))
     ap.add_argument("--name", default="replay-hour",
                     help="results go to OUT/NAME/ (report) and OUT/NAME.json")
     a = ap.parse_args()

@@ -33,13 +33,14 @@ import aiohttp
 
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port
 from bench.notary.report import median
+from bench.paths import results_path
 from notary.rootstore.stores import full_store, read_pem_bundle
 from notary.rootstore.verify import RootStore, verify_chain
 from replay.rootpki import RootWorld, load_client_view
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
-OUT = ROOT / "bench" / "results" / "rootstore.json"
+OUT = results_path("bench/results/rootstore.json")
 CONCURRENCY = 32
 REQUEST_TIMEOUT = 30.0
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.paths import results_path
 from notary.cli import main as notary_main
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import parse_ip
@@ -28,7 +29,7 @@ from notary.rootstore.scan import scan, write_line
 from replay.rootpki import RootFarm, RootWorld
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "bench" / "rootstore" / "results" / "world"
+OUT = results_path("bench/rootstore/results/world")
 
 
 async def _scan(world: RootWorld, out: Path, concurrency: int) -> dict[str, int]:

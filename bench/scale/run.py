@@ -48,9 +48,10 @@ from bench.notary.run import (
     unexpected,
     warm,
 )
+from bench.paths import results_path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "bench" / "results" / "scale.json"
+OUT = results_path("bench/results/scale.json")
 REDIS_SERVER = "redis-server"
 
 CACHED = [  # name, store, workers, metrics

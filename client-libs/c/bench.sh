@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd ../.. && pwd)
+# results: var/results/ unless CONVERGE_RECORD=1 (make bench-record), then this folder
+if [ "${CONVERGE_RECORD:-}" = 1 ]; then RESULTS=bench-results.json; else
+  mkdir -p "$ROOT/var/results/client-libs/c"; RESULTS="$ROOT/var/results/client-libs/c/bench-results.json"; fi
 n_cache=${1:-20000}
 n_rt=${2:-300}
 make -s build/bench_converge
@@ -50,7 +53,7 @@ PY
     ./build/bench_converge real "$d" 127.0.0.1 "$port" "$fp" "$n_rt" | sed "s/1 real notary serve/1 real notary serve, $mode/" | tee -a "$out"
   done
 fi
-"${ROOT}/.venv/bin/python" - "$out" bench-results.json <<'PY' || true
+"${ROOT}/.venv/bin/python" - "$out" "$RESULTS" <<'PY' || true
 import json, os, sys, time
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by = {r["measurement"]: r for r in rows}
@@ -66,4 +69,4 @@ res = {"suite": "client-c", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmt
 json.dump(res, open(sys.argv[2], "w"), indent=2)
 print(json.dumps(res["ratios_p50"]))
 PY
-echo "wrote $(pwd)/bench-results.json"
+echo "wrote $RESULTS"

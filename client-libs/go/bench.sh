@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd ../.. && pwd)
+# results: var/results/ unless CONVERGE_RECORD=1 (make bench-record), then this folder
+if [ "${CONVERGE_RECORD:-}" = 1 ]; then RESULTS=bench-results.json; else
+  mkdir -p "$ROOT/var/results/client-libs/go"; RESULTS="$ROOT/var/results/client-libs/go/bench-results.json"; fi
 export PATH="$PATH:/usr/local/go/bin"
 n_cache=${1:-20000}
 n_rt=${2:-500}
@@ -15,7 +18,7 @@ trap 'rm -f "$out"' EXIT
 go test -run '^$' -bench Cache -benchtime "${n_cache}x" . | tee "$out"
 CONVERGE_BENCH_REAL=1 NOTARY="$ROOT/.venv/bin/notary" \
   go test -run '^$' -bench Notary -benchtime "${n_rt}x" . | tee -a "$out"
-"$ROOT/.venv/bin/python" - "$out" bench-results.json <<'PY'
+"$ROOT/.venv/bin/python" - "$out" "$RESULTS" <<'PY'
 import json, os, re, sys, time
 rows = {}
 for line in open(sys.argv[1]):
@@ -40,4 +43,4 @@ result = {
 json.dump(result, open(sys.argv[2], "w"), indent=2)
 print(json.dumps(result["ratios_p50"], indent=2))
 PY
-echo "wrote $(pwd)/bench-results.json"
+echo "wrote $RESULTS"

@@ -21,11 +21,36 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-go test -race -count=1 ./...
+gotest_log=$(mktemp)
+trap 'rm -f "$gotest_log"' EXIT
+go test -race -count=1 -json ./... > "$gotest_log" || gotest_rc=$?
+# one line per package as go test prints it, then the count of tests (subtests included)
+"$ROOT/.venv/bin/python" - "$gotest_log" <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for line in open(sys.argv[1], encoding="utf-8"):
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        continue
+    if ev.get("Action") == "output" and not ev.get("Test"):
+        sys.stdout.write(ev.get("Output", ""))
+    if ev.get("Test") and ev.get("Action") in ("pass", "fail", "skip"):
+        if ev["Action"] == "fail":
+            failed += 1
+        elif ev["Action"] == "skip":
+            skipped += 1
+        else:
+            passed += 1
+    if ev.get("Test") and ev.get("Action") == "fail":
+        print(f"--- FAIL: {ev['Package']} {ev['Test']}")
+print(f"go: {passed} passed, {failed} failed, {skipped} skipped")
+PY
+[ "${gotest_rc:-0}" = 0 ] || exit "$gotest_rc"
 go build -o bin/converge-conformance ./cmd/converge-conformance
 go build -o bin/tlsclient ./examples/tlsclient
 if [ "${CONVERGE_GO_SKIP_CONFORMANCE:-}" = 1 ] || [ "${CONVERGE_SKIP_CONFORMANCE:-}" = 1 ]; then
-  echo "== conformance runner skipped (CONVERGE_GO_SKIP_CONFORMANCE=1)"
+  echo "== conformance runner skipped here (CONVERGE_SKIP_CONFORMANCE or CONVERGE_GO_SKIP_CONFORMANCE is 1)"
 elif [ -x "$ROOT/.venv/bin/python" ]; then
   echo "== conformance runner, Go CLI"
   (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/conformance \

@@ -7,9 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd ../.. && pwd)
+# results: var/results/ unless CONVERGE_RECORD=1 (make bench-record), then this folder
+if [ "${CONVERGE_RECORD:-}" = 1 ]; then RESULTS=bench-results.json; else
+  mkdir -p "$ROOT/var/results/client-libs/java"; RESULTS="$ROOT/var/results/client-libs/java/bench-results.json"; fi
 n_cache=${1:-20000}
 n_rt=${2:-300}
-[ -f target/converge-0.1.0.jar ] || mvn -q -B package -DskipTests
+[ -f target/converge-0.1.0.jar ] || mvn -q -B -Dstyle.color=never package -DskipTests
 tmp=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
@@ -22,4 +25,4 @@ port=$("$ROOT/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("1
   --allow-target 127.0.0.0/8 >"$tmp/notary.log" 2>&1 &
 pid=$!
 java -cp "target/converge-0.1.0.jar:target/lib/*" org.converge.bench.Bench \
-  "$tmp/bench.notary" "$n_cache" "$n_rt" bench-results.json
+  "$tmp/bench.notary" "$n_cache" "$n_rt" "$RESULTS"

@@ -15,7 +15,20 @@ for tool in java mvn; do
   fi
 done
 echo "== java: $(java -version 2>&1 | head -1); $(mvn -v 2>/dev/null | head -1)"
-mvn -q -B test package
+mvn_rc=0
+mvn -q -B -Dstyle.color=never test package || mvn_rc=$?
+# JUnit's counts from Surefire's reports (mvn -q prints none)
+"$ROOT/.venv/bin/python" - target/surefire-reports <<'PY' || true
+import pathlib, sys, xml.etree.ElementTree as ET
+tests = failed = skipped = 0
+for f in pathlib.Path(sys.argv[1]).glob("TEST-*.xml"):
+    root = ET.parse(f).getroot()
+    tests += int(root.get("tests", 0))
+    failed += int(root.get("failures", 0)) + int(root.get("errors", 0))
+    skipped += int(root.get("skipped", 0))
+print(f"java: {tests - failed - skipped} passed, {failed} failed, {skipped} skipped")
+PY
+[ "$mvn_rc" = 0 ] || exit "$mvn_rc"
 mkdir -p bin
 cat > bin/converge-conformance <<LAUNCHER
 #!/bin/sh
@@ -25,7 +38,7 @@ LAUNCHER
 chmod +x bin/converge-conformance
 bin/converge-conformance info
 if [ "${CONVERGE_JAVA_SKIP_CONFORMANCE:-}" = 1 ] || [ "${CONVERGE_SKIP_CONFORMANCE:-}" = 1 ]; then
-  echo "== conformance runner skipped (CONVERGE_JAVA_SKIP_CONFORMANCE=1)"
+  echo "== conformance runner skipped here (CONVERGE_SKIP_CONFORMANCE or CONVERGE_JAVA_SKIP_CONFORMANCE is 1)"
 elif [ -x "$ROOT/.venv/bin/python" ]; then
   echo "== conformance runner, Java CLI"
   (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/conformance \

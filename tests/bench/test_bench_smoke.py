@@ -151,3 +151,13 @@ def test_run_all_skips_missing_suites(tmp_path: Path) -> None:
     found = {n: c for n, c, _ in run_all.suites(tmp_path)}
     assert found["client"] is not None and found["replay"] is not None
     assert found["replay"][-1].endswith("bench_replayer.py")
+
+
+def test_results_go_to_var_unless_recording(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.paths import ROOT, results_path
+
+    monkeypatch.delenv("CONVERGE_RECORD", raising=False)
+    assert results_path("docs/benchmarks.md") == ROOT / "var" / "results" / "docs/benchmarks.md"
+    # twin: make bench-record writes the tracked file
+    monkeypatch.setenv("CONVERGE_RECORD", "1")
+    assert results_path("docs/benchmarks.md") == ROOT / "docs" / "benchmarks.md"

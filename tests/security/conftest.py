@@ -1,4 +1,5 @@
-"""Fixtures of the security suite. The ``results`` collector writes docs/security-results.md
+"""Fixtures of the security suite. The ``results`` collector writes security-results.md
+(under var/results/, or docs/ with CONVERGE_RECORD=1)
 at the end of the session from the rows the tests added."""
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def results(request: pytest.FixtureRequest) -> Iterator[Results]:
     ran = {Path(str(item.fspath)).name for item in request.session.items
            if Path(str(item.fspath)).resolve().parent == here}
     if collected.rows and ran >= modules:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(collected.markdown(), encoding="utf-8")
 
 

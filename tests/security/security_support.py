@@ -24,7 +24,10 @@ from typing import Any
 import trustme
 
 REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "docs" / "security-results.md"
+# Written under var/results/ (ignored) unless CONVERGE_RECORD=1 (make security-record): a
+# test run must not rewrite tracked files.
+RESULTS = (REPO if os.environ.get("CONVERGE_RECORD") == "1" else REPO / "var" / "results") \
+    / "docs" / "security-results.md"
 
 # -- measurements ---------------------------------------------------------------------------
 
