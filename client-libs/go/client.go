@@ -252,7 +252,8 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 		return Verdict{}, err
 	}
 	if len(notaries) == 0 {
-		return Verdict{}, badInput(KindConfig, "no notaries enabled")
+		return Verdict{}, badInput(KindConfig, "no notaries enabled (looked in %s)",
+			WhereNotariesAreRead(cfg.NotariesDir))
 	}
 	if cfg.Extended == ExtendedRequire {
 		var offering []*Bundle

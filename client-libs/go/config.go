@@ -342,14 +342,52 @@ type NotaryFile struct {
 	Path    string
 }
 
+// hasSubfolders reports whether notariesDir holds notaries-available/ or notaries-enabled/.
+func hasSubfolders(notariesDir string) bool {
+	return isDir(filepath.Join(notariesDir, "notaries-available")) ||
+		isDir(filepath.Join(notariesDir, "notaries-enabled"))
+}
+
+// IsFlatLayout reports whether notariesDir is the 2014 libraries' layout: notaries-dir names
+// the enabled folder itself, which holds .notary files and neither subfolder.
+func IsFlatLayout(notariesDir string) bool {
+	if hasSubfolders(notariesDir) {
+		return false
+	}
+	matches, _ := filepath.Glob(filepath.Join(notariesDir, "*.notary"))
+	return len(matches) > 0
+}
+
+// WhereNotariesAreRead says where ListNotaries looks, for "no notaries enabled" messages.
+func WhereNotariesAreRead(notariesDir string) string {
+	if notariesDir == "" {
+		return "no notaries-dir"
+	}
+	standard := filepath.Join(notariesDir, "notaries-enabled") + "/"
+	if hasSubfolders(notariesDir) {
+		return standard
+	}
+	return standard + " and " + filepath.Join(notariesDir, "*.notary")
+}
+
 // ListNotaries reads every bundle in notariesDir, sorted by file name; plain files placed in
-// notaries-enabled/ count as enabled bundles too.
+// notaries-enabled/ count as enabled bundles too. In the 2014 layout (IsFlatLayout) every
+// .notary file of notariesDir itself is enabled, symlinks followed.
 func ListNotaries(notariesDir string) ([]NotaryFile, error) {
 	avail := filepath.Join(notariesDir, "notaries-available")
 	enabledDir := filepath.Join(notariesDir, "notaries-enabled")
 	enabledTargets := map[string]bool{}
 	var extra []string
-	if isDir(enabledDir) {
+	flat := IsFlatLayout(notariesDir)
+	if flat {
+		matches, _ := filepath.Glob(filepath.Join(notariesDir, "*.notary"))
+		sort.Strings(matches)
+		for _, p := range matches {
+			if _, err := os.Stat(p); err == nil { // a dangling link is ignored
+				extra = append(extra, p)
+			}
+		}
+	} else if isDir(enabledDir) {
 		matches, _ := filepath.Glob(filepath.Join(enabledDir, "*.notary"))
 		sort.Strings(matches)
 		for _, p := range matches {
@@ -369,7 +407,7 @@ func ListNotaries(notariesDir string) ([]NotaryFile, error) {
 		}
 	}
 	var files []string
-	if isDir(avail) {
+	if !flat && isDir(avail) {
 		files, _ = filepath.Glob(filepath.Join(avail, "*.notary"))
 		sort.Strings(files)
 	}

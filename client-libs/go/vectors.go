@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 )
 
@@ -23,6 +26,7 @@ var VectorSchemas = []string{
 	"converge-vectors/consensus/1",
 	"converge-vectors/cache/1",
 	"converge-vectors/extended-answers/1",
+	"converge-vectors/config/1",
 }
 
 // SupportsSchema reports whether schema is one of VectorSchemas.
@@ -221,8 +225,64 @@ func RunVectorCase(doc, c map[string]any) (map[string]any, error) {
 		out["result"] = CacheDecision(ts, now, lifetime)
 	case "converge-vectors/extended-answers/1":
 		return extendedCase(doc, c, out)
+	case "converge-vectors/config/1":
+		names, err := configCase(c)
+		if err != nil {
+			return invalid(err)
+		}
+		out["result"], out["enabled"] = "valid", names
 	default:
 		return nil, fmt.Errorf("unknown vector schema %q", schema)
+	}
+	return out, nil
+}
+
+// configCase creates the case's file tree in a fresh directory, loads it as the
+// configuration directory and returns the enabled notaries' names, sorted.
+func configCase(c map[string]any) ([]any, error) {
+	root, err := os.MkdirTemp("", "converge-vector-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	files, _ := c["files"].(map[string]any)
+	for rel, text := range files {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, err
+		}
+		s, _ := text.(string)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	links, _ := c["links"].(map[string]any)
+	for rel, target := range links {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, err
+		}
+		t, _ := target.(string)
+		if err := os.Symlink(t, p); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := LoadConfig(root)
+	if err != nil {
+		return nil, err
+	}
+	bundles, err := cfg.Notaries()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(bundles))
+	for _, b := range bundles {
+		names = append(names, b.Name)
+	}
+	sort.Strings(names)
+	out := make([]any, len(names))
+	for i, n := range names {
+		out[i] = n
 	}
 	return out, nil
 }

@@ -14,9 +14,11 @@ for tool in java mvn; do
     exit 1
   fi
 done
-echo "== java: $(java -version 2>&1 | head -1); $(mvn -v 2>/dev/null | head -1)"
+# no ANSI colour escapes in logs: batch mode, colour off, and any escape Maven still emits removed
+nocolour() { sed -u 's/\x1b\[[0-9;]*m//g'; }
+echo "== java: $(java -version 2>&1 | head -1); $(mvn -B -v 2>/dev/null | head -1 | nocolour)"
 mvn_rc=0
-mvn -q -B -Dstyle.color=never test package || mvn_rc=$?
+mvn -q -B -Dstyle.color=never test package 2>&1 | nocolour || mvn_rc=${PIPESTATUS[0]}
 # JUnit's counts from Surefire's reports (mvn -q prints none)
 "$ROOT/.venv/bin/python" - target/surefire-reports <<'PY' || true
 import pathlib, sys, xml.etree.ElementTree as ET

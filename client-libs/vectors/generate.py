@@ -25,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _config_cases import config  # noqa: E402
 from _extended_cases import extended_answers  # noqa: E402
 from _parsing_cases import bundles, fingerprints, requests_  # noqa: E402
 from _rules_cases import cache, consensus  # noqa: E402
@@ -42,6 +43,7 @@ FILES: dict[str, Callable[[], dict[str, Any]]] = {
     "consensus.json": consensus,
     "cache.json": cache,
     "extended-answers.json": extended_answers,
+    "config.json": config,
 }
 
 

@@ -303,7 +303,9 @@ static int check_forms(converge_ctx *ctx, const char *host, int port, const cv_f
     for (size_t i = 0; i < nall && ncand < 64; i++)
         if (cfg->extended != EXT_REQUIRE || all[i].offers_extended) cand[ncand++] = &all[i];
     if (nall == 0) {
-        rc = error_out(r, (cv_fail(&e, K_CONFIG, "no notaries enabled"), &e));
+        char where[9000];
+        cv_where_notaries(cfg->notaries_dir, where, sizeof where);
+        rc = error_out(r, (cv_fail(&e, K_CONFIG, "no notaries enabled (looked in %.200s)", where), &e));
         goto out;
     }
     if (ncand == 0) {

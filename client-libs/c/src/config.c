@@ -258,14 +258,42 @@ static void free_names(char **names, size_t n) {
     free(names);
 }
 
+static int has_subfolders(const char *notaries_dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/notaries-available", notaries_dir);
+    if (is_dir(p)) return 1;
+    snprintf(p, sizeof p, "%s/notaries-enabled", notaries_dir);
+    return is_dir(p);
+}
+
+/* The 2014 libraries' layout: notaries-dir names the enabled folder itself, which holds
+ * .notary files and neither notaries-available/ nor notaries-enabled/. */
+int cv_flat_layout(const char *notaries_dir) {
+    if (has_subfolders(notaries_dir)) return 0;
+    char **names = NULL;
+    size_t n = 0;
+    list_dir(notaries_dir, &names, &n);
+    free_names(names, n);
+    return n > 0;
+}
+
+void cv_where_notaries(const char *notaries_dir, char *out, size_t size) {
+    if (!notaries_dir || !*notaries_dir) snprintf(out, size, "no notaries-dir");
+    else if (has_subfolders(notaries_dir)) snprintf(out, size, "%s/notaries-enabled/", notaries_dir);
+    else snprintf(out, size, "%s/notaries-enabled/ and %s/*.notary", notaries_dir, notaries_dir);
+}
+
 int cv_enabled_bundles(const char *notaries_dir, cv_bundle **out, size_t *nout, cv_err *e) {
     char avail[4200], endir[4200];
+    /* the 2014 layout: every bundle of the folder itself, links followed (read as files) */
+    int flat = cv_flat_layout(notaries_dir);
     snprintf(avail, sizeof avail, "%s/notaries-available", notaries_dir);
-    snprintf(endir, sizeof endir, "%s/notaries-enabled", notaries_dir);
+    if (flat) snprintf(endir, sizeof endir, "%s", notaries_dir);
+    else snprintf(endir, sizeof endir, "%s/notaries-enabled", notaries_dir);
     char **en = NULL, **av = NULL;
     size_t nen = 0, nav = 0;
     list_dir(endir, &en, &nen);
-    list_dir(avail, &av, &nav);
+    if (!flat) list_dir(avail, &av, &nav);
     /* resolved targets of enabled symlinks; plain files in notaries-enabled/ count too */
     char **targets = calloc(nen + 1, sizeof *targets);
     char **extra = calloc(nen + 1, sizeof *extra);
@@ -281,9 +309,10 @@ int cv_enabled_bundles(const char *notaries_dir, cv_bundle **out, size_t *nout, 
     for (size_t i = 0; i < nscan; i++) {
         char p[4400];
         snprintf(p, sizeof p, "%s/%s", endir, en[i]);
-        struct stat lst;
+        struct stat lst, st;
         if (lstat(p, &lst) != 0) continue;
-        if (S_ISLNK(lst.st_mode)) {
+        if (flat && S_ISLNK(lst.st_mode) && stat(p, &st) != 0) continue; /* a dangling link */
+        if (S_ISLNK(lst.st_mode) && !flat) {
             char *r = realpath(p, NULL);
             if (r) targets[nt++] = r;
         } else {

@@ -175,6 +175,8 @@ int cv_load_config(const char *dir, cv_config *c, cv_err *e);
 void cv_config_defaults(cv_config *c);
 /* enabled bundles de-duplicated by name, in file-name order; malloc'd array */
 int cv_enabled_bundles(const char *notaries_dir, cv_bundle **out, size_t *n, cv_err *e);
+int cv_flat_layout(const char *notaries_dir);
+void cv_where_notaries(const char *notaries_dir, char *out, size_t size);
 int cv_read_file(const char *path, size_t max, char **data, size_t *n);
 
 /* ---------------------------------------------------------------- cache (cache.c) */

@@ -1,11 +1,16 @@
 /* The shared JSON test vectors (client-libs/vectors/, one file per schema) run through this library: one
  * output object per case, with the fields of CLIENT-CLI.md. Used by the conformance CLI and
  * by the unit tests. */
+#define _GNU_SOURCE
 #include <openssl/bio.h>
 #include <openssl/pem.h>
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "vectors.h"
@@ -13,7 +18,7 @@
 static const char *const SCHEMAS[] = {
     "converge-vectors/fingerprints/1", "converge-vectors/requests/1",  "converge-vectors/legacy-signatures/1",
     "converge-vectors/notary-responses/1", "converge-vectors/bundles/1", "converge-vectors/consensus/1",
-    "converge-vectors/cache/1", "converge-vectors/extended-answers/1",
+    "converge-vectors/cache/1", "converge-vectors/extended-answers/1", "converge-vectors/config/1",
 };
 
 size_t cv_schema_count(void) { return sizeof SCHEMAS / sizeof *SCHEMAS; }
@@ -187,6 +192,92 @@ static double num(const cj_value *v, int *ok) {
     return 0;
 }
 
+/* ---- converge-vectors/config/1: a file tree in a fresh directory, loaded as the configuration */
+
+static int mkdirs_for(const char *path) {
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+static int remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+            char sub[4400];
+            snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
+            remove_tree(sub);
+        }
+        if (d) closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+static int write_tree(const char *root, const cj_value *map, int links) {
+    for (size_t i = 0; map && map->kind == CJ_OBJECT && i < map->n; i++) {
+        const cj_value *v = map->items[i];
+        if (!cj_is_str(v) || strstr(map->keys[i], "..")) return -1;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", root, map->keys[i]);
+        if (mkdirs_for(p)) return -1;
+        if (links) {
+            char target[4400];
+            snprintf(target, sizeof target, "%.*s", (int)v->slen, v->s);
+            if (symlink(target, p)) return -1;
+        } else {
+            FILE *f = fopen(p, "wb");
+            if (!f) return -1;
+            size_t w = fwrite(v->s, 1, v->slen, f);
+            if (fclose(f) || w != v->slen) return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(((const cv_bundle *)a)->name, ((const cv_bundle *)b)->name);
+}
+
+static void config_case(const cj_value *c, cj_buf *o) {
+    char root[] = "/tmp/converge-vector-XXXXXX";
+    if (!mkdtemp(root)) {
+        invalid(o, "error", "io");
+        return;
+    }
+    cv_err e = {{0}, {0}};
+    cv_config cfg;
+    cv_bundle *bs = NULL;
+    size_t n = 0;
+    if (write_tree(root, cj_get(c, "files"), 0) || write_tree(root, cj_get(c, "links"), 1)) {
+        invalid(o, "error", "io");
+    } else if (cv_load_config(root, &cfg, &e) || cv_enabled_bundles(cfg.notaries_dir, &bs, &n, &e)) {
+        invalid(o, "error", e.kind);
+    } else {
+        qsort(bs, n, sizeof *bs, cmp_names);
+        field_str(o, "result", "valid");
+        cj_buf_puts(o, ",\"enabled\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i) cj_buf_puts(o, ",");
+            cj_write_string(o, bs[i].name, strlen(bs[i].name));
+            cv_bundle_free(&bs[i]);
+        }
+        cj_buf_puts(o, "]");
+        free(bs);
+    }
+    remove_tree(root);
+}
+
 int cv_run_vector_case(const cj_value *doc, const cj_value *c, cj_buf *o) {
     const cj_value *schema = cj_get(doc, "schema");
     cj_buf_puts(o, "{\"id\":");
@@ -313,6 +404,8 @@ int cv_run_vector_case(const cj_value *doc, const cj_value *c, cj_buf *o) {
         field_str(o, "result", cv_cache_name(cv_cache_decision(has_ts, ts, now, lok, life)));
     } else if (cj_str_eq(schema, "converge-vectors/extended-answers/1")) {
         extended_case(doc, c, o);
+    } else if (cj_str_eq(schema, "converge-vectors/config/1")) {
+        config_case(c, o);
     } else {
         cj_buf_puts(o, ",\"error\":\"unsupported-schema\"}");
         return -1;

@@ -131,7 +131,8 @@ static int cj_equal(const cj_value *a, const cj_value *b) {
 }
 
 static const char *const FIELDS[] = {"result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
-                                     "signed_bytes_reserialised", "name", "version", "hosts", "verdict", "extended"};
+                                     "signed_bytes_reserialised", "name", "version", "hosts", "verdict", "extended",
+                                     "enabled"};
 
 /* the runner's comparison: every field the case states must be equal (NULL = pass) */
 static const char *compare_case(const cj_value *c, const cj_value *actual) {

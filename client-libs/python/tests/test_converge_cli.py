@@ -197,3 +197,49 @@ def test_notary_update(
     code, out = run("--config-dir", str(confdir), "notary", "update")  # system CAs only
     assert code == 2 and "not updated (target-io)" in out
     assert run("--config-dir", str(confdir), "notary", "update", "Nobody")[0] == 2
+
+
+def test_init_and_add_honour_the_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, notaries: list[FakeNotary]
+) -> None:
+    """Every command uses one discovery order: --config-dir, $CONVERGE_CONFIG_DIR, user, system."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    env_dir = tmp_path / "from-env"
+    monkeypatch.setenv("CONVERGE_CONFIG_DIR", str(env_dir))
+    code, out = run("init")
+    assert code == 0 and str(env_dir) in out and (env_dir / "converge.config").is_file()
+    assert not (home / ".config" / "converge").exists()
+    f = tmp_path / "a.notary"
+    f.write_text(json.dumps(notaries[0].bundle("Org A").to_json()))
+    other = tmp_path / "from-env-2"
+    monkeypatch.setenv("CONVERGE_CONFIG_DIR", str(other))  # not created yet: add makes it
+    assert run("notary", "add", str(f))[0] == 0
+    assert list((other / "notaries-enabled").glob("*.notary"))
+    # twin: without the variable, init writes the user's directory
+    monkeypatch.delenv("CONVERGE_CONFIG_DIR")
+    code, out = run("init")
+    assert code == 0 and (home / ".config" / "converge" / "converge.config").is_file()
+
+
+def test_2014_layout_and_where_it_looked(
+    tmp_path: Path, notaries: list[FakeNotary], pki: dict[str, Any], target: TlsTarget,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """notaries-dir pointing at the enabled folder itself (the 2014 libraries' config)."""
+    d = tmp_path / "etc-converge"
+    (d / "notaries-enabled").mkdir(parents=True)
+    (d / "converge.config").write_text(json.dumps(
+        {"notaries-dir": str(d / "notaries-enabled") + "/", "early-return": False}))
+    code, _ = run("--config-dir", str(d), "check", f"127.0.0.1:{target.port}")
+    err = capsys.readouterr().err
+    assert code != 0 and "no notaries enabled" in err
+    assert f"{d / 'notaries-enabled'}" in err  # says where it looked
+    for i, n in enumerate(notaries):
+        (d / "notaries-enabled" / f"org{i}.notary").write_text(
+            json.dumps(n.bundle(f"Org {i}").to_json()))
+    code, out = run("--config-dir", str(d), "notary", "list")
+    assert code == 0 and out.count("* Org") == len(notaries)  # "*": enabled
+    code, out = run("--config-dir", str(d), "check", f"127.0.0.1:{target.port}")
+    assert code == 0 and "TRUSTED" in out, out

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import ssl
 import sys
@@ -96,14 +97,31 @@ def _split_hostport(text: str, default_port: int = 443) -> tuple[str, int]:
 
 
 def _config_dir(args: argparse.Namespace, *, create: bool = False) -> Path:
+    """The configuration directory in the discovery order (--config-dir, $CONVERGE_CONFIG_DIR,
+    the user's, the system's); with ``create``, a missing one is made where the first of
+    --config-dir, $CONVERGE_CONFIG_DIR and the user's directory points."""
     try:
         return discover_config_dir(args.config_dir)
     except ConfigError:
-        if not create or args.config_dir is not None:
+        if not create:
             raise
+        return _make_config_dir(args)
+
+
+def _make_config_dir(args: argparse.Namespace) -> Path:
+    if args.config_dir is not None:
+        d = Path(args.config_dir)
+    elif os.environ.get(ENV_VAR):
+        d = Path(os.environ[ENV_VAR])
+    else:
         d = default_user_dir()
+    try:
         d.mkdir(parents=True, exist_ok=True)
-        return d
+        (d / "notaries-available").mkdir(exist_ok=True)
+        (d / "notaries-enabled").mkdir(exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create {d}: {e}") from e
+    return d
 
 
 def _print_verdict(v: Verdict, out: TextIO, sha256: str | None) -> None:
@@ -264,10 +282,7 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
-    d = Path(args.config_dir) if args.config_dir else default_user_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "notaries-available").mkdir(exist_ok=True)
-    (d / "notaries-enabled").mkdir(exist_ok=True)
+    d = _make_config_dir(args)  # --config-dir, else $CONVERGE_CONFIG_DIR, else the user's
     f = d / CONFIG_FILE
     if not f.exists():
         f.write_text(json.dumps(DEFAULT_CONFIG, indent=2) + "\n")

@@ -30,7 +30,7 @@ from typing import Any
 from .bundle import NotaryBundle
 from .cache import LocalCache
 from .cachepolicy import cache_decision
-from .config import Config, load_config
+from .config import Config, load_config, where_notaries_are_read
 from .errors import CacheIOError, ConfigError, FingerprintError
 from .fingerprint import Fingerprint, as_fingerprint, fingerprint_of
 from .legacy import Vote, check_ip, check_target, location
@@ -234,7 +234,9 @@ class Client:
         cfg = self.config
         notaries = cfg.notaries()
         if not notaries:
-            raise ConfigError("no notaries enabled")
+            raise ConfigError(
+                f"no notaries enabled (looked in {where_notaries_are_read(cfg.notaries_dir)})"
+            )
         if cfg.extended == "require":
             notaries = [b for b in notaries if b.offers_extended]
             if not notaries:

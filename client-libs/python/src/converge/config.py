@@ -13,6 +13,12 @@ Layout (compatible with the surviving Java client)::
     notaries-available/*.notary
     notaries-enabled/*.notary  symlinks to ../notaries-available/...
 
+``notaries-dir`` names the folder holding ``notaries-available/`` and ``notaries-enabled/``.
+The 2014 client libraries' configuration instead points ``notaries-dir`` at the enabled
+folder itself (``/usr/local/etc/converge/notaries-enabled/``): a ``notaries-dir`` that holds
+neither subfolder but ``.notary`` files is that layout, and every ``.notary`` file in it (a
+symlink or not) is an enabled notary. Every language reads both (vectors ``config.json``).
+
 ``converge.config`` keys (relative paths are relative to the directory):
 
 ========================  ============  ==================================================
@@ -20,7 +26,8 @@ key                       default       meaning
 ========================  ============  ==================================================
 ``db``                    cache.sqlite3 local fingerprint cache (legacy add-on schema)
 ``userdb``                none          a per-user cache: read first, written instead of db
-``notaries-dir``          ``.``         where notaries-available/ and -enabled/ live
+``notaries-dir``          ``.``         where notaries-available/ and -enabled/ live, or
+                                        the enabled folder itself (the 2014 layout)
 ``notary-agreement``      majority      consensus | majority | minority
 ``quorum``                3             how many distinct logical notaries to ask
 ``connect-timeout``       3             seconds for TCP + TLS to one notary host
@@ -276,6 +283,27 @@ def _slug(name: str) -> str:
     return (s or "notary")[:60]
 
 
+def _has_subfolders(notaries_dir: Path) -> bool:
+    return (notaries_dir / "notaries-available").is_dir() or (
+        notaries_dir / "notaries-enabled").is_dir()
+
+
+def is_flat_layout(notaries_dir: Path) -> bool:
+    """Whether ``notaries_dir`` is the 2014 layout's enabled folder: it holds ``.notary``
+    files and neither ``notaries-available/`` nor ``notaries-enabled/`` (module rules)."""
+    return not _has_subfolders(notaries_dir) and any(notaries_dir.glob("*.notary"))
+
+
+def where_notaries_are_read(notaries_dir: Path | None) -> str:
+    """Where :func:`list_notaries` looks, for messages ("no notaries enabled (looked in ...)")."""
+    if notaries_dir is None:
+        return "no notaries-dir"
+    standard = f"{notaries_dir / 'notaries-enabled'}/"
+    if _has_subfolders(notaries_dir):
+        return standard
+    return f"{standard} and {notaries_dir}/*.notary"
+
+
 def list_notaries(notaries_dir: Path) -> list[tuple[NotaryBundle, bool, Path]]:
     """Every bundle in ``notaries-available/``: (bundle, enabled?, file), sorted by file.
 
@@ -286,14 +314,17 @@ def list_notaries(notaries_dir: Path) -> list[tuple[NotaryBundle, bool, Path]]:
     enabled_dir = notaries_dir / "notaries-enabled"
     enabled_targets: set[Path] = set()
     extra: list[Path] = []
-    if enabled_dir.is_dir():
+    flat = is_flat_layout(notaries_dir)
+    if flat:  # the 2014 layout: every bundle in the enabled folder itself, links followed
+        extra = [p for p in sorted(notaries_dir.glob("*.notary")) if p.exists()]
+    elif enabled_dir.is_dir():
         for p in sorted(enabled_dir.glob("*.notary")):
             if p.is_symlink():
                 if p.exists():
                     enabled_targets.add(p.resolve())
             else:
                 extra.append(p)
-    files = sorted(avail.glob("*.notary")) if avail.is_dir() else []
+    files = sorted(avail.glob("*.notary")) if not flat and avail.is_dir() else []
     if len(files) + len(extra) > MAX_NOTARIES:
         raise ConfigError(f"more than {MAX_NOTARIES} notary bundles")
     out = []
@@ -312,9 +343,13 @@ def add_notary(
     notaries_dir: Path, data: bytes, *, enable: bool = True
 ) -> tuple[NotaryBundle, Path]:
     """Validate a bundle, store it in notaries-available/ (replacing one of the same name)
-    and enable it."""
+    and enable it. In the 2014 layout the file goes into the enabled folder itself."""
     bundle = parse_bundle(data)
-    avail = notaries_dir / "notaries-available"
+    flat = is_flat_layout(notaries_dir)
+    if flat and not enable:
+        raise ConfigError(f"{notaries_dir} holds enabled notaries only (the 2014 layout, no "
+                          "notaries-available/): a bundle cannot be added disabled there")
+    avail = notaries_dir if flat else notaries_dir / "notaries-available"
     avail.mkdir(parents=True, exist_ok=True)
     existing = [p for b, _, p in list_notaries(notaries_dir) if b.name == bundle.name]
     target = (
@@ -329,7 +364,7 @@ def add_notary(
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(bundle.to_json(), indent=2) + "\n")
     os.replace(tmp, target)
-    if enable:
+    if enable and not flat:
         set_enabled(notaries_dir, bundle.name, True)
     return bundle, target
 
@@ -345,6 +380,11 @@ def _find(notaries_dir: Path, name: str) -> tuple[NotaryBundle, bool, Path]:
 
 def set_enabled(notaries_dir: Path, name: str, enabled: bool) -> NotaryBundle:
     bundle, _, path = _find(notaries_dir, name)
+    if is_flat_layout(notaries_dir):
+        if enabled:
+            return bundle  # every bundle there is enabled
+        raise ConfigError(f"{notaries_dir} holds enabled notaries only (the 2014 layout): "
+                          f"move {path.name} out of it to disable it")
     enabled_dir = notaries_dir / "notaries-enabled"
     enabled_dir.mkdir(parents=True, exist_ok=True)
     link = enabled_dir / path.name

@@ -10,7 +10,9 @@ in a field, or hex in the same field name with a ``_hex`` suffix.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from cryptography import x509
@@ -44,6 +46,7 @@ SCHEMAS = (
     "converge-vectors/consensus/1",
     "converge-vectors/cache/1",
     "converge-vectors/extended-answers/1",
+    "converge-vectors/config/1",
 )
 
 
@@ -119,6 +122,8 @@ def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
                 out["result"] = "trusted" if v else "untrusted"
         elif schema == "converge-vectors/cache/1":
             out["result"] = cache_decision(case["timestamp"], case["now"], case["lifetime"])
+        elif schema == "converge-vectors/config/1":
+            out.update(_config_case(case))
         elif schema == "converge-vectors/extended-answers/1":
             out.update(_extended_case(doc, case))
         else:
@@ -126,6 +131,24 @@ def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
     except BadInput as e:
         out.update(_invalid(e))
     return out
+
+
+def _config_case(case: Mapping[str, Any]) -> dict[str, Any]:
+    """Create the case's file tree in a fresh directory and load it as the configuration."""
+    from .config import load_config
+
+    with tempfile.TemporaryDirectory(prefix="converge-vector-") as tmp:
+        root = Path(tmp)
+        for rel, text in (case.get("files") or {}).items():
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+        for rel, target in (case.get("links") or {}).items():
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.symlink_to(target)
+        names = sorted(b.name for b in load_config(root).notaries())
+    return {"result": "valid", "enabled": names}
 
 
 def _extended_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
@@ -167,7 +190,7 @@ def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
 
     Compared: ``result``, and each of ``error``, ``kind``, ``algorithm``, ``canonical``,
     ``request``, ``signed_bytes``, ``signed_bytes_reserialised``, ``name``, ``version``,
-    ``hosts``, ``verdict``, ``extended`` that the case states.
+    ``hosts``, ``verdict``, ``extended``, ``enabled`` that the case states.
     """
     problems = []
     for key in (
@@ -183,6 +206,7 @@ def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
         "version",
         "hosts",
         "verdict",
+        "enabled",
         "extended",
     ):
         if key in case and case[key] != actual.get(key):

@@ -163,7 +163,8 @@ public final class Client implements AutoCloseable {
         Config cfg = config;
         List<Bundle> notaries = new ArrayList<>(cfg.notaries());
         if (notaries.isEmpty()) {
-            throw ConvergeException.bad("config", "no notaries enabled");
+            throw ConvergeException.bad("config",
+                    "no notaries enabled (looked in " + Config.whereNotariesAreRead(cfg.notariesDir) + ")");
         }
         if (cfg.extended.equals("require")) {
             notaries.removeIf(b -> !b.offersExtended());

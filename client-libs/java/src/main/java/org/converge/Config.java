@@ -277,13 +277,46 @@ public final class Config {
         }
     }
 
-    /** Every bundle file, sorted by file name, with whether it is enabled. */
+    private static boolean hasSubfolders(Path notariesDir) {
+        return Files.isDirectory(notariesDir.resolve("notaries-available"))
+                || Files.isDirectory(notariesDir.resolve("notaries-enabled"));
+    }
+
+    /**
+     * Whether {@code notariesDir} is the 2014 libraries' layout: {@code notaries-dir} names the
+     * enabled folder itself, which holds {@code .notary} files and neither subfolder.
+     */
+    public static boolean isFlatLayout(Path notariesDir) throws ConvergeException.BadInput {
+        return !hasSubfolders(notariesDir) && !notaryFiles(notariesDir).isEmpty();
+    }
+
+    /** Where {@link #listNotaries} looks, for "no notaries enabled" messages. */
+    public static String whereNotariesAreRead(Path notariesDir) {
+        if (notariesDir == null) {
+            return "no notaries-dir";
+        }
+        String standard = notariesDir.resolve("notaries-enabled") + "/";
+        return hasSubfolders(notariesDir) ? standard : standard + " and " + notariesDir.resolve("*.notary");
+    }
+
+    /**
+     * Every bundle file, sorted by file name, with whether it is enabled. In the 2014 layout
+     * ({@link #isFlatLayout}) every {@code .notary} file of the folder itself is enabled.
+     */
     public static List<Listed> listNotaries(Path notariesDir) throws ConvergeException.BadInput {
         Path avail = notariesDir.resolve("notaries-available");
         Path enabledDir = notariesDir.resolve("notaries-enabled");
         Set<Path> targets = new LinkedHashSet<>();
         List<Path> extra = new ArrayList<>();
-        for (Path p : notaryFiles(enabledDir)) {
+        boolean flat = isFlatLayout(notariesDir);
+        if (flat) {
+            for (Path p : notaryFiles(notariesDir)) {
+                if (Files.exists(p)) { // a dangling link is ignored
+                    extra.add(p);
+                }
+            }
+        }
+        for (Path p : flat ? List.<Path>of() : notaryFiles(enabledDir)) {
             if (Files.isSymbolicLink(p)) {
                 if (Files.exists(p)) {
                     try {
@@ -296,7 +329,7 @@ public final class Config {
                 extra.add(p);
             }
         }
-        List<Path> files = notaryFiles(avail);
+        List<Path> files = flat ? List.of() : notaryFiles(avail);
         if (files.size() + extra.size() > MAX_NOTARIES) {
             throw bad("more than " + MAX_NOTARIES + " notary bundles");
         }

@@ -25,10 +25,11 @@ public final class Vectors {
             "converge-vectors/bundles/1",
             "converge-vectors/consensus/1",
             "converge-vectors/cache/1",
-            "converge-vectors/extended-answers/1");
+            "converge-vectors/extended-answers/1",
+            "converge-vectors/config/1");
     static final List<String> COMPARED = List.of("result", "error", "kind", "algorithm", "canonical",
             "request", "signed_bytes", "signed_bytes_reserialised", "name", "version", "hosts", "verdict",
-            "extended");
+            "extended", "enabled");
 
     private Vectors() {}
 
@@ -130,6 +131,10 @@ public final class Vectors {
                             lt == null ? null : ((Number) numberOf(lt)).doubleValue()));
                 }
                 case "converge-vectors/extended-answers/1" -> out.putAll(extendedCase(doc, c));
+                case "converge-vectors/config/1" -> {
+                    out.put("result", "valid");
+                    out.put("enabled", configCase(c));
+                }
                 default -> throw new IllegalArgumentException("unknown vector schema " + schema);
             }
         } catch (ConvergeException.BadInput e) {
@@ -207,5 +212,53 @@ public final class Vectors {
             }
         }
         return problems;
+    }
+
+    /** Create the case's file tree in a fresh directory, load it, list the enabled names. */
+    static List<Object> configCase(Map<?, ?> c) throws ConvergeException.BadInput {
+        java.nio.file.Path root;
+        try {
+            root = java.nio.file.Files.createTempDirectory("converge-vector-");
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException(e);
+        }
+        try {
+            Map<?, ?> files = c.get("files") instanceof Map<?, ?> m ? m : Map.of();
+            for (Map.Entry<?, ?> f : files.entrySet()) {
+                java.nio.file.Path p = root.resolve((String) f.getKey());
+                java.nio.file.Files.createDirectories(p.getParent());
+                java.nio.file.Files.writeString(p, (String) f.getValue(), StandardCharsets.UTF_8);
+            }
+            Map<?, ?> links = c.get("links") instanceof Map<?, ?> m ? m : Map.of();
+            for (Map.Entry<?, ?> l : links.entrySet()) {
+                java.nio.file.Path p = root.resolve((String) l.getKey());
+                java.nio.file.Files.createDirectories(p.getParent());
+                java.nio.file.Files.createSymbolicLink(p, java.nio.file.Path.of((String) l.getValue()));
+            }
+            List<String> names = new ArrayList<>();
+            for (Bundle b : Config.load(root).notaries()) {
+                names.add(b.name);
+            }
+            java.util.Collections.sort(names);
+            return new ArrayList<Object>(names);
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException(e);
+        } finally {
+            deleteTree(root);
+        }
+    }
+
+    private static void deleteTree(java.nio.file.Path root) {
+        try (java.util.stream.Stream<java.nio.file.Path> s = java.nio.file.Files.walk(root)) {
+            s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    java.nio.file.Files.deleteIfExists(p);
+                } catch (java.io.IOException e) {
+                    // a temporary file left behind is harmless
+                }
+            });
+        } catch (java.io.IOException e) {
+            // as above
+        }
     }
 }
