@@ -21,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import summary
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_TIMEOUT = 600.0  # seconds per suite
 
@@ -79,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         if run_suite(name, cmd) != 0:
             failed.append(name)
+    print("\n== bench summary: every figure against its goal", flush=True)
+    print(summary.render(summary.rows()), flush=True)
     if failed:
         print(f"bench: failed suites: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -161,3 +161,16 @@ def test_results_go_to_var_unless_recording(monkeypatch: pytest.MonkeyPatch) -> 
     # twin: make bench-record writes the tracked file
     monkeypatch.setenv("CONVERGE_RECORD", "1")
     assert results_path("docs/benchmarks.md") == ROOT / "docs" / "benchmarks.md"
+
+
+def test_bench_summary_lists_figures_against_goals(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import summary
+
+    monkeypatch.setenv("CONVERGE_RECORD", "1")  # the recorded results in the repository
+    rows = summary.rows()
+    probes = [r for r in rows if r[0].startswith("notary forced_probes:")]
+    assert probes and probes[0][2] == "70%" and probes[0][3] in ("yes", "NO")
+    assert "no results" not in summary.render(rows)
+    # twin: with nothing recorded yet every suite says so, nothing raises
+    monkeypatch.setattr(summary, "results_path", lambda rel: Path("/nonexistent") / rel)
+    assert all("no results" in r[0] for r in summary.rows())

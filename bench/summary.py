@@ -1,0 +1,107 @@
+"""The closing summary of ``make bench``: every headline figure beside its goal.
+
+Reads the results each suite just wrote (``var/results/`` or, when recording, the tracked
+files; :mod:`bench.paths`). A figure without a stated goal is printed with ``-``. Missing or
+unreadable files are reported, never fatal: the suites' own exit codes decide the status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.paths import results_path
+
+Row = tuple[str, str, str, str]  # figure, value, goal, met
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _notary(d: dict[str, Any]) -> Iterator[Row]:
+    for name, sc in d.get("scenarios", {}).items():
+        cmp = sc.get("compare", {})
+        target = cmp.get("target")
+        yield (f"notary {name}: rate / {sc.get('baseline_title', 'baseline')}",
+               _pct(cmp.get("ratio")), _pct(target) if target else "-",
+               "-" if target is None else ("yes" if cmp.get("meets_target") else "NO"))
+
+
+def _client(d: dict[str, Any]) -> Iterator[Row]:
+    p50 = ((d.get("cache") or {}).get("client_check") or {}).get("p50_us")
+    yield ("client: local cache hit, p50", "-" if p50 is None else f"{p50:.1f} us",
+           f"{d.get('target_cache_hit_p50_us')} us",
+           "yes" if d.get("cache_hit_p50_under_target") else "NO")
+    for k, v in (d.get("ratios") or {}).items():
+        yield (f"client: {k}", f"{v:g}x", "-", "-")
+
+
+def _extended(d: dict[str, Any]) -> Iterator[Row]:
+    for k, v in (d.get("median_ratio_to_legacy") or {}).items():
+        yield (f"extended {k}: rate / legacy", f"{v:.2f}x", "-", "-")
+
+
+def _replay(d: dict[str, Any]) -> Iterator[Row]:
+    rate = d.get("max_rate_dispatch_p99_under_limit")
+    yield (f"replay: open-loop rate with send lateness p99 < {d.get('p99_limit_ms')} ms",
+           f"{rate:g}/s" if rate else "-", "5000/s",
+           "yes" if rate and rate >= 5000 else "NO")
+
+
+def _rootstore(d: dict[str, Any]) -> Iterator[Row]:
+    full = ((d.get("verification") or {}).get("full") or {}).get("ok") or {}
+    if "us_per_chain_median" in full:
+        yield ("rootstore: CA verification per chain (median)",
+               f"{full['us_per_chain_median'] / 1000:.2f} ms", "-", "-")
+    fp = d.get("forced_probes") or {}
+    if "ratio_both_over_perspective_median" in fp:
+        yield ("rootstore: probe rate, --verifier both / perspective",
+               _pct(fp["ratio_both_over_perspective_median"]), "-", "-")
+
+
+def _scale(d: dict[str, Any]) -> Iterator[Row]:
+    for name, c in (d.get("configs") or {}).items():
+        if "ratio_to_trivial" in c and name.startswith("cached/"):
+            yield (f"scale {name}: rate / trivial app", _pct(c["ratio_to_trivial"]), "-", "-")
+    mo = d.get("metrics_overhead") or {}
+    if "ratio_on_to_off" in mo:
+        yield ("scale: rate with metrics on / off", f"{mo['ratio_on_to_off']:.2f}x", "-", "-")
+
+
+SOURCES: list[tuple[str, Callable[[dict[str, Any]], Iterator[Row]]]] = [
+    ("bench/results/notary.json", _notary),
+    ("bench/results/client.json", _client),
+    ("bench/results/extended.json", _extended),
+    ("bench/results/replay.json", _replay),
+    ("bench/results/rootstore.json", _rootstore),
+    ("bench/results/scale.json", _scale),
+]
+
+
+def rows(ran: set[str] | None = None) -> list[Row]:
+    out: list[Row] = []
+    for rel, extract in SOURCES:
+        path: Path = results_path(rel)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            out.append((f"{rel}: no results", "-", "-", "-"))
+            continue
+        try:
+            out.extend(extract(doc))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            out.append((f"{rel}: unreadable ({exc})", "-", "-", "-"))
+    return out
+
+
+def render(table: list[Row]) -> str:
+    w = max([len(r[0]) for r in table] + [6])
+    lines = [f"{'figure':<{w}}  {'value':>12}  {'goal':>8}  met"]
+    lines += [f"{f:<{w}}  {v:>12}  {g:>8}  {m}" for f, v, g, m in table]
+    return "\n".join(lines)
+
+
+__all__ = ["render", "rows"]
