@@ -62,8 +62,8 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
                  "(redis://HOST:PORT/DB) instead of the SQLite file"}),
     ("--redis-prefix", {"help": "prefix of every Redis key (default converge:)"}),
     ("--metrics-listen", {"metavar": "HOST:PORT", "help": "serve /metrics, /healthz and "
-                          "/readyz on this plain-HTTP address (off by default; worker i of "
-                          "--workers uses PORT+i)"}),
+                          "/readyz on this plain-HTTP address, for all workers together "
+                          "(default: off)"}),
     ("--rate-limit", {"type": float, "metavar": "RPS", "help": "requests per second per "
                       "client address, 429 beyond (default 10000; 0 turns it off)"}),
     ("--rate-burst", {"type": int, "metavar": "N", "help": "token-bucket size per client "

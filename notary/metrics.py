@@ -4,9 +4,10 @@
   format), ``/healthz`` (200 while the process runs its event loop) and ``/readyz`` (200 when
   the durable store answers within :data:`READY_TIMEOUT`, else 503). Nothing of this is on
   the public port: bind it to loopback or an operations network.
-* With ``--workers N`` every worker serves its own metrics on ``PORT + index`` (index 0 to
-  N-1): each worker has its own registry, so Prometheus scrapes N targets and sums. No shared
-  files, no locks between processes.
+* With ``--workers N`` each worker keeps its own registry (no shared files, no locks between
+  processes) and serves it on an ephemeral loopback port; the supervisor serves the merged
+  metrics of all workers, each sample labelled ``worker``, and instance-wide health on the
+  one ``--metrics-listen`` address (:mod:`notary.metrics_aggregate`).
 * Each :class:`Metrics` has its own registry (nothing is created at import time). The
   request path only increments pre-created counter children; labels are fixed small sets
   (status codes, cache outcomes, probe outcomes). Gauges are read at scrape time.
@@ -22,7 +23,6 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from notary.config import parse_listen
 from notary.core.target import Target
 from notary.errors import (
     NotaryError,
@@ -131,15 +131,6 @@ class TimedProber:
             self._metrics.probed(outcome, time.perf_counter() - start)
 
 
-def worker_listen(spec: str, index: int) -> str:
-    """The metrics address of worker ``index``: the same host, port ``PORT + index``."""
-    host, port = parse_listen(spec)
-    if port == 0:
-        return spec
-    host = f"[{host}]" if ":" in host else host
-    return f"{host}:{port + index}"
-
-
 def create_metrics_app(metrics: Metrics, ready: Callable[[], Awaitable[object]]) -> web.Application:
     """``/metrics``, ``/healthz`` and ``/readyz`` (``ready`` raises StoreUnavailable if not)."""
 
@@ -169,4 +160,4 @@ def create_metrics_app(metrics: Metrics, ready: Callable[[], Awaitable[object]])
     return app
 
 
-__all__ = ["READY_TIMEOUT", "Metrics", "TimedProber", "create_metrics_app", "worker_listen"]
+__all__ = ["READY_TIMEOUT", "Metrics", "TimedProber", "create_metrics_app"]

@@ -14,6 +14,7 @@ import datetime as dt
 import errno
 import logging
 import multiprocessing
+import queue
 import signal
 import socket
 import ssl
@@ -29,7 +30,8 @@ from notary.config import Settings, parse_listen
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.errors import BadConfig, StoreUnavailable
 from notary.keys import Identity
-from notary.metrics import Metrics, create_metrics_app, worker_listen
+from notary.metrics import Metrics, create_metrics_app
+from notary.metrics_aggregate import AggregateServer
 from notary.relay import Relay
 from notary.store.sqlite import SQLiteStore
 from notary.web import CONNS, SERVICE, build_resolver, create_app
@@ -89,6 +91,7 @@ async def serve(
     stop: asyncio.Event | None = None,
     on_ready: Callable[[list[str]], None] | None = None,
     access_log: bool = False,
+    on_metrics_port: Callable[[int], None] | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None)."""
     metrics = Metrics() if settings.metrics_listen else None
@@ -131,6 +134,8 @@ async def serve(
                 await msite.start()
             except OSError as exc:
                 raise _cannot_listen("metrics", mhost, mport, exc) from exc
+            if on_metrics_port is not None:
+                on_metrics_port(msite._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
             for url in _site_urls(msite, False):
                 log.info("metrics and health on %s/metrics", url)
         for host, port in settings.listen_addrs():
@@ -283,11 +288,14 @@ def preflight_listen(settings: Settings) -> None:
                     raise _cannot_listen(what, host, port, exc) from exc
 
 
-def _worker_main(settings: Settings, access_log: bool) -> None:
+def _worker_main(settings: Settings, access_log: bool, index: int = 0,
+                 ports: Any = None) -> None:
+    """One worker process; it reports its metrics port on ``ports`` as ``(index, port)``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     _install_uvloop()
     identity = keys.load(settings.key_path, settings.cert_path)
-    asyncio.run(serve(settings, identity, access_log=access_log))
+    report = None if ports is None else (lambda port: ports.put((index, port)))
+    asyncio.run(serve(settings, identity, access_log=access_log, on_metrics_port=report))
 
 
 def run(settings: Settings, *, access_log: bool = False) -> int:
@@ -313,17 +321,33 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    # One metrics endpoint for the instance: the workers serve theirs on ephemeral loopback
+    # ports, report them here, and this process merges them (notary/metrics_aggregate.py).
+    aggregate: AggregateServer | None = None
+    ports: Any = None
+    workers: list[multiprocessing.process.BaseProcess] = []
+    if settings.metrics_listen:
+        mhost, mport = parse_listen(settings.metrics_listen)
+        try:
+            aggregate = AggregateServer(mhost, mport, settings.workers,
+                                        lambda i: i < len(workers) and workers[i].is_alive())
+        except OSError as exc:
+            raise _cannot_listen("metrics", mhost, mport, exc) from exc
+        ports = ctx.Queue()
+        aggregate.start()
+        log.info("metrics and health of all %d workers on http://%s/metrics",
+                 settings.workers, _where(mhost, aggregate.port))
+
     def start(index: int) -> multiprocessing.process.BaseProcess:
         mine = settings
-        if settings.metrics_listen:  # each worker serves its own metrics on PORT + index
-            mine = dataclasses.replace(
-                settings, metrics_listen=worker_listen(settings.metrics_listen, index)
-            )
-        p = ctx.Process(target=_worker_main, args=(mine, access_log), daemon=False)
+        if settings.metrics_listen:
+            mine = dataclasses.replace(settings, metrics_listen="127.0.0.1:0")
+        p = ctx.Process(target=_worker_main, args=(mine, access_log, index, ports),
+                        daemon=False)
         p.start()
         return p
 
-    workers = [start(i) for i in range(settings.workers)]
+    workers.extend(start(i) for i in range(settings.workers))
     for url in settings.listen:
         scheme = "https" if settings.tls else "http"
         print(f"notary: serving {scheme}://{url} with {settings.workers} workers",
@@ -332,6 +356,11 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
     restarts: list[float] = []
     while not stopping:
         time.sleep(0.2)
+        while aggregate is not None:
+            try:
+                aggregate.worker_port(*ports.get_nowait())
+            except queue.Empty:
+                break
         for i, p in enumerate(workers):
             if p.is_alive() or stopping:
                 continue
@@ -350,6 +379,8 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
         p.join(10)
         if p.is_alive():
             p.kill()
+    if aggregate is not None:
+        aggregate.close()
     return 0
 
 

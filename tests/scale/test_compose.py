@@ -11,6 +11,7 @@ files that the check rejects.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
@@ -31,6 +32,46 @@ def load() -> tuple[Doc, str, Doc, str]:
     prom = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     dockerfile = (ROOT / "Dockerfile").read_text()
     return compose, haproxy, prom, dockerfile
+
+
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "converge-notary.json"
+# the panels an operator watches, each with a metric it must query
+WATCHED = {
+    "Requests per second by status": "notary_requests_total",
+    "Notary cache hit ratio": "notary_cache_total",
+    "Live probe latency": "notary_probe_seconds_bucket",
+    "Probe slots in use": "notary_probes_in_flight",
+    "Refused by the address policy": 'status="403"',
+    "Rate-limited": "notary_rate_limited_total",
+}
+
+
+def _exported_metrics() -> set[str]:
+    """Every sample name the notary exposes (families with their _total/_bucket/... forms)."""
+    from notary.metrics import Metrics
+
+    text = Metrics().exposition().decode()
+    names = {ln.split("{")[0].split()[0] for ln in text.splitlines() if ln and ln[0] != "#"}
+    return names | {"notary_workers", "notary_metrics_workers_unreachable",
+                    "notary_probe_seconds_bucket", "notary_probe_seconds_count"}
+
+
+def dashboard_problems(dashboard: Doc) -> list[str]:
+    out = []
+    panels = {p.get("title", ""): p for p in dashboard.get("panels", [])}
+    for title, needle in WATCHED.items():
+        hit = [p for t, p in panels.items() if t.startswith(title)]
+        if not hit:
+            out.append(f"dashboard lacks the panel {title!r}")
+        elif not any(needle in t.get("expr", "") for t in hit[0].get("targets", [])):
+            out.append(f"dashboard panel {title!r} does not query {needle}")
+    known = _exported_metrics()
+    for p in dashboard.get("panels", []):
+        for t in p.get("targets", []):
+            for name in re.findall(r"\b(notary_[a-z_]+)", t.get("expr", "")):
+                if name not in known:
+                    out.append(f"dashboard panel {p.get('title')!r} queries unknown {name}")
+    return out
 
 
 def _flag(cmd: list[str], name: str) -> str | None:
@@ -96,8 +137,7 @@ def problems(compose: Doc, haproxy: str, prom: Doc, dockerfile: str) -> list[str
         deps = s.get("depends_on", {})
         if "redis" not in deps or "keys" not in deps:
             out.append(f"{n}: does not wait for redis and keys")
-    ports = [p for v in listen.values() for p in
-             [v[1], *range(v[2], v[2] + v[3])]]
+    ports = [p for v in listen.values() for p in [v[1], v[2]]]
     if len(ports) != len(set(ports)):
         out.append(f"notaries share a network namespace but their ports collide: {ports}")
 
@@ -120,14 +160,23 @@ def problems(compose: Doc, haproxy: str, prom: Doc, dockerfile: str) -> list[str
     if not published or not published <= binds:
         out.append(f"lb publishes {published} but haproxy binds {binds}")
 
-    # Prometheus scrapes every worker of every notary
-    targets = {t for job in prom.get("scrape_configs", []) for sc in job["static_configs"]
-               for t in sc["targets"]}
-    for n, (_, _, mport, workers) in listen.items():
+    # Prometheus scrapes every notary once: its port serves the merged metrics of its workers
+    targets = [t for job in prom.get("scrape_configs", []) for sc in job["static_configs"]
+               for t in sc["targets"]]
+    for n, (_, _, mport, _) in listen.items():
         reach = nots[n].get("network_mode", "").removeprefix("service:") or n
-        for i in range(workers):
-            if f"{reach}:{mport + i}" not in targets:
-                out.append(f"prometheus misses {n} worker {i} ({reach}:{mport + i})")
+        if targets.count(f"{reach}:{mport}") != 1:
+            out.append(f"prometheus does not scrape {n} exactly once ({reach}:{mport})")
+
+    # Grafana: in the monitoring profile, provisioned datasource and the operator's dashboard
+    grafana = services.get("grafana", {})
+    if grafana.get("profiles") != ["monitoring"]:
+        out.append("grafana is not in the monitoring profile")
+    mounts = " ".join(str(v) for v in grafana.get("volumes", []))
+    for part in ("deploy/grafana/provisioning", "deploy/grafana/dashboards"):
+        if part not in mounts:
+            out.append(f"grafana does not mount {part}")
+    out.extend(dashboard_problems(json.loads(DASHBOARD.read_text())))
 
     # locust: master and workers in a profile, workers find the master, files exist
     master, worker = services.get("locust-master", {}), services.get("locust-worker", {})
@@ -196,8 +245,10 @@ MUTATIONS = {
         c, h.replace("check port 9100", "check port 9200"), p, d),
     "health check does not ask /readyz": lambda c, h, p, d: _set_cmd(
         c, "notary1", "--metrics-listen", "0.0.0.0:9300"),
-    "prometheus misses notary2 worker 1": lambda c, h, p, d: (
-        c, h, yaml.safe_load(yaml.safe_dump(p).replace("farm:9111", "farm:9999")), d),
+    "prometheus does not scrape notary2 exactly once": lambda c, h, p, d: (
+        c, h, yaml.safe_load(yaml.safe_dump(p).replace("farm:9110", "farm:9999")), d),
+    "grafana is not in the monitoring profile": lambda c, h, p, d: c["services"]["grafana"].pop(
+        "profiles"),
     "the notary CLI rejects its command": lambda c, h, p, d: c["services"]["notary1"][
         "command"].append("--no-such-flag"),
     "ports collide": lambda c, h, p, d: _set_cmd(c, "notary2", "--listen", "0.0.0.0:8443"),
@@ -211,6 +262,16 @@ MUTATIONS = {
     "Dockerfile lacks stage AS locust": lambda c, h, p, d: (
         c, h, p, d.replace("AS locust", "AS loadgen")),
 }
+
+
+def test_the_dashboard_queries_metrics_the_notary_exports() -> None:
+    assert dashboard_problems(json.loads(DASHBOARD.read_text())) == []
+    # twin: a panel querying a metric that does not exist, or a watched panel gone, is caught
+    broken = json.loads(DASHBOARD.read_text())
+    broken["panels"][0]["targets"][0]["expr"] = "rate(notary_no_such_metric_total[1m])"
+    found = dashboard_problems(broken)
+    assert any("unknown notary_no_such_metric_total" in f for f in found), found
+    assert any("does not query notary_requests_total" in f for f in found), found
 
 
 @pytest.mark.parametrize("expected", sorted(MUTATIONS))

@@ -24,7 +24,8 @@ from notary.core.fingerprint import CertDigests, colon_hex
 from notary.core.target import Target
 from notary.errors import BadConfig, RateLimited, TargetUnreachable, TooManyConnections
 from notary.limits import Bucket, ConnectionCap, RateLimiter, take
-from notary.metrics import Metrics, create_metrics_app, worker_listen
+from notary.metrics import Metrics, create_metrics_app
+from notary.metrics_aggregate import merge
 from notary.probe import ProbeResult
 from notary.store.memory import MemoryStore
 from notary.store.redis import RedisStore
@@ -93,10 +94,38 @@ def test_settings_bounds() -> None:
             Settings(**bad).check()  # type: ignore[arg-type]
 
 
-def test_worker_listen_offsets_the_port() -> None:
-    assert worker_listen("127.0.0.1:9100", 0) == "127.0.0.1:9100"
-    assert worker_listen("127.0.0.1:9100", 3) == "127.0.0.1:9103"
-    assert worker_listen("[::1]:9100", 1) == "[::1]:9101"
+def test_merge_labels_every_sample_with_its_worker() -> None:
+    m0, m1 = Metrics(), Metrics()
+    m0.answered(200, "hit")
+    m1.answered(200, "hit")
+    m1.answered(409, "miss")
+    m1.probed("ok", 0.02)
+    text = merge({"0": m0.exposition().decode(), "1": m1.exposition().decode()})
+    families = [ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE")]
+    assert len(families) == len(set(families))  # every family once
+    assert 'notary_requests_total{worker="0",status="200"} 1.0' in text
+    assert 'notary_requests_total{worker="1",status="409"} 1.0' in text
+    assert re.search(r'notary_probe_seconds_bucket\{worker="1",[^}]*le="0.025"[^}]*\} 1.0', text)
+    # the merged text parses as a Prometheus exposition, samples of one family together
+    from prometheus_client.parser import text_string_to_metric_families
+
+    parsed = {f.name: f for f in text_string_to_metric_families(text)}
+    assert sum(s.value for s in parsed["notary_requests"].samples
+               if s.name == "notary_requests_total") == 3
+    # twin: without the label the two workers' samples would collide
+    assert merge({"0": "x 1\n"}) == 'x{worker="0"} 1\n'
+
+
+def test_aggregate_health_names_the_worker_that_is_down() -> None:
+    from notary.metrics_aggregate import AggregateServer
+
+    agg = AggregateServer("127.0.0.1", 0, 2, lambda i: i == 0)
+    try:
+        status, _, body = agg.answer("/healthz")
+        assert status == 503 and "worker 1: not running" in body
+        assert agg.answer("/nowhere")[0] == 404
+    finally:
+        agg.close()
 
 
 # -- real HTTP on loopback -----------------------------------------------------------------------

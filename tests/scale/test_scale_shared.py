@@ -83,42 +83,33 @@ def test_redis_and_limits_from_flags_and_from_toml(tmp_path: Path) -> None:
     assert defaults.redis is None and defaults.metrics_listen is None  # off unless asked
 
 
-def _two_free_ports() -> int:
-    import socket
-
-    for _ in range(50):
-        p = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p + 1))
-            except OSError:
-                continue
-        return p
-    raise RuntimeError("no two consecutive free ports")
-
-
-def test_each_worker_serves_its_own_metrics_port(tmp_path: Path, tls_target: TLSTarget) -> None:
+def test_workers_metrics_are_served_together_on_one_port(
+    tmp_path: Path, tls_target: TLSTarget
+) -> None:
+    """One scrape target per instance: every worker's samples, labelled worker="i"."""
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 site.test\n")
-    mport = _two_free_ports()
+    mport = free_port()
     args = ["--hosts-file", str(hosts), "--workers", "2", "--metrics-listen",
             f"127.0.0.1:{mport}"]
     with running_notary(tmp_path / "n", args) as n:
         for _ in range(20):
             assert post_fp(n.url, "site.test", tls_target.port, tls_target.sha1)[0] == 200
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 15
         while True:  # the second worker may still be starting
-            try:
-                texts = [urllib.request.urlopen(f"http://127.0.0.1:{p}/metrics", timeout=2)
-                         .read().decode() for p in (mport, mport + 1)]
+            text = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5
+                                          ).read().decode()
+            if 'worker="1"' in text and "notary_metrics_workers_unreachable 0" in text:
                 break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-        assert urllib.request.urlopen(f"http://127.0.0.1:{mport + 1}/readyz", timeout=2
+            assert time.monotonic() < deadline, text[-500:]
+            time.sleep(0.2)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{mport}/readyz", timeout=5
                                       ).status == 200
-    total = 0.0
-    for text in texts:
-        total += sum(float(line.split()[1]) for line in text.splitlines()
-                     if line.startswith("notary_requests_total{"))
+        health = urllib.request.urlopen(f"http://127.0.0.1:{mport}/healthz", timeout=5
+                                        ).read().decode()
+        assert "2 workers" in health
+    counts = [line for line in text.splitlines() if line.startswith("notary_requests_total{")]
+    assert {'worker="0"' in c for c in counts} == {True, False}  # both workers present
+    assert text.count("# TYPE notary_requests_total counter") == 1  # one family, once
+    total = sum(float(line.split()[1]) for line in counts)
     assert total == 20  # the workers' counters add up to every request, none counted twice
