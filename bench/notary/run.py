@@ -15,7 +15,6 @@ import datetime as dt
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -106,42 +105,23 @@ def unexpected(result: wrk.WrkResult, status: str, cache: str) -> int:
     return max(0, result.requests - good)
 
 
-def probe_count(metrics_ports: Sequence[int]) -> int | None:
+def probe_count(metrics_port: int) -> int | None:
     """Live probes done so far (``notary_probe_seconds_count``, all outcomes, summed over
-    the workers' metrics ports), or None when a port does not tell."""
+    every series: the instance's one metrics endpoint labels each worker's), or None when
+    the endpoint does not tell."""
+    try:
+        status, _, data = http_request(HOST, metrics_port, "GET", "/metrics", timeout=5)
+    except OSError:
+        return None
+    if status != 200:
+        return None
     total = 0.0
-    for port in metrics_ports:
-        try:
-            status, _, data = http_request(HOST, port, "GET", "/metrics", timeout=5)
-        except OSError:
-            return None
-        if status != 200:
-            return None
-        found = False
-        for line in data.decode("utf-8", "replace").splitlines():
-            if line.startswith("notary_probe_seconds_count"):
-                total += float(line.rsplit(" ", 1)[1])
-                found = True
-        if not found:
-            return None
-    return int(total)
-
-
-def free_ports_in_row(n: int, attempts: int = 50) -> list[int]:
-    """``n`` consecutive free ports (workers serve metrics on PORT + index)."""
-    for _ in range(attempts):
-        first = free_port()
-        ports = list(range(first, first + n))
-        if ports[-1] > 65535:
-            continue
-        try:
-            for p in ports[1:]:
-                with socket.socket() as s:
-                    s.bind((HOST, p))
-        except OSError:
-            continue
-        return ports
-    raise BenchError(f"no {n} consecutive free ports found")
+    found = False
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.startswith("notary_probe_seconds_count"):
+            total += float(line.rsplit(" ", 1)[1])
+            found = True
+    return int(total) if found else None
 
 
 def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
@@ -379,23 +359,22 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             continue
         name = f"notary-probe-{workers}w"
         pp = free_port()
-        metrics = free_ports_in_row(workers)
+        metrics = free_port()
         ps.start(name, notary_argv(
             work / name, pp, tls=False, rate_limit=opts.rate_limit, workers=workers,
             extra=["--hosts-file", str(hosts_file), "--negative-ttl", "0",
-                   "--metrics-listen", f"{HOST}:{metrics[0]}"],
+                   "--metrics-listen", f"{HOST}:{metrics}"],
         ))
         ps.wait_http(name, HOST, pp)
-        for mport in metrics:
-            ps.wait_http(name, HOST, mport)
+        ps.wait_http(name, HOST, metrics)
         probe_trial = wrk_trial(name, pp, script_probe, False, opts.probe_connections, "409",
                                 MISS, also="s_server")
 
         def counted_probe_trial(trial: Trial = probe_trial,
-                                ports: list[int] = metrics) -> dict[str, Any]:
-            before = probe_count(ports)
+                                port: int = metrics) -> dict[str, Any]:
+            before = probe_count(port)
             d = trial()
-            after = probe_count(ports)
+            after = probe_count(port)
             d["probes_counted"] = None if before is None or after is None else after - before
             return d
 
