@@ -303,7 +303,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         chain.append({"subject": cert.subject.rfc4514_string(),
                       "issuer": cert.issuer.rfc4514_string()})
     doc = {
-        "target": f"{host}:{port}",
+        "target": Target(host, port, ip).location,
         "address": result.address,
         "sha1": colon_hex(result.digests.sha1),
         "sha256": colon_hex(result.digests.sha256),

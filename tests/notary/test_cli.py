@@ -185,6 +185,17 @@ async def test_check_prints_the_target_fingerprints(
     assert f"SHA-1:   {sha1_fp(der)}" in out
 
 
+async def test_check_names_an_ipv6_target_in_brackets(
+    make_target: MakeTarget, site_cert: trustme.LeafCert
+) -> None:
+    target = await make_target(site_cert, host="::1")
+    rc, out, err = await run_cli_async("check", f"[::1]:{target.port}", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["target"] == f"[::1]:{target.port}"  # not "::1:PORT", which reads as an address
+    assert doc["address"] == "::1"
+
+
 async def test_check_dead_port_fails(tmp_path: Path) -> None:
     port = free_port()
     rc, out, err = await run_cli_async("check", f"127.0.0.1:{port}", "--timeout", "2")
