@@ -35,6 +35,10 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--listen", {"action": "append", "metavar": "HOST:PORT",
                   "help": "address to serve on (repeatable; default 127.0.0.1:8443)"}),
     ("--db", {"type": Path, "help": "SQLite database (default DATA/notary.sqlite3)"}),
+    ("--sqlite-driver", {"choices": ["aiosqlite", "thread"],
+                         "help": "how the SQLite store reaches the file: aiosqlite (default) "
+                         "or thread (the store's earlier one-thread executor, kept so the "
+                         "benchmark can compare the two)"}),
     ("--key", {"type": Path, "help": "RSA key (default DATA/notary.key)"}),
     ("--cert", {"type": Path, "help": "certificate (default DATA/notary.pem)"}),
     ("--signing-key", {"type": Path, "help": "Ed25519 key for the extended format "

@@ -23,6 +23,7 @@ class Settings:
     listen: list[str] = field(default_factory=lambda: ["127.0.0.1:8443"])
     tls: bool = True
     db: Path | None = None
+    sqlite_driver: str = "aiosqlite"  # aiosqlite | thread (the earlier executor, to compare)
     key: Path | None = None
     cert: Path | None = None
     signing_key: Path | None = None
@@ -127,6 +128,9 @@ class Settings:
         for spec in self.relay_listen:
             parse_listen(spec)
         self.relay_settings()
+        if self.sqlite_driver not in ("aiosqlite", "thread"):
+            raise BadConfig(f"sqlite_driver must be aiosqlite or thread, got "
+                            f"{self.sqlite_driver!r}")
         if self.verifier not in ("perspective", "ca", "both"):
             raise BadConfig(f"verifier must be perspective, ca or both, got {self.verifier!r}")
         if self.redis is not None and not self.redis.startswith(

@@ -371,7 +371,9 @@ def create_app(
                                 "keyed by host:port whatever address was probed)", dropped)
             backend = redis_store
         else:
-            backend = await SQLiteStore.open(settings.db_path)
+            backend = await SQLiteStore.open(
+                settings.db_path, driver=settings.sqlite_driver,  # type: ignore[arg-type]
+            )
         cached = CachedStore(backend, settings.lru_entries)
         ca = build_checker(
             settings.verifier, settings.ca_roots, settings.ca_trust, settings.ca_no_mozilla

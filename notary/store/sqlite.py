@@ -1,26 +1,32 @@
-"""The embedded default store: SQLite in WAL mode, on one dedicated thread.
+"""The embedded default store: SQLite in WAL mode, driven through aiosqlite.
 
-Every operation is one complete transaction run by one call on the store's own thread (one
-hop from the event loop to the thread and back). A probe's ``observe`` used to be seven such
-hops through aiosqlite, five of them inside an open transaction; one hop cut the notary's
-CPU per live probe by about a fifth. A transaction never spans an ``await``, so reads cannot
-see half-applied writes and a cancelled request cannot leave a transaction open (the call
-runs to completion on the thread either way).
+Every operation is **one SQL statement**, so one complete transaction and one hop from the
+event loop to the driver's thread and back; no transaction ever spans an ``await``, so
+reads cannot see half-applied writes and a cancelled request cannot leave one open.
+Recording an observation is a single upsert: triggers apply the history rules of
+:mod:`notary.core.history` inside that statement (bump the record's version and clear its
+signed body, keep the :data:`~notary.core.history.MAX_HISTORY` most recently seen
+certificates, drop the chains of the ones let go), and its ``RETURNING`` clause hands back
+the new version and history. Earlier versions ran a seven-statement transaction on the
+store's own one-thread executor; the same single statement can still run that way
+(``driver="thread"``), which the benchmark uses to compare the two drivers side by side.
 
-Safe for several worker processes on one file: writes take the database's write lock with
-``BEGIN IMMEDIATE`` and apply the pure history rules inside that transaction, so concurrent
-observations of one target from different processes all land in one consistent history.
-With WAL and ``synchronous=NORMAL`` a committed transaction survives the death of the
-process (SIGKILL); only an operating-system crash can lose the last commits.
+Safe for several worker processes on one file: each statement takes the database's write
+lock for its own duration (``busy_timeout`` waits for it), and the history merge happens
+inside the statement (``min(first_seen)``, ``max(last_seen)``), so concurrent observations
+of one target from different processes all land in one consistent history. With WAL and
+``synchronous=NORMAL`` a committed statement survives the death of the process (SIGKILL);
+only an operating-system crash can lose the last commits.
 
-Schema version 2 added the ``chains`` table (the chain presented with each observed leaf).
-Schema version 3 changed what ``location`` means: the record key of
-:attr:`notary.core.target.Target.key` (``host:port`` for the notary's own resolution,
-``host:port/ip`` for a client-named address). Before it, observations made at an address a
-client named were stored under ``host:port`` too, and nothing in a version 1 or 2 database
-tells them apart, so opening one drops every cached record (targets, observations, chains)
-in the same transaction that records version 3, and logs how many. The cache refills from
-live probes; the signing keys are not in the database and are unaffected.
+Schema versions: 2 added the ``chains`` table (the chain presented with each observed leaf).
+3 changed what ``location`` means: the record key of :attr:`notary.core.target.Target.key`
+(``host:port`` for the notary's own resolution, ``host:port/ip`` for a client-named
+address). Before it, observations made at an address a client named were stored under
+``host:port`` too, and nothing in a version 1 or 2 database tells them apart, so opening
+one drops every cached record (targets, observations, chains) in the same transaction that
+records the new version, and logs how many. The cache refills from live probes; the signing
+keys are not in the database and are unaffected. 4 added the triggers; a version 3 file
+keeps its records.
 """
 
 from __future__ import annotations
@@ -29,108 +35,205 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Literal, Protocol
+
+import aiosqlite
 
 from notary.core.fingerprint import CertDigests
-from notary.core.history import History, Observation, observe, ordered
+from notary.core.history import MAX_HISTORY, History, Observation, ordered
 from notary.errors import BadData, StoreUnavailable
 from notary.rootstore.chain import decode_chain, encode_chain
 from notary.store.base import StoredChain, TargetRecord
 
-T = TypeVar("T")
-
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+Driver = Literal["aiosqlite", "thread"]
+DRIVERS: tuple[Driver, ...] = ("aiosqlite", "thread")
 log = logging.getLogger("notary.store")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS targets (
+
+_ORDER = "last_seen DESC, first_seen DESC, sha256"  # history.ordered, in SQL
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS targets (
     location TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     body BLOB
-);
-CREATE TABLE IF NOT EXISTS observations (
+)""",
+    """CREATE TABLE IF NOT EXISTS observations (
     location TEXT NOT NULL,
     sha256 BLOB NOT NULL,
     sha1 BLOB NOT NULL,
     first_seen INTEGER NOT NULL,
     last_seen INTEGER NOT NULL,
     PRIMARY KEY (location, sha256)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS chains (
+) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS chains (
     location TEXT NOT NULL,
     sha256 BLOB NOT NULL,
     chain BLOB NOT NULL,
     seen INTEGER NOT NULL,
     PRIMARY KEY (location, sha256)
-) WITHOUT ROWID;
-"""
+) WITHOUT ROWID""",
+    # Every upsert of an observation is a change of the record: new version, body unsigned.
+    # BEFORE, so that the statement's RETURNING clause sees the new version.
+    """CREATE TRIGGER IF NOT EXISTS observation_bumps_version
+BEFORE INSERT ON observations BEGIN
+    INSERT INTO targets(location, version, body) VALUES (NEW.location, 1, NULL)
+    ON CONFLICT(location) DO UPDATE SET version = version + 1, body = NULL;
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS history_keeps_the_latest
+AFTER INSERT ON observations
+WHEN (SELECT count(*) FROM observations WHERE location = NEW.location) > {MAX_HISTORY} BEGIN
+    DELETE FROM observations WHERE location = NEW.location AND sha256 NOT IN (
+        SELECT sha256 FROM observations WHERE location = NEW.location
+        ORDER BY {_ORDER} LIMIT {MAX_HISTORY});
+END""",
+    """CREATE TRIGGER IF NOT EXISTS forgotten_certificate_drops_chain
+AFTER DELETE ON observations BEGIN
+    DELETE FROM chains WHERE location = OLD.location AND sha256 = OLD.sha256;
+END""",
+)
 _GET = """
 SELECT t.version, t.body, o.sha1, o.sha256, o.first_seen, o.last_seen
 FROM targets t LEFT JOIN observations o ON o.location = t.location
 WHERE t.location = ?
 """
-_OBS = "SELECT sha1, sha256, first_seen, last_seen FROM observations WHERE location = ?"
-_UPSERT_OBS = (
-    "INSERT INTO observations(location, sha256, sha1, first_seen, last_seen)"
-    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(location, sha256) DO UPDATE SET"
-    " first_seen = excluded.first_seen, last_seen = excluded.last_seen"
+# One statement: the upsert (history merge), the triggers (version, pruning, chains), and
+# the record as it stands after them. RETURNING is computed before AFTER triggers run, so
+# the history is read with the same LIMIT the pruning trigger applies.
+_OBSERVE = f"""
+INSERT INTO observations(location, sha256, sha1, first_seen, last_seen)
+VALUES (?1, ?2, ?3, ?4, ?4)
+ON CONFLICT(location, sha256) DO UPDATE SET
+    first_seen = min(first_seen, excluded.first_seen),
+    last_seen = max(last_seen, excluded.last_seen)
+RETURNING
+    (SELECT version FROM targets WHERE targets.location = ?1),
+    (SELECT group_concat(hex(sha1) || ' ' || hex(sha256) || ' ' || first_seen || ' '
+                         || last_seen, ',')
+     FROM (SELECT sha1, sha256, first_seen, last_seen FROM observations
+           WHERE observations.location = ?1 ORDER BY {_ORDER} LIMIT {MAX_HISTORY}))
+"""
+_SAVE_BODY = "UPDATE targets SET body = ? WHERE location = ? AND version = ?"
+_SAVE_CHAIN = (
+    "INSERT INTO chains(location, sha256, chain, seen) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain, seen = excluded.seen"
 )
-_BUMP = (
-    "INSERT INTO targets(location, version, body) VALUES (?, 1, NULL)"
-    " ON CONFLICT(location) DO UPDATE SET version = version + 1, body = NULL RETURNING version"
-)
+_GET_CHAIN = "SELECT chain FROM chains WHERE location = ? AND sha256 = ?"
+_CHAINS = "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256 LIMIT ?"
+
+Rows = list[Any]
 
 
-def _history(rows: Iterable[sqlite3.Row | tuple[object, ...]]) -> History:
+def _history(rows: Sequence[Sequence[Any]]) -> History:
     return ordered(
-        Observation(bytes(r[0]), bytes(r[1]), int(r[2]), int(r[3]))  # type: ignore[arg-type]
-        for r in rows
+        Observation(bytes(r[0]), bytes(r[1]), int(r[2]), int(r[3])) for r in rows
     )
 
 
-def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
+def _returned_history(text: str | None) -> History:
+    if not text:
+        return ()
+    out = []
+    for item in text.split(","):
+        sha1, sha256, first, last = item.split(" ")
+        out.append(Observation(bytes.fromhex(sha1), bytes.fromhex(sha256), int(first), int(last)))
+    return ordered(out)
+
+
+class _Conn(Protocol):
+    """What the store needs of a driver: one statement, its rows, one hop."""
+
+    async def fetchall(self, sql: str, params: Sequence[object] = ()) -> Rows: ...
+
+    async def close(self) -> None: ...
+
+
+class _AioConn:
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def fetchall(self, sql: str, params: Sequence[object] = ()) -> Rows:
+        return list(await self._conn.execute_fetchall(sql, params))
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+
+def _fetchall(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> Rows:
+    return conn.execute(sql, params).fetchall()
+
+
+class _ThreadConn:
+    """The earlier driver: a plain sqlite3 connection on the store's own one-thread executor
+    (kept to measure aiosqlite against, side by side)."""
+
+    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
+        self._conn = conn
+        self._thread = thread
+
+    async def fetchall(self, sql: str, params: Sequence[object] = ()) -> Rows:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, _fetchall, self._conn, sql, params
+        )
+
+    async def close(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._conn.close)
+        finally:
+            self._thread.shutdown(wait=False)
+
+
+async def _connect(path: str, driver: Driver) -> _Conn:
+    if driver == "aiosqlite":
+        return _AioConn(await aiosqlite.connect(path, isolation_level=None))
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notary-sqlite")
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.executescript(_SCHEMA)
-        _migrate(conn, path)
+        conn = await asyncio.get_running_loop().run_in_executor(
+            thread, lambda: sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        )
     except BaseException:
-        conn.close()
+        thread.shutdown(wait=False)
         raise
-    return conn
+    return _ThreadConn(conn, thread)
 
 
-def _migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Bring the schema to :data:`SCHEMA_VERSION` in one write transaction (see module).
+async def _prepare(db: _Conn, path: str, busy_timeout_ms: int) -> None:
+    await db.fetchall(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    await db.fetchall("PRAGMA journal_mode = WAL")
+    await db.fetchall("PRAGMA synchronous = NORMAL")
+    await _migrate(db, path)
 
-    Several workers may open the file at once: ``BEGIN IMMEDIATE`` makes one of them migrate
-    and the others find version 3 already recorded.
-    """
-    conn.execute("BEGIN IMMEDIATE")
+
+async def _migrate(db: _Conn, path: str) -> None:
+    """Create the schema and bring it to :data:`SCHEMA_VERSION` in one write transaction
+    (see module). Nothing else uses the connection yet, so this one transaction may span
+    awaits. Several workers may open the file at once: ``BEGIN IMMEDIATE`` makes one of
+    them migrate and the others find the version already recorded."""
+    await db.fetchall("BEGIN IMMEDIATE")
     try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(row[0]) if row is not None else None
+        for statement in _SCHEMA:
+            await db.fetchall(statement)
+        row = await db.fetchall("SELECT value FROM meta WHERE key = 'schema_version'")
+        version = int(row[0][0]) if row else None
         dropped = 0
         if version is None or version < 3:
-            dropped = int(conn.execute("SELECT count(*) FROM targets").fetchone()[0])
+            dropped = int((await db.fetchall("SELECT count(*) FROM targets"))[0][0])
             if dropped:
-                conn.execute("DELETE FROM observations")
-                conn.execute("DELETE FROM chains")
-                conn.execute("DELETE FROM targets")
-            conn.execute(
+                for table in ("chains", "observations", "targets"):
+                    await db.fetchall(f"DELETE FROM {table}")
+        if version is None or version < SCHEMA_VERSION:
+            await db.fetchall(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
             )
-        conn.execute("COMMIT")
+        await db.fetchall("COMMIT")
     except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
+        with contextlib.suppress(sqlite3.Error, ValueError):
+            await db.fetchall("ROLLBACK")
         raise
     if dropped:
         log.warning(
@@ -140,125 +243,77 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
         )
 
 
-def _get(conn: sqlite3.Connection, location: str) -> TargetRecord | None:
-    rows = conn.execute(_GET, (location,)).fetchall()
-    if not rows:
-        return None
-    version, body = int(rows[0][0]), rows[0][1]
-    obs_rows = [r[2:] for r in rows if r[2] is not None]
-    return TargetRecord(
-        location, _history(obs_rows), version, bytes(body) if body is not None else None
-    )
-
-
-def _observe(
-    conn: sqlite3.Connection, location: str, seen: CertDigests, now: int
-) -> TargetRecord:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        old = _history(conn.execute(_OBS, (location,)).fetchall())
-        new = observe(old, seen, now)
-        keep = {o.sha256 for o in new}
-        gone = [(location, o.sha256) for o in old if o.sha256 not in keep]
-        if gone:
-            conn.executemany("DELETE FROM observations WHERE location = ? AND sha256 = ?", gone)
-            conn.executemany("DELETE FROM chains WHERE location = ? AND sha256 = ?", gone)
-        conn.executemany(
-            _UPSERT_OBS,
-            [(location, o.sha256, o.sha1, o.first_seen, o.last_seen) for o in new if o not in old],
-        )
-        version = int(conn.execute(_BUMP, (location,)).fetchall()[0][0])
-        conn.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-    return TargetRecord(location, new, version, None)
-
-
 class SQLiteStore:
-    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor, path: str) -> None:
-        self._conn = conn
-        self._thread = thread
+    def __init__(self, db: _Conn, path: str, driver: Driver) -> None:
+        self._db = db
         self.path = path
+        self.driver = driver
 
     @classmethod
-    async def open(cls, path: str | Path, *, busy_timeout_ms: int = 5000) -> SQLiteStore:
+    async def open(
+        cls, path: str | Path, *, busy_timeout_ms: int = 5000, driver: Driver = "aiosqlite"
+    ) -> SQLiteStore:
+        if driver not in DRIVERS:
+            raise ValueError(f"unknown SQLite driver {driver!r}")
         path = str(path)
-        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notary-sqlite")
         try:
-            conn = await asyncio.get_running_loop().run_in_executor(
-                thread, _connect, path, busy_timeout_ms
-            )
+            db = await _connect(path, driver)
         except sqlite3.Error as exc:
-            thread.shutdown(wait=False)
             raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from exc
-        return cls(conn, thread, path)
-
-    async def _run(self, what: str, fn: Callable[..., T], *args: object) -> T:
-        """``fn(connection, *args)`` on the store thread; SQLite errors -> StoreUnavailable."""
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self._thread, fn, self._conn, *args
-            )
+            await _prepare(db, path, busy_timeout_ms)
+        except sqlite3.Error as exc:
+            await db.close()
+            raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from exc
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, path, driver)
+
+    async def _run(self, what: str, sql: str, params: Sequence[object]) -> Rows:
+        """One statement; SQLite errors and a closed store -> StoreUnavailable."""
+        try:
+            return await self._db.fetchall(sql, params)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"store {what} failed: {exc}") from exc
-        except RuntimeError as exc:  # the thread was shut down: the store is closed
+        except (ValueError, RuntimeError) as exc:  # the driver's thread is gone: closed
             raise StoreUnavailable(f"store {what} failed: the store is closed") from exc
 
     async def get(self, location: str) -> TargetRecord | None:
-        return await self._run("read", _get, location)
+        rows = await self._run("read", _GET, (location,))
+        if not rows:
+            return None
+        version, body = int(rows[0][0]), rows[0][1]
+        return TargetRecord(
+            location, _history([r[2:] for r in rows if r[2] is not None]), version,
+            bytes(body) if body is not None else None,
+        )
 
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
-        return await self._run("write", _observe, location, seen, now)
+        rows = await self._run("write", _OBSERVE, (location, seen.sha256, seen.sha1, int(now)))
+        version, text = rows[0]
+        return TargetRecord(location, _returned_history(text), int(version), None)
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
-        await self._run(
-            "write",
-            lambda conn: conn.execute(
-                "UPDATE targets SET body = ? WHERE location = ? AND version = ?",
-                (body, location, version),
-            ),
-        )
+        await self._run("write", _SAVE_BODY, (body, location, version))
 
     async def close(self) -> None:
         try:
-            await self._run("close", lambda conn: conn.close())
-        finally:
-            self._thread.shutdown(wait=False)
+            await self._db.close()
+        except (sqlite3.Error, ValueError, RuntimeError) as exc:
+            raise StoreUnavailable(f"store close failed: {exc}") from exc
 
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
-        raw = encode_chain(chain)
-        await self._run(
-            "write",
-            lambda conn: conn.execute(
-                "INSERT INTO chains(location, sha256, chain, seen) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain,"
-                " seen = excluded.seen",
-                (location, sha256, raw, now),
-            ),
-        )
+        await self._run("write", _SAVE_CHAIN, (location, sha256, encode_chain(chain), now))
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
-        rows = await self._run(
-            "read",
-            lambda conn: conn.execute(
-                "SELECT chain FROM chains WHERE location = ? AND sha256 = ?", (location, sha256)
-            ).fetchall(),
-        )
+        rows = await self._run("read", _GET_CHAIN, (location, sha256))
         return _decode(location, rows[0][0]) if rows else None
 
     async def chains(self, limit: int) -> list[StoredChain]:
-        rows = await self._run(
-            "read",
-            lambda conn: conn.execute(
-                "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256"
-                " LIMIT ?",
-                (max(0, limit),),
-            ).fetchall(),
-        )
+        rows = await self._run("read", _CHAINS, (max(0, limit),))
         return [StoredChain(str(r[0]), bytes(r[1]), _decode(str(r[0]), r[2]), int(r[3]))
                 for r in rows]
 

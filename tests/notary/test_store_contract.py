@@ -10,14 +10,17 @@ import asyncio
 import hashlib
 import multiprocessing
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from redis_testing import shared_redis_url
 
 from notary.core.fingerprint import CertDigests
-from notary.core.history import MAX_HISTORY
+from notary.core.history import MAX_HISTORY, History, observe
 from notary.errors import BadData
 from notary.rootstore.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 from notary.store import CachedStore, MemoryStore, SQLiteStore, Store
@@ -30,6 +33,10 @@ async def _memory(tmp_path: Path) -> Store:
 
 async def _sqlite(tmp_path: Path) -> Store:
     return await SQLiteStore.open(tmp_path / "contract.sqlite3")
+
+
+async def _sqlite_thread(tmp_path: Path) -> Store:
+    return await SQLiteStore.open(tmp_path / "contract.sqlite3", driver="thread")
 
 
 async def _cached_sqlite(tmp_path: Path) -> Store:
@@ -47,6 +54,7 @@ async def _redis(tmp_path: Path) -> Store:
 STORES: dict[str, Callable[[Path], Awaitable[Store]]] = {
     "memory": _memory,
     "sqlite": _sqlite,
+    "sqlite-thread": _sqlite_thread,
     "cached-sqlite": _cached_sqlite,
     "redis": _redis,
 }
@@ -388,3 +396,51 @@ async def test_chain_bounds(store: Store, chain: tuple[bytes, ...]) -> None:
     at_limit = tuple(b"c" for _ in range(MAX_CHAIN_CERTS))
     await cs.save_chain(LOC, cert(1).sha256, at_limit, 1000)
     assert await cs.get_chain(LOC, cert(1).sha256) == at_limit
+
+
+# -- the SQL history rules agree with notary.core.history -----------------------------------
+
+
+_CERTS = MAX_HISTORY + 8
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(range(_CERTS)), st.lists(st.integers(0, 12), min_size=_CERTS,
+                                                 max_size=_CERTS),
+       st.lists(st.tuples(st.integers(0, _CERTS - 1), st.integers(0, 12)), max_size=60),
+       st.integers(0, _CERTS), st.sampled_from(["aiosqlite", "thread"]))
+def test_sqlite_history_equals_the_pure_rules(
+    order: list[int], times: list[int], extra: list[tuple[int, int]], first: int, driver: str
+) -> None:
+    """Any sequence of observations (repeats, ties, times going backwards, more certificates
+    than the history keeps) leaves SQLite's triggers with exactly the history that folding
+    :func:`notary.core.history.observe` gives, and the chains of forgotten certificates
+    gone. The twin below shows the comparison can fail."""
+    # up to every certificate once (many same-second ties), then repeats in any order
+    steps = list(zip(order[:first], times, strict=False)) + extra
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            s = await SQLiteStore.open(Path(tmp) / "h.sqlite3", driver=driver)  # type: ignore[arg-type]
+            try:
+                expect: History = ()
+                for n, (i, now) in enumerate(steps, 1):
+                    await s.save_chain(LOC, cert(i).sha256, (b"leaf",), now)
+                    rec = await s.observe(LOC, cert(i), now)
+                    expect = observe(expect, cert(i), now)
+                    assert rec.history == expect and rec.version == n
+                got = await s.get(LOC)
+                assert (got.history if got else ()) == expect
+                kept = {c.sha256 for c in await s.chains(1000)}
+                assert kept == {o.sha256 for o in expect}
+            finally:
+                await s.close()
+
+    asyncio.run(run())
+
+
+def test_history_comparison_fails_on_a_wrong_rule() -> None:
+    """Twin: a history kept newest-first-seen instead of newest-last-seen differs."""
+    h = observe(observe(observe((), cert(1), 10), cert(2), 20), cert(1), 30)
+    wrong = tuple(sorted(h, key=lambda o: -o.first_seen))
+    assert h != wrong
