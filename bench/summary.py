@@ -30,6 +30,17 @@ def _notary(d: dict[str, Any]) -> Iterator[Row]:
                "-" if target is None else ("yes" if cmp.get("meets_target") else "NO"))
 
 
+    for g in (d.get("probe_goals") or {}).get("goals", []):
+        at_most = g.get("at_most", True)
+        yield (f"notary probes {g['goal']}", _goal_fmt(g["value"], g.get("unit")),
+               ("<= " if at_most else ">= ") + _goal_fmt(g["limit"], g.get("unit")),
+               "yes" if g["met"] else "NO")
+
+
+def _goal_fmt(x: float, unit: str | None) -> str:
+    return f"{x:,.0f} us" if unit == "us" else f"{x:.2f}"
+
+
 def _client(d: dict[str, Any]) -> Iterator[Row]:
     p50 = ((d.get("cache") or {}).get("client_check") or {}).get("p50_us")
     yield ("client: local cache hit, p50", "-" if p50 is None else f"{p50:.1f} us",

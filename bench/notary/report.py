@@ -16,7 +16,13 @@ STUDY = {
 }
 
 METRICS = ("rate", "p50_ms", "p99_ms", "mean_ms", "server_cpu_us_per_request",
-           "target_cpu_us_per_request")
+           "target_cpu_us_per_request", "client_cpu_us_per_handshake", "signature_cpu_us")
+
+# The goals of the probe path (docs/benchmarks.md, "Live probes against the floor").
+FLOOR_FACTOR = 1.25  # notary CPU per forced probe / the floor
+PROBE_RATE = 0.80  # forced-probe rate / the target's raw handshake rate, 16 and 64 conns
+BOTH_EXTRA_US = 300.0  # --verifier both over perspective only, CPU per probe
+DRIVER_FACTOR = 1.05  # aiosqlite CPU per probe / the one-thread executor's
 
 
 def median(values: Sequence[float]) -> float:
@@ -79,6 +85,59 @@ def compare(subject: Sequence[Mapping[str, Any]], baseline: Sequence[Mapping[str
     }
 
 
+def probe_goals(sc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The floor of a forced probe and the probe path's goals, from one run's scenarios.
+
+    floor = the client CPU of one ``openssl s_time -new`` handshake against the target +
+    one legacy signature with the notary's key, both medians over the run's ``s_time``
+    trials (every forced-probe scenario's baseline). None without a forced-probe scenario.
+    """
+    probes = {k: v for k, v in sc.items() if k.startswith("forced_probes")}
+    if not probes:
+        return None
+    hs = [float(t["client_cpu_us_per_handshake"]) for v in probes.values()
+          for t in v["trials"]["baseline"] if t.get("client_cpu_us_per_handshake")]
+    sig = [float(t["signature_cpu_us"]) for v in probes.values()
+           for t in v["trials"]["baseline"] if t.get("signature_cpu_us")]
+    if not hs or not sig:
+        return None
+    floor = median(hs) + median(sig)
+
+    def cpu(key: str) -> float | None:
+        v = probes.get(key)
+        return None if v is None else v["notary"].get("server_cpu_us_per_request")
+
+    per: dict[str, dict[str, float | None]] = {}
+    for k in probes:
+        c = cpu(k)
+        per[k] = {"cpu_us": c, "floor_ratio": None if c is None else c / floor}
+    goals: list[dict[str, Any]] = []
+
+    def goal(name: str, value: float | None, limit: float, at_most: bool, unit: str) -> None:
+        if value is None:
+            return
+        goals.append({"goal": name, "value": value, "limit": limit, "unit": unit,
+                      "at_most": at_most,
+                      "met": value <= limit if at_most else value >= limit})
+
+    c1 = cpu("forced_probes")
+    goal("1. notary CPU per forced probe / floor", None if c1 is None else c1 / floor,
+         FLOOR_FACTOR, True, "x")
+    for key in ("forced_probes", "forced_probes_64"):
+        if key in probes:
+            goal(f"2. forced-probe rate / target's raw handshakes, "
+                 f"{probes[key].get('connections', '?')} connections",
+                 probes[key]["compare"]["ratio"], PROBE_RATE, False, "x")
+    cb = cpu("forced_probes_both")
+    goal("3. --verifier both, extra CPU per probe", None if cb is None or c1 is None
+         else cb - c1, BOTH_EXTRA_US, True, "us")
+    ct = cpu("forced_probes_thread")
+    goal("4. aiosqlite / one-thread executor, CPU per probe",
+         None if ct is None or c1 is None else c1 / ct, DRIVER_FACTOR, True, "x")
+    return {"floor_us": floor, "handshake_client_cpu_us": median(hs),
+            "signature_cpu_us": median(sig), "scenarios": per, "goals": goals}
+
+
 def error_count(summary: Mapping[str, Any]) -> int:
     """Socket errors (connect/read/write/timeout) plus unexpected answers."""
     errs = summary.get("errors") or {}
@@ -97,6 +156,10 @@ def _fmt_ms(x: float | None) -> str:
 
 def _fmt_us(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
+
+
+def _goal_value(x: float, unit: str) -> str:
+    return f"{x:,.0f} µs" if unit == "us" else f"{x:.2f}"
 
 
 def _pct(x: float | None) -> str:
@@ -211,6 +274,30 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             "handshake.",
             "",
         ]
+    pg = doc.get("probe_goals")
+    if pg:
+        lines += [
+            "## Live probes against the floor",
+            "",
+            "The floor of one forced probe is what any notary must spend on it: the client "
+            "side of one TLS handshake with the target (CPU of `openssl s_time -new`, user + "
+            f"system, per handshake: {_fmt_us(pg['handshake_client_cpu_us'])} µs) plus one "
+            f"legacy signature with the notary's key ({_fmt_us(pg['signature_cpu_us'])} µs), "
+            f"so {_fmt_us(pg['floor_us'])} µs in this run.",
+            "",
+            "| Scenario | Notary CPU µs per probe | / floor |",
+            "|---|---:|---:|",
+            *(f"| {sc[k]['title']} | {_fmt_us(v['cpu_us'])} | "
+              f"{'-' if v['floor_ratio'] is None else format(v['floor_ratio'], '.2f')} |"
+              for k, v in pg["scenarios"].items()),
+            "",
+            "| Goal | Measured | Limit | Met |",
+            "|---|---:|---:|---|",
+            *(f"| {g['goal']} | {_goal_value(g['value'], g['unit'])} | "
+              f"{'≤' if g['at_most'] else '≥'} {_goal_value(g['limit'], g['unit'])} "
+              f"| {'yes' if g['met'] else '**no**'} |" for g in pg["goals"]),
+            "",
+        ]
     st = doc["study"]
     lines += [
         "## The study's notary, for comparison",
@@ -251,7 +338,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         f"* **Forced live probes**: a fingerprint the target does not have, so every request "
         f"is a miss and the notary probes the target (an `openssl s_server` with an RSA-2048 "
         f"certificate) and answers 409. Every request names a different host "
-        f"(`p<thread>-<n>.test`, {s['distinct_hosts']} names per wrk thread, all mapped to "
+        f"(`p<thread>-<n>.site.test`, {s['distinct_hosts']} names per wrk thread, all mapped to "
         "127.0.0.1 by `--hosts-file`) so concurrent requests never share one probe; "
         f"{s['probe_connections']} keep-alive connections; the negative cache is off "
         "(`--negative-ttl 0`). The baseline is the target's raw handshake rate from "

@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.notary import report, stime, wrk
 from bench.notary.certs import CertFiles, make_rsa_cert
+from bench.notary.floor import signature_cpu_us
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port, http_request
 from bench.paths import results_path
 
@@ -34,6 +35,32 @@ HOST = "127.0.0.1"
 SITE = "site.test"
 HIT = "converge-notary; hit"
 MISS = "converge-notary; fwd=miss"
+
+
+@dataclass(frozen=True)
+class ProbeScenario:
+    key: str
+    title: str  # {conns}: the connection count
+    workers: int = 1
+    connections_factor: int = 1  # times Options.probe_connections
+    extra: tuple[str, ...] = ()  # more notary options
+    target: float | None = 0.80  # rate / the target's raw handshake rate
+
+
+PROBE_SCENARIOS = (
+    ProbeScenario("forced_probes", "Forced live probes (409 every time), 1 worker, "
+                  "{conns} connections"),
+    ProbeScenario("forced_probes_64", "Forced live probes, 1 worker, {conns} connections",
+                  connections_factor=4),
+    ProbeScenario("forced_probes_thread", "Forced live probes, 1 worker, SQLite through the "
+                  "earlier one-thread executor (--sqlite-driver thread)",
+                  extra=("--sqlite-driver", "thread"), target=None),
+    ProbeScenario("forced_probes_both", "Forced live probes, 1 worker, --verifier both "
+                  "(perspective and CA; the target's chain ends at --ca-roots)",
+                  extra=("--verifier", "both"), target=None),
+    ProbeScenario("forced_probes_2w", "Forced live probes (409 every time), 2 workers",
+                  workers=2, target=0.70),
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +76,8 @@ class Options:
     warmup: bool = True
     scenarios: tuple[str, ...] = (
         "cached_keepalive", "cached_tls_per_request", "cached_tls_full_handshake",
-        "forced_probes", "forced_probes_2w",
+        "forced_probes", "forced_probes_64", "forced_probes_thread", "forced_probes_both",
+        "forced_probes_2w",
     )
     out_json: Path | None = results_path("bench/results/notary.json")  # var/ unless recording
     out_md: Path | None = results_path("docs/benchmarks.md")
@@ -221,9 +249,11 @@ def run(opts: Options) -> dict[str, Any]:
             "distinct_hosts": opts.distinct_hosts,
             "rate_limit": opts.rate_limit,
             "workers": "1 (forced_probes_2w: 2)",
+            "probe_connections_64": opts.probe_connections * 4,
         },
         "study": report.STUDY,
         "scenarios": scenarios,
+        "probe_goals": report.probe_goals(scenarios),
     }
 
 
@@ -337,7 +367,8 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             "target": None, "body_bytes": tls_size,
         }
 
-    if want & {"forced_probes", "forced_probes_2w"}:
+    probe_plans = [p for p in PROBE_SCENARIOS if p.key in want]
+    if probe_plans:
         names = wrk.probe_host_names(opts.threads, opts.distinct_hosts)
         hosts_file = work / "probe-hosts"
         hosts_file.write_text("".join(f"{HOST} {n}\n" for n in names))
@@ -346,29 +377,37 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
                                         distinct_hosts=opts.distinct_hosts)
         target_pid = ps.pid("s_server")
 
-        def stime_trial() -> dict[str, Any]:
-            before = cpu_seconds(target_pid)
-            h = stime.s_time(HOST, tport, opts.seconds)
-            d = h.as_dict()
-            d["target_cpu_us_per_request"] = _per_request(before, cpu_seconds(target_pid),
-                                                          h.connections)
-            return d
+        def stime_trial(key_file: Path) -> Trial:
+            def go() -> dict[str, Any]:
+                before = cpu_seconds(target_pid)
+                h = stime.s_time(HOST, tport, opts.seconds)
+                d = h.as_dict()
+                d["target_cpu_us_per_request"] = _per_request(before, cpu_seconds(target_pid),
+                                                              h.connections)
+                d["client_cpu_us_per_handshake"] = (
+                    None if h.client_cpu_seconds is None or not h.connections
+                    else h.client_cpu_seconds / h.connections * 1e6)
+                d["signature_cpu_us"] = signature_cpu_us(key_file)
+                return d
 
-    for key, workers in (("forced_probes", 1), ("forced_probes_2w", 2)):
-        if key not in want:
-            continue
-        name = f"notary-probe-{workers}w"
+            return go
+
+    for plan in probe_plans:
+        name = f"notary-{plan.key.replace('_', '-')}"
         pp = free_port()
         metrics = free_port()
         ps.start(name, notary_argv(
-            work / name, pp, tls=False, rate_limit=opts.rate_limit, workers=workers,
+            work / name, pp, tls=False, rate_limit=opts.rate_limit, workers=plan.workers,
             extra=["--hosts-file", str(hosts_file), "--negative-ttl", "0",
-                   "--metrics-listen", f"{HOST}:{metrics}"],
+                   "--metrics-listen", f"{HOST}:{metrics}", *plan.extra,
+                   *(["--ca-roots", str(target.root), "--ca-no-mozilla"]
+                     if "--verifier" in plan.extra and target.root else [])],
         ))
         ps.wait_http(name, HOST, pp)
         ps.wait_http(name, HOST, metrics)
-        probe_trial = wrk_trial(name, pp, script_probe, False, opts.probe_connections, "409",
-                                MISS, also="s_server")
+        conns = opts.probe_connections * plan.connections_factor
+        probe_trial = wrk_trial(name, pp, script_probe, False, conns, "409", MISS,
+                                also="s_server")
 
         def counted_probe_trial(trial: Trial = probe_trial,
                                 port: int = metrics) -> dict[str, Any]:
@@ -378,12 +417,12 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             d["probes_counted"] = None if before is None or after is None else after - before
             return d
 
-        plans[key] = (counted_probe_trial, stime_trial)
-        meta[key] = {
-            "title": f"Forced live probes (409 every time), {workers} worker"
-                     + ("s" if workers > 1 else ""),
+        plans[plan.key] = (counted_probe_trial, stime_trial(work / name / "notary.key"))
+        meta[plan.key] = {
+            "title": plan.title.format(conns=conns),
             "baseline_title": "target's raw handshakes (openssl s_time -new)",
-            "target": 0.70,
+            "target": plan.target,
+            "connections": conns,
         }
 
     # A short warm-up of every side (first connections, caches, page faults), not recorded.
@@ -421,8 +460,9 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             "compare": report.compare(n_trials, b_trials, m["target"]),
             "trials": {"notary": n_trials, "baseline": b_trials},
         }
-        if "body_bytes" in m:
-            entry["body_bytes"] = m["body_bytes"]
+        for k in ("body_bytes", "connections"):
+            if k in m:
+                entry[k] = m[k]
         if name == "cached_tls_per_request":
             entry["mean_ms_incl_handshake"] = {
                 side: opts.connections / s["rate"] * 1000 if s.get("rate") else None

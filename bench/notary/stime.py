@@ -8,10 +8,11 @@ wall-clock time of the run measured around it.
 from __future__ import annotations
 
 import re
+import resource
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from bench.notary.certs import CertFiles
 from bench.notary.procs import BenchError
@@ -26,6 +27,7 @@ class HandshakeRate:
     seconds: float
     rate: float  # full handshakes per second
     user_seconds: float  # client CPU time as s_time reports it
+    client_cpu_seconds: float | None = None  # s_time's user + system CPU (rusage)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -45,6 +47,7 @@ def s_server_argv(cert: CertFiles, host: str, port: int) -> list[str]:
         "-cert", str(cert.cert),
         "-key", str(cert.key),
         "-www", "-quiet",
+        *(["-cert_chain", str(cert.chain)] if cert.chain is not None else []),
     ]
 
 
@@ -119,8 +122,12 @@ def s_time(host: str, port: int, seconds: int = 5) -> HandshakeRate:
     argv = [openssl_path(), "s_time", "-connect", f"{host}:{port}", "-new",
             "-time", str(seconds)]
     t0 = time.monotonic()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # s_time is the one child reaped
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise BenchError(f"s_time failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return parse_s_time(proc.stdout, wall)
+    rate = parse_s_time(proc.stdout, wall)
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return replace(rate, client_cpu_seconds=cpu)

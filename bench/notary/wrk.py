@@ -5,7 +5,7 @@ the status codes and the ``Cache-Status`` values of every response (so a run pro
 answers were cache hits and which were live probes), and prints one ``BENCHJSON {...}`` line
 at the end with the rate, latency percentiles and errors.
 
-For forced live probes the target name changes with every request (``p<thread>-<n>.test``,
+For forced live probes the target name changes with every request (``p<thread>-<n>.site.test``,
 cycling through ``distinct_hosts`` names per wrk thread) so that concurrent requests never
 share one probe (the notary coalesces concurrent requests for the same target).
 """
@@ -88,7 +88,7 @@ end
 function request()
   if DISTINCT > 0 then
     n = n + 1
-    local host = "p" .. tid .. "-" .. (n %% DISTINCT) .. ".test"
+    local host = "p" .. tid .. "-" .. (n %% DISTINCT) .. ".site.test"
     return wrk.format("POST", "/target/" .. host .. "+" .. PORT, hdrs, BODY)
   end
   return fixed
@@ -156,7 +156,7 @@ def write_script(
 
 def probe_host_names(threads: int, distinct_hosts: int) -> list[str]:
     """Every target name the script can ask for (for the notary's hosts file)."""
-    return [f"p{t}-{i}.test" for t in range(1, threads + 1) for i in range(distinct_hosts)]
+    return [f"p{t}-{i}.site.test" for t in range(1, threads + 1) for i in range(distinct_hosts)]
 
 
 def wrk_path() -> str:
