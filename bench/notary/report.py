@@ -158,6 +158,24 @@ def _fmt_us(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
+# Alternatives for the probe path that were measured and not kept (a record, not this run's
+# figures): forced probes, 1 worker, 16 connections, the notary's per-thread CPU from /proc,
+# runs of 6 s alternated with the kept code on 2026-11-25.
+PROBE_PATH_NOTES = (
+    "Where a probe's CPU goes (per-thread CPU from `/proc`, 1 worker, 16 connections): the "
+    "event-loop thread ~1,350 µs (the TLS handshake ~600 µs, the signature ~270 µs, the "
+    "rest HTTP, the probe flight and the store round trips), the SQLite driver's thread "
+    "~170 µs. Measured on 2026-11-25 and not kept: the handshake on a blocking socket in a "
+    "probe thread pool cost 1,756 against 1,616 µs per probe (a single sequential client "
+    "also spends more: 625-638 against 572-581 µs per handshake, the thread hand-offs "
+    "costing more than the memory BIO); a minimal memory-BIO handshake protocol in Python "
+    "instead of uvloop's compiled TLS transport cost 1,615-1,686 against 1,537-1,579 µs. "
+    "Kept: one SQL statement per store operation on aiosqlite, 1,509-1,538 µs against "
+    "1,582 µs for the earlier seven-statement transaction on the one-thread executor.",
+    "",
+)
+
+
 def _goal_value(x: float, unit: str) -> str:
     return f"{x:,.0f} µs" if unit == "us" else f"{x:.2f}"
 
@@ -297,6 +315,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
               f"{'≤' if g['at_most'] else '≥'} {_goal_value(g['limit'], g['unit'])} "
               f"| {'yes' if g['met'] else '**no**'} |" for g in pg["goals"]),
             "",
+            *PROBE_PATH_NOTES,
         ]
     st = doc["study"]
     lines += [

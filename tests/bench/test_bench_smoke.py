@@ -111,6 +111,29 @@ def test_s_time_against_s_server(tmp_path: Path) -> None:
     assert h.connections > 0 and h.rate > 0
 
 
+def _probe_doc(notary_cpu: dict[str, float], rate_ratio: float) -> dict[str, object]:
+    base = {"client_cpu_us_per_handshake": 600.0, "signature_cpu_us": 250.0, "rate": 800.0}
+    return {k: {"notary": {"server_cpu_us_per_request": c}, "connections": 16,
+                "compare": {"ratio": rate_ratio}, "trials": {"baseline": [base, base]}}
+            for k, c in notary_cpu.items()}
+
+
+def test_probe_goals_against_the_floor() -> None:
+    """floor = s_time client CPU + one signature; each goal met or not by its own figure."""
+    good = report.probe_goals(_probe_doc({
+        "forced_probes": 1000.0, "forced_probes_both": 1200.0, "forced_probes_thread": 1000.0,
+    }, 0.85))
+    assert good is not None and good["floor_us"] == 850.0
+    assert [g["met"] for g in good["goals"]] == [True, True, True, True]
+    # twin: over the floor factor, under the rate, too costly with --verifier both, a slower
+    # driver: every goal fails
+    bad = report.probe_goals(_probe_doc({
+        "forced_probes": 1100.0, "forced_probes_both": 1500.0, "forced_probes_thread": 1000.0,
+    }, 0.70))
+    assert bad is not None and [g["met"] for g in bad["goals"]] == [False, False, False, False]
+    assert report.probe_goals({}) is None
+
+
 @needs_openssl
 def test_s_time_against_a_closed_port_fails() -> None:
     with pytest.raises(BenchError):
@@ -133,6 +156,13 @@ def test_one_tiny_run_of_every_scenario(tmp_path: Path) -> None:
         "converge-notary; hit": sc["cached_keepalive"]["notary"]["requests"]}
     v = sc["forced_probes"]["verification"]
     assert v["probes_counted"] is not None and v["probes_counted"] >= v["requests"] > 0
+    # the 2-worker notary answers for both workers on its one metrics endpoint
+    v2 = sc["forced_probes_2w"]["verification"]
+    assert v2["probes_counted"] is not None and v2["probes_counted"] >= v2["requests"] > 0
+    pg = doc["probe_goals"]
+    assert pg["handshake_client_cpu_us"] > 0 and pg["signature_cpu_us"] > 0
+    assert {g["goal"][:2] for g in pg["goals"]} == {"1.", "2.", "3.", "4."}
+    assert "Live probes against the floor" in report.render_markdown(doc)
     json.dumps(doc)  # machine-readable as written
     md = report.render_markdown(doc)
     for row in sc.values():
