@@ -29,8 +29,8 @@ def _editable_install_stderr(project: Path, venv: Path) -> str:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps", "--disable-pip-version-check",
-         "-e", str(project)],
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+         "--no-deps", "--disable-pip-version-check", "-e", str(project)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
