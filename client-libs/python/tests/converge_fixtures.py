@@ -184,14 +184,19 @@ class FakeNotary:
 
 @dataclass
 class TlsTarget:
-    """An HTTPS server on 127.0.0.1 answering every request with ``hello``."""
+    """An HTTPS server on ``host`` (127.0.0.1) answering every request with ``body``; the
+    request heads it received are in ``received`` (none when a client refused it first)."""
 
     ident: TlsIdentity
     tmp: Path
     port: int = 0
+    host: str = "127.0.0.1"
+    body: bytes = b"hello"
+    received: list[bytes] = field(default_factory=list)
 
     def start(self) -> TlsTarget:
         ctx = self.ident.server_context(self.tmp)
+        target = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
@@ -204,14 +209,16 @@ class TlsTarget:
                             if not chunk:
                                 return
                             data += chunk
+                        target.received.append(data.split(b"\r\n\r\n")[0])
                         s.sendall(
                             b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                            b"Content-Length: 5\r\nConnection: close\r\n\r\nhello"
+                            b"Content-Length: " + str(len(target.body)).encode()
+                            + b"\r\nConnection: close\r\n\r\n" + target.body
                         )
                 except (OSError, ssl.SSLError):
                     pass
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = _Server((self.host, self.port), Handler)
         self.port = self._server.server_address[1]
         _serve(self._server)
         return self

@@ -6,7 +6,7 @@
 """
 
 from .bundle import NotaryBundle, NotaryHost, parse_bundle
-from .client import Client, Verdict, aconverge, converge, get_client
+from .client import Client, Verdict, aconverge, close_clients, converge, get_client
 from .config import Config, discover_config_dir, load_config
 from .errors import (
     BadInput,
@@ -58,6 +58,7 @@ __all__ = [
     "decide",
     "discover_config_dir",
     "fingerprint_of",
+    "close_clients",
     "get_client",
     "load_config",
     "parse_bundle",

@@ -17,6 +17,7 @@ The synchronous :func:`converge` answers a cache hit without starting an event l
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import os
@@ -30,7 +31,13 @@ from typing import Any
 from .bundle import NotaryBundle
 from .cache import LocalCache
 from .cachepolicy import cache_decision
-from .config import Config, load_config, where_notaries_are_read
+from .config import (
+    CONFIG_FILE,
+    Config,
+    discover_config_dir,
+    load_config,
+    where_notaries_are_read,
+)
 from .errors import CacheIOError, ConfigError, FingerprintError
 from .fingerprint import Fingerprint, as_fingerprint, fingerprint_of
 from .legacy import Vote, check_ip, check_target, location
@@ -77,7 +84,8 @@ ConfigArg = Config | str | os.PathLike[str] | None
 
 
 class Client:
-    """A configuration plus its open cache connections. Thread-safe; reuse it."""
+    """A configuration plus its open cache connections. Thread-safe; reuse it, and close it
+    when done (``with Client(dir) as c:``, ``async with``, or :meth:`close`)."""
 
     def __init__(
         self,
@@ -134,10 +142,23 @@ class Client:
                 self._writer.store(loc, fp.colon_hex(), int(now))
 
     def close(self) -> None:
-        for c in self._caches or []:
+        """Close the cache connections (a later check opens them again)."""
+        with self._lock:
+            caches, self._caches, self._writer = self._caches or [], None, None
+        for c in caches:
             c.close()
-        self._caches = None
-        self._writer = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ checks
 
@@ -341,28 +362,81 @@ class Client:
         )
 
 
-_CLIENTS: dict[object, Client] = {}
+RELOAD_CHECK_INTERVAL = 1.0  # seconds between looks at a shared client's configuration
+
+
+def _config_stamp(config: str | os.PathLike[str] | None) -> object:
+    """What identifies the configuration a shared client was loaded from: the directory
+    discovery finds now and its ``converge.config`` (modification time and size). The enabled
+    notaries are read at every query, so they need no stamp."""
+    try:
+        d = discover_config_dir(config)
+    except ConfigError:
+        return None
+    try:
+        st = (d / CONFIG_FILE).stat()
+    except OSError:
+        return (str(d), None)
+    return (str(d), st.st_mtime_ns, st.st_size)
+
+
+@dataclass
+class _Shared:
+    client: Client
+    stamp: object
+    checked: float
+
+
+_CLIENTS: dict[object, _Shared] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
 def get_client(config: ConfigArg | Client = None) -> Client:
     """The shared :class:`Client` for a configuration (kept open across calls); a
-    :class:`Client` is returned as is."""
+    :class:`Client` is returned as is. A shared client of a configuration directory (or of the
+    discovered one) is replaced, at most one second after the fact, when discovery would now
+    find another directory or ``converge.config`` changed (the replaced one is dropped, not
+    closed under a thread that may still use it; its connections close when it is collected).
+    :func:`close_clients` closes them all (it also runs at exit)."""
     if isinstance(config, Client):
         return config
-    key: object = (
-        config if isinstance(config, Config) else (None if config is None else os.fspath(config))
-    )
-    if config is None:
+    if isinstance(config, Config):
+        key: object = config
+    elif config is None:
         key = ("env", os.environ.get("CONVERGE_CONFIG_DIR"))
-    client = _CLIENTS.get(key)
-    if client is None:
-        with _CLIENTS_LOCK:
-            client = _CLIENTS.get(key)
-            if client is None:
-                client = Client(config)
-                _CLIENTS[key] = client
-    return client
+    else:
+        key = os.fspath(config)
+    now = time.monotonic()
+    shared = _CLIENTS.get(key)
+    if shared is not None and (
+        isinstance(config, Config) or now - shared.checked < RELOAD_CHECK_INTERVAL
+    ):
+        return shared.client
+    with _CLIENTS_LOCK:
+        shared = _CLIENTS.get(key)
+        if isinstance(config, Config):
+            if shared is None:
+                shared = _CLIENTS[key] = _Shared(Client(config), None, now)
+            return shared.client
+        stamp = _config_stamp(config)
+        if shared is not None and shared.stamp == stamp:
+            shared.checked = now
+            return shared.client
+        fresh = Client(config)  # raises ConfigError for a bad configuration
+        _CLIENTS[key] = _Shared(fresh, stamp, now)
+        return fresh
+
+
+def close_clients() -> None:
+    """Close and forget every shared client (:func:`get_client`)."""
+    with _CLIENTS_LOCK:
+        shared = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for s in shared:
+        s.client.close()
+
+
+atexit.register(close_clients)
 
 
 def converge(
