@@ -21,6 +21,13 @@
 * HTTPS targets made with trustme: the genuine one on 127.0.0.1:P, the forged one on
   127.0.0.2:P.
 
+* The TLS-hook cases (``hook``): ``hook.test`` on one port Q, the genuine HTTPS server on
+  127.0.0.1:Q and a forged one on 127.0.0.2:Q, both certificates issued by one CA that the
+  client is told to trust (so plain CA validation would accept either); a CONNECT proxy
+  routing the name to the genuine server, an attacker's proxy routing it to the forged one;
+  every notary resolves ``hook.test`` to the genuine server. "Org Hanging": B's bundle at a
+  port that accepts connections and never answers.
+
 Bundles: ``notary bundle`` advertises the extended format (``protocols`` and
 ``signing_keys``). The legacy cases use each bundle without those two fields (``Org A``);
 the extended cases use it as written (``Org A+``, likewise ``Org Dead+``, ``Org Replay+``,
@@ -32,6 +39,7 @@ live cases are skipped with that reason; the vector cases still run.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -50,6 +58,7 @@ from typing import Any
 
 import pytest
 import trustme
+from connect_proxy import ConnectProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -65,6 +74,10 @@ def notary_command() -> str | None:
 
 
 BOUNCE_IPS = ("127.0.0.11", "127.0.0.12", "127.0.0.13")
+# With this set to 1 (scripts/test-all does), a registered CLI that is not built fails its
+# cases instead of skipping them.
+REQUIRE_ALL = "CONVERGE_CONFORMANCE_REQUIRE_ALL"
+HOOK_HOST = "hook.test"
 
 
 def common_free_port(hosts: tuple[str, ...]) -> int:
@@ -105,14 +118,16 @@ class ClientCli:
         return proc.returncode, lines, proc.stderr
 
 
-def load_clients() -> list[ClientCli]:
-    raw = tomllib.loads((HERE / "clients.toml").read_text())
+def load_clients(registry: Path | None = None) -> list[ClientCli]:
+    raw = tomllib.loads((registry or HERE / "clients.toml").read_text())
     out = []
     for lang, spec in raw.items():
         cmd = [c.replace("{root}", str(ROOT)).replace("{venv}", str(VENV)) for c in spec["command"]]
         reason = None
         if not Path(cmd[0]).exists() and shutil.which(cmd[0]) is None:
             reason = f"{lang} conformance CLI {cmd[0]} is not built"
+            if os.environ.get(REQUIRE_ALL) == "1":
+                reason = f"{REQUIRE_ALL}=1: " + reason
         out.append(ClientCli(lang, cmd, set(spec.get("expected_failures", [])), reason))
     return out
 
@@ -187,6 +202,41 @@ class Environment:
     bundles: dict[str, Path] = field(default_factory=dict)
     notaries: list[Notary] = field(default_factory=list)
     bounce_port: int = 0
+    hook: HookScene | None = None
+
+
+@dataclass
+class HookScene:
+    """The TLS-hook cases' world: ``hook.test`` on port ``port``, the genuine HTTPS server on
+    127.0.0.1 (body ``genuine``), a forged one on 127.0.0.2 (``forged``) whose certificate the
+    same CA issued (``ca_file``), a proxy routing the name to each, and a notary that accepts
+    connections and never answers."""
+
+    port: int
+    ca_file: Path
+    genuine: RecordingServer
+    forged: RecordingServer
+    good_proxy: ConnectProxy
+    evil_proxy: ConnectProxy
+    hanging_port: int
+
+
+@dataclass
+class RecordingServer:
+    """An HTTPS server answering every request with ``body``; ``heads`` holds the request
+    heads it received (none when every client refused its certificate first)."""
+
+    body: bytes
+    heads: list[bytes] = field(default_factory=list)
+    server: socketserver.TCPServer | None = None
+
+    def handle(self, s: ssl.SSLSocket) -> None:
+        head = _read_request(s)
+        if not head:
+            return
+        self.heads.append(head.split(b"\r\n\r\n")[0])
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
+                  + str(len(self.body)).encode() + b"\r\nConnection: close\r\n\r\n" + self.body)
 
 
 def _wait_ready(n: Notary) -> None:
@@ -258,6 +308,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         return ":".join(f"{b:02X}" for b in d)
 
     servers: list[socketserver.TCPServer] = []
+    proxies: list[ConnectProxy] = []
     procs: list[Notary] = []
     try:
         # the genuine target on 127.0.0.1:P, the forged one on 127.0.0.2:P
@@ -307,6 +358,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
                         "127.0.0.0/8",
                         "--resolve",
                         f"split.test={split_ip}",
+                        "--resolve",
+                        f"{HOOK_HOST}=127.0.0.1",
                         "--probe-timeout",
                         "2",
                         "--negative-ttl",
@@ -418,6 +471,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             doc["hosts"] = [{**b["hosts"][0], "ssl_port": srv.server_address[1]}]
             e.bundles[name] = tmp / f"{name.lower().replace(' ', '-')}.notary"
             e.bundles[name].write_text(json.dumps(doc))
+        e.hook = _hook_scene(tmp, ca, servers, proxies)
+        e.bundles["Org Hanging"] = _hanging_bundle(tmp, e, b)
         _split_extended(e)
         yield e
     finally:
@@ -432,6 +487,57 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         for srv in servers:
             srv.shutdown()
             srv.server_close()
+        for proxy in proxies:
+            proxy.stop()
+
+
+def _hook_scene(
+    tmp: Path,
+    ca: trustme.CA,
+    servers: list[socketserver.TCPServer],
+    proxies: list[ConnectProxy],
+) -> HookScene:
+    genuine = RecordingServer(b"genuine")
+    forged = RecordingServer(b"forged")
+    forged_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(HOOK_HOST, "127.0.0.1").configure_cert(forged_ctx)
+    forged.server = _tls_server(("127.0.0.2", 0), forged_ctx, forged.handle)
+    servers.append(forged.server)
+    port = int(forged.server.server_address[1])
+    genuine_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(HOOK_HOST, "127.0.0.1").configure_cert(genuine_ctx)
+    genuine.server = _tls_server(("127.0.0.1", port), genuine_ctx, genuine.handle)
+    servers.append(genuine.server)
+    ca_file = tmp / "hook-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    hanging = _Threaded(("127.0.0.1", 0), _Hang)
+    threading.Thread(target=hanging.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    servers.append(hanging)
+    proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.1"}).start())
+    proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.2"}).start())
+    return HookScene(port, ca_file, genuine, forged, proxies[-2], proxies[-1],
+                     int(hanging.server_address[1]))
+
+
+class _Hang(socketserver.BaseRequestHandler):
+    """Accepts, reads, never answers (until the client gives up, at most 60 s)."""
+
+    def handle(self) -> None:
+        self.request.settimeout(60)
+        with contextlib.suppress(OSError):
+            while self.request.recv(4096):
+                pass
+
+
+def _hanging_bundle(tmp: Path, e: Environment, like: dict[str, Any]) -> Path:
+    """Org B's bundle pointing at a port that accepts connections and never answers."""
+    assert e.hook is not None
+    doc = {**like, "name": "Org Hanging"}
+    doc["hosts"] = [{**like["hosts"][0], "ssl_port": e.hook.hanging_port}]
+    path = tmp / "org-hanging.notary"
+    path.write_text(json.dumps(doc))
+    return path
 
 
 def _inject_address(request: bytes, address: str) -> bytes:
@@ -522,4 +628,7 @@ def make_config_dir(
     return d
 
 
-__all__ = ["CLIENTS", "ClientCli", "Environment", "env", "make_config_dir"]
+__all__ = [
+    "CLIENTS", "HOOK_HOST", "REQUIRE_ALL", "ClientCli", "Environment", "HookScene", "env",
+    "make_config_dir",
+]

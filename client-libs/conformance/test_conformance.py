@@ -4,12 +4,21 @@ same vector files. See CLIENT-CLI.md. Expected failures are strict: one that pas
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance_env import CLIENTS, ClientCli, Environment, make_config_dir
+from conformance_env import (
+    CLIENTS,
+    HOOK_HOST,
+    REQUIRE_ALL,
+    ClientCli,
+    Environment,
+    HookScene,
+    make_config_dir,
+)
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
@@ -415,6 +424,8 @@ def _strict(client: ClientCli, case_id: str, problems: list[str]) -> None:
 
 def _skip_unbuilt(client: ClientCli) -> None:
     if client.skip_reason:
+        if client.skip_reason.startswith(REQUIRE_ALL):
+            pytest.fail(client.skip_reason)
         pytest.skip(client.skip_reason)
 
 
@@ -427,6 +438,106 @@ def test_check(client: ClientCli, case: Case, env: Environment, tmp_path: Path) 
     for i, step in enumerate(case.steps):
         problems += [f"step {i + 1}: {p}" for p in _check_step(client, env, cfg, case, step)]
     _strict(client, f"check:{case.id}", problems)
+
+
+# ---------------------------------------------------------------- TLS hooks
+
+
+@dataclass(frozen=True)
+class HookCase:
+    id: str
+    comment: str
+    notaries: tuple[str, ...]
+    proxy: str | None  # None (direct), "good" or "evil"
+    host: str
+    connected: bool
+    body: str | None = None
+    error: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    within: float | None = None  # seconds: the answer must come before this
+
+
+HOOK_CASES = [
+    HookCase("hook-direct", "direct TLS to the genuine server on a port other than 443",
+             ("Org A", "Org B"), None, "127.0.0.1", True, body="genuine"),
+    HookCase("hook-direct-refused", "twin: the notaries see another certificate there (a "
+             "relay asks about the forged server's address): refused before the request",
+             ("Org Swap",), None, "127.0.0.1", False, error="untrusted",
+             settings={"notary-agreement": "minority"}),
+    HookCase("hook-proxy-genuine", "through an HTTP CONNECT proxy to the genuine server: the "
+             "notaries are asked about the origin, not the proxy", ("Org A", "Org B", "Org C"),
+             "good", HOOK_HOST, True, body="genuine"),
+    HookCase("hook-proxy-forged", "through the attacker's proxy to a forged server whose "
+             "certificate the client's CAs accept: refused before the request",
+             ("Org A", "Org B", "Org C"), "evil", HOOK_HOST, False, error="untrusted"),
+    HookCase("hook-proxy-forged-extended", "the same with extended answers",
+             ("Org A+", "Org B+", "Org C+"), "evil", HOOK_HOST, False, error="untrusted"),
+    HookCase("hook-proxy-genuine-extended", "twin: the genuine server with extended answers",
+             ("Org A+", "Org B+", "Org C+"), "good", HOOK_HOST, True, body="genuine"),
+    HookCase("hook-hanging-notary", "the only notary never answers: no verdict within the "
+             "timeouts, refused by then", ("Org Hanging",), None, "127.0.0.1", False,
+             error="untrusted",
+             settings={"connect-timeout": 2, "notary-timeout": 2, "total-timeout": 3},
+             within=3 + 5),
+    HookCase("hook-hanging-notary-stands-aside", "twin: beside a notary that answers, the "
+             "hanging one stands aside once its timeout is over", ("Org A", "Org Hanging"),
+             None, "127.0.0.1", True, body="genuine",
+             settings={"connect-timeout": 2, "notary-timeout": 2, "total-timeout": 3,
+                       "notary-agreement": "consensus", "stand-aside": True},
+             within=3 + 5),
+]
+
+
+def _run_hook(client: ClientCli, env: Environment, case: HookCase, cfg: Path) -> list[str]:
+    scene = env.hook
+    assert scene is not None
+    args = ["hook", "--config-dir", str(cfg), "--ca-file", str(scene.ca_file)]
+    proxy = {"good": scene.good_proxy, "evil": scene.evil_proxy}.get(case.proxy or "")
+    if proxy is not None:
+        args += ["--proxy", proxy.url]
+    heads_before = (len(scene.genuine.heads), len(scene.forged.heads))
+    connects_before = len(proxy.connects) if proxy else 0
+    t0 = time.monotonic()
+    code, lines, stderr = client.run(*args, case.host, str(scene.port))
+    took = time.monotonic() - t0
+    problems = []
+    want_exit = 0 if case.connected else 1
+    if code != want_exit:
+        problems.append(f"exit {code}, expected {want_exit} (stderr: {stderr[-300:]})")
+    if len(lines) != 1:
+        return [*problems, f"expected one JSON line, got {lines!r}"]
+    out = lines[0]
+    if out.get("connected") is not case.connected:
+        problems.append(f"connected {out.get('connected')!r}, expected {case.connected}: {out}")
+    if case.body is not None and out.get("body") != case.body:
+        problems.append(f"body {out.get('body')!r}, expected {case.body!r}")
+    if case.error is not None and out.get("error") != case.error:
+        problems.append(f"error {out.get('error')!r}, expected {case.error!r}: {out}")
+    if case.within is not None and took > case.within:
+        problems.append(f"answered after {took:.1f} s, expected within {case.within:g} s")
+    if proxy is not None and proxy.connects[connects_before:][:1] != [(case.host, scene.port)]:
+        problems.append(f"the proxy saw {proxy.connects[connects_before:]}, expected "
+                        f"CONNECT {case.host}:{scene.port}")
+    if not case.connected:
+        got = (len(scene.genuine.heads), len(scene.forged.heads))
+        if got != heads_before:
+            problems.append("the request was written to a server the hook refused")
+    return problems
+
+
+def _scene(env: Environment) -> HookScene:
+    assert env.hook is not None
+    return env.hook
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=[c.language for c in CLIENTS])
+@pytest.mark.parametrize("case", HOOK_CASES, ids=[c.id for c in HOOK_CASES])
+def test_hook(client: ClientCli, case: HookCase, env: Environment, tmp_path: Path) -> None:
+    _skip_unbuilt(client)
+    _scene(env)
+    cfg = make_config_dir(tmp_path / "cfg", env, list(case.notaries),
+                          {"cache-lifetime": 0, **case.settings})
+    _strict(client, f"hook:{case.id}", _run_hook(client, env, case, cfg))
 
 
 VECTOR_FILES = sorted(VECTORS.glob("*.json"))
@@ -486,7 +597,9 @@ def test_info_and_usage(client: ClientCli) -> None:
 def test_every_case_id_is_unique_and_expected_failures_exist() -> None:
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids))
-    known = {f"check:{i}" for i in ids}
+    hook_ids = [c.id for c in HOOK_CASES]
+    assert len(hook_ids) == len(set(hook_ids))
+    known = {f"check:{i}" for i in ids} | {f"hook:{i}" for i in hook_ids}
     for f in VECTOR_FILES:
         known |= {f"vector:{f.name}#{c['id']}" for c in json.loads(f.read_text())["tests"]}
         known.add(f"vector:{f.name}")
@@ -503,3 +616,21 @@ def test_expected_failure_lists_are_strict() -> None:
     with pytest.raises(AssertionError):
         _strict(strict, "check:forged", ["verdict True, expected False"])  # not listed
     _strict(strict, "check:forged", [])  # not listed and passing
+
+
+def test_an_unbuilt_cli_fails_when_all_are_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import conformance_env
+
+    registry = tmp_path / "clients.toml"
+    registry.write_text('[ghost]\ncommand = ["{root}/client-libs/ghost/bin/cli"]\n')
+    monkeypatch.setenv(REQUIRE_ALL, "1")
+    (ghost,) = conformance_env.load_clients(registry)
+    with pytest.raises(pytest.fail.Exception, match="not built"):
+        _skip_unbuilt(ghost)
+    # twin: without the variable an unbuilt CLI is skipped
+    monkeypatch.delenv(REQUIRE_ALL)
+    (ghost,) = conformance_env.load_clients(registry)
+    with pytest.raises(pytest.skip.Exception, match="not built"):
+        _skip_unbuilt(ghost)

@@ -38,7 +38,7 @@ func (l latencies) report(b *testing.B) {
 	}
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 	q := func(p float64) float64 {
-		return float64(l[min(len(l)-1, int(p*float64(len(l))))].Nanoseconds()) / 1000
+		return float64(l[minInt(len(l)-1, int(p*float64(len(l))))].Nanoseconds()) / 1000
 	}
 	b.ReportMetric(q(0.50), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")

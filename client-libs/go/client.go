@@ -217,6 +217,9 @@ func (c *Client) CheckCertificate(ctx context.Context, host string, port int, de
 
 func (c *Client) check(ctx context.Context, host string, port int, fingerprint string, der []byte, ip string) (Verdict, error) {
 	t0 := time.Now()
+	if err := ctx.Err(); err != nil {
+		return Verdict{}, err
+	}
 	if err := CheckTarget(host, port); err != nil {
 		return Verdict{}, err
 	}
@@ -281,7 +284,7 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 	for i := range idx {
 		idx[i] = i
 	}
-	k := min(cfg.Quorum, len(notaries))
+	k := minInt(cfg.Quorum, len(notaries))
 	for i := 0; i < k; i++ {
 		j := i + c.intn(len(idx)-i)
 		idx[i], idx[j] = idx[j], idx[i]
@@ -341,6 +344,10 @@ collect:
 		}
 	}
 	cancel()
+	if err := ctx.Err(); err != nil {
+		// the caller gave up (cancelled, or its deadline passed): no verdict, its error
+		return Verdict{}, err
+	}
 	ordered := make([]NotaryResult, k)
 	var votes []Vote
 	for i, r := range results {

@@ -3,7 +3,7 @@ package converge_test
 import (
 	"fmt"
 
-	converge "converge.example/go"
+	converge "github.com/converge-notary/converge/client-libs/go"
 )
 
 func ExampleParseFingerprint() {

@@ -124,6 +124,7 @@ type fakeNotary struct {
 	silent    bool          // accept and never answer
 	delay     time.Duration // before answering
 	requests  int
+	asked     []string // request paths, in order
 	lastNonce string
 	lastIP    string // the address a request asked the notary to connect to
 	probeIP   string // extended: name this address in target.ip whatever was asked
@@ -194,6 +195,9 @@ func (n *fakeNotary) handle(c net.Conn) {
 	}
 	n.mu.Lock()
 	n.requests++
+	if f := strings.Fields(line); len(f) == 3 {
+		n.asked = append(n.asked, f[1])
+	}
 	silent, delay := n.silent, n.delay
 	n.mu.Unlock()
 	if silent {

@@ -3,7 +3,6 @@ package converge
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -178,7 +177,7 @@ func openViaRelay(ctx context.Context, o *queryOpts) (*tls.Conn, NotaryHost, err
 			if err != nil {
 				return nil, NotaryHost{}, err
 			}
-			stop := context.AfterFunc(ctx, func() { raw.Close() })
+			stop := afterFunc(ctx, func() { raw.Close() })
 			defer stop()
 			if _, err := raw.Write(ConnectHead(o.relayDests, o.bouncePort)); err != nil {
 				raw.Close()
@@ -274,10 +273,10 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: err.Error()}, host: label}
 	}
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := afterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	state := conn.ConnectionState()
-	if len(state.PeerCertificates) == 0 || sha1.Sum(state.PeerCertificates[0].Raw) != [20]byte(nh.Pin.Digest) {
+	if len(state.PeerCertificates) == 0 || !pinMatches(state.PeerCertificates[0].Raw, nh.Pin.Digest) {
 		return hostAnswer{outcome: Outcome{Vote: VoteFailure, Kind: KindPin,
 			Detail: label + " presented a certificate other than the pinned one"}, host: label}
 	}

@@ -290,7 +290,7 @@ func (p *jsonParser) str() ([]uint16, error) {
 		default:
 			r, size := utf8.DecodeRune(p.s[p.i:])
 			p.i += size
-			out = utf16.AppendRune(out, r)
+			out = append(out, utf16.Encode([]rune{r})...)
 		}
 	}
 }

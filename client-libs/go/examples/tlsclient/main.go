@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	converge "converge.example/go"
+	converge "github.com/converge-notary/converge/client-libs/go"
 )
 
 func main() {
@@ -31,10 +31,10 @@ func main() {
 	}
 	defer client.Close()
 
-	// The only change to an ordinary Go HTTPS client: the transport's TLS dialer.
-	tr := &http.Transport{
-		DialTLSContext: client.DialTLSContextWith(nil, converge.TLSOptions{RequireCA: *requireCA}),
-	}
+	// The only change to an ordinary Go HTTPS client: its transport. Proxies from the
+	// environment (HTTPS_PROXY) are honoured; the origin's certificate is what is checked.
+	base := &http.Transport{Proxy: http.ProxyFromEnvironment}
+	tr := client.Transport(base, converge.TLSOptions{RequireCA: *requireCA})
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
 	resp, err := hc.Get(flag.Arg(0))

@@ -3,6 +3,8 @@
 Implements ``client-libs/conformance/CLIENT-CLI.md``:
 
     check --config-dir DIR HOST PORT FINGERPRINT   one JSON line; exit 0 trusted, 1 not, 2 error
+    hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
+                                                   GET https://HOST:PORT/ through the TLS hook
     vector FILE                                    one JSON line per case
     info                                           one JSON line naming the implementation
 """
@@ -21,6 +23,7 @@ from .vectors import SCHEMAS, run_case
 
 USAGE = (
     "usage: conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
+    "       conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
     "       conformance vector FILE\n"
     "       conformance info\n"
 )
@@ -89,8 +92,73 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             out,
         )
         return 0 if v else 1
+    if args[:2] == ["hook", "--config-dir"] and len(args) >= 5:
+        return _hook(args[2], args[3:], out)
     sys.stderr.write(USAGE)
     return 2
+
+
+HOOK_BODY_BYTES = 1024
+
+
+def _caused_by(exc: BaseException, cls: type[BaseException]) -> bool:
+    """Whether ``cls`` is anywhere in ``exc``'s chain (causes, contexts, and the exceptions
+    that requests and urllib3 wrap in their arguments or ``reason``)."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or id(e) in seen:
+            continue
+        if isinstance(e, cls):
+            return True
+        seen.add(id(e))
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
+    return False
+
+
+def _hook(config_dir: str, rest: list[str], out: TextIO) -> int:
+    """``hook``: GET https://HOST:PORT/ with :func:`converge.tls.requests_session`."""
+    import requests
+
+    from .errors import NotTrusted
+    from .tls import requests_session
+
+    opts: dict[str, str] = {}
+    while rest[:1] in (["--proxy"], ["--ca-file"]) and len(rest) >= 2:
+        opts[rest[0]] = rest[1]
+        rest = rest[2:]
+    if len(rest) != 2 or not rest[1].isdigit():
+        sys.stderr.write(USAGE)
+        return 2
+    host, port = rest[0], int(rest[1])
+    try:
+        client = Client(config_dir)
+    except ConvergeError as e:
+        _emit({"error": e.kind, "message": str(e)}, out)
+        return 2
+    authority = f"[{host}]" if ":" in host else host
+    with client, requests_session(client) as session:
+        session.trust_env = False  # no environment proxies: --proxy only
+        if "--ca-file" in opts:
+            session.verify = opts["--ca-file"]
+        proxy = opts.get("--proxy")
+        try:
+            r = session.get(
+                f"https://{authority}:{port}/",
+                proxies={"https": proxy} if proxy else None,
+                timeout=client.config.total_timeout + 10,
+            )
+        except requests.exceptions.RequestException as e:
+            kind = "untrusted" if _caused_by(e, NotTrusted) else "io"
+            _emit({"connected": False, "error": kind, "message": str(e)}, out)
+            return 1
+        except ConvergeError as e:
+            _emit({"error": e.kind, "message": str(e)}, out)
+            return 2
+        body = r.content[:HOOK_BODY_BYTES].decode("utf-8", "replace")
+        _emit({"connected": True, "status": r.status_code, "body": body}, out)
+        return 0
 
 
 if __name__ == "__main__":
