@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # libconverge: build with -Werror, unit and loopback tests (every shared vector file),
 # the same tests under AddressSanitizer + UBSan, valgrind on the whole suite, then the
-# conformance CLI at client-libs/c/bin/converge-conformance (see clients.toml) and the shared
-# conformance runner's C cases.
-# Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, valgrind
+# installed library (tests/install_test.sh), the conformance CLI at
+# client-libs/c/bin/converge-conformance (see clients.toml) and the shared conformance
+# runner's C cases.
+# Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, valgrind, binutils
 # (scripts/install-system-deps installs them).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -30,6 +31,9 @@ else
   echo "valgrind not installed: skipped (scripts/install-system-deps installs it)" >&2
   exit 1
 fi
+
+echo "== make install into a temporary prefix; an application built with pkg-config against it"
+./tests/install_test.sh
 
 echo "== conformance CLI"
 mkdir -p bin

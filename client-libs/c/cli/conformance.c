@@ -1,6 +1,7 @@
 /* The conformance CLI of libconverge (client-libs/conformance/CLIENT-CLI.md):
  *   converge-conformance info
  *   converge-conformance check --config-dir DIR HOST PORT FINGERPRINT
+ *   converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
  *   converge-conformance vector FILE
  * One JSON object per line on stdout; diagnostics on stderr. */
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "converge.h"
+#include "hook.h"
 #include "internal.h"
 #include "vectors.h"
 
@@ -116,8 +118,11 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "vector")) return vector(argv[2]);
     if (argc == 7 && !strcmp(argv[1], "check") && !strcmp(argv[2], "--config-dir"))
         return check(argv[3], argv[4], argv[5], argv[6]);
+    if (argc >= 6 && !strcmp(argv[1], "hook") && !strcmp(argv[2], "--config-dir"))
+        return cli_hook(argv[3], argc - 4, argv + 4);
     fprintf(stderr,
             "usage: converge-conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
+            "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
             "       converge-conformance vector FILE\n"
             "       converge-conformance info\n");
     return 2;

@@ -125,6 +125,7 @@ const char *converge_strerror(int rc) {
     case CONVERGE_ERR_CONFIG: return K_CONFIG;
     case CONVERGE_ERR_BUNDLE: return K_BUNDLE;
     case CONVERGE_ERR_CACHE_IO: return K_CACHE_IO;
+    case CONVERGE_ERR_NOT_CHECKED: return "not-checked";
     default: return "internal";
     }
 }
@@ -548,10 +549,18 @@ void converge_cleanup(void) {
 
 /* ------------------------------------------------------------------ OpenSSL hooks */
 
+/* What one connection is for, and the verdict of its handshake: the callbacks run several
+ * times per handshake (OpenSSL calls the verify callback again for each problem it finds at
+ * depth 0, e.g. "self-signed" and then the final call), but the notaries are asked once per
+ * leaf certificate; the verdict is kept for converge_last_verdict(). */
 typedef struct {
     converge_ctx *ctx;
     char host[256];
     int port;
+    int have;                       /* a check was made */
+    unsigned char leaf[32];         /* SHA-256 of the certificate it was made for */
+    int rc;                         /* its return code */
+    converge_result result;
 } ssl_target;
 
 static int g_idx = -1;
@@ -563,6 +572,11 @@ static void target_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, lo
 }
 
 static void init_idx(void) { g_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, target_free); }
+
+static ssl_target *target_of(const SSL *ssl) {
+    pthread_once(&g_idx_once, init_idx);
+    return ssl && g_idx >= 0 ? SSL_get_ex_data(ssl, g_idx) : NULL;
+}
 
 int converge_ssl_set_target(SSL *ssl, converge_ctx *ctx, const char *host, int port) {
     pthread_once(&g_idx_once, init_idx);
@@ -580,11 +594,12 @@ int converge_ssl_set_target(SSL *ssl, converge_ctx *ctx, const char *host, int p
     return 0;
 }
 
-/* trusted? with both digests of the certificate as forms */
-static int check_cert(converge_ctx *ctx, const char *host, int port, X509 *cert) {
+/* The return code of check_common for this certificate, asking at most once per leaf per
+ * connection (t may be NULL: then no memo). */
+static int check_cert(ssl_target *t, converge_ctx *ctx, const char *host, int port, X509 *cert) {
     unsigned char *der = NULL;
     int dl = cert ? i2d_X509(cert, &der) : -1;
-    if (dl <= 0) return 0;
+    if (dl <= 0) return CONVERGE_ERR_INTERNAL;
     cv_fp forms[2];
     forms[0].alg = FP_SHA1;
     forms[0].len = 20;
@@ -593,25 +608,34 @@ static int check_cert(converge_ctx *ctx, const char *host, int port, X509 *cert)
     forms[1].len = 32;
     SHA256(der, (size_t)dl, forms[1].d);
     OPENSSL_free(der);
+    if (t && t->have && memcmp(t->leaf, forms[1].d, 32) == 0) return t->rc;
     if (!ctx) ctx = global_ctx();
     converge_result r;
-    return check_common(ctx, host, port, forms, 2, &r) == CONVERGE_TRUSTED;
+    int rc = ctx ? check_common(ctx, host, port, forms, 2, &r) : CONVERGE_ERR_INTERNAL;
+    if (t) {
+        t->have = 1;
+        memcpy(t->leaf, forms[1].d, 32);
+        t->rc = rc;
+        if (ctx) t->result = r;
+    }
+    return rc;
 }
 
 static int store_verdict(X509_STORE_CTX *store) {
     SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
-    pthread_once(&g_idx_once, init_idx);
-    ssl_target *t = ssl && g_idx >= 0 ? SSL_get_ex_data(ssl, g_idx) : NULL;
+    ssl_target *t = target_of(ssl);
     if (!t) {
         X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
         return 0;
     }
     X509 *leaf = X509_STORE_CTX_get0_cert(store);
-    if (check_cert(t->ctx, t->host, t->port, leaf)) {
+    int rc = check_cert(t, t->ctx, t->host, t->port, leaf);
+    if (rc == CONVERGE_TRUSTED) {
         X509_STORE_CTX_set_error(store, X509_V_OK);
         return 1;
     }
-    X509_STORE_CTX_set_error(store, X509_V_ERR_CERT_REJECTED);
+    X509_STORE_CTX_set_error(store, rc == CONVERGE_NOT_TRUSTED ? X509_V_ERR_CERT_REJECTED
+                                                                : X509_V_ERR_APPLICATION_VERIFICATION);
     return 0;
 }
 
@@ -629,7 +653,21 @@ int converge_cert_verify_callback(X509_STORE_CTX *store, void *arg) {
 long converge_ssl_verify(SSL *ssl, const char *host, int port) {
     X509 *peer = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
     if (!peer) return X509_V_ERR_APPLICATION_VERIFICATION;
-    pthread_once(&g_idx_once, init_idx);
-    ssl_target *t = g_idx >= 0 ? SSL_get_ex_data(ssl, g_idx) : NULL;
-    return check_cert(t ? t->ctx : NULL, host, port, peer) ? X509_V_OK : X509_V_ERR_CERT_REJECTED;
+    ssl_target *t = target_of(ssl);
+    if (!t || t->port != port || strcmp(t->host, host) != 0) {
+        /* (re)attach this target, keeping the connection's context */
+        if (converge_ssl_set_target(ssl, t ? t->ctx : NULL, host, port) != 0)
+            return X509_V_ERR_APPLICATION_VERIFICATION;
+        t = target_of(ssl);
+    }
+    int rc = check_cert(t, t->ctx, host, port, peer);
+    if (rc == CONVERGE_TRUSTED) return X509_V_OK;
+    return rc == CONVERGE_NOT_TRUSTED ? X509_V_ERR_CERT_REJECTED : X509_V_ERR_APPLICATION_VERIFICATION;
+}
+
+int converge_last_verdict(const SSL *ssl, converge_result *result) {
+    const ssl_target *t = target_of(ssl);
+    if (!t || !t->have) return CONVERGE_ERR_NOT_CHECKED;
+    if (result) *result = t->result;
+    return t->rc;
 }

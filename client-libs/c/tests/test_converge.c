@@ -524,6 +524,50 @@ static void test_loopback(idents *id) {
         remove_tree(dir);
         ERR_clear_error();
     }
+    /* one check per handshake: OpenSSL calls the verify callback more than once at depth 0
+     * for a self-signed leaf; with the cache off the notaries must still be asked once, and
+     * the verdict is there afterwards for the application */
+    for (int trusted_notaries = 0; trusted_notaries < 2; trusted_notaries++) {
+        char dir[256];
+        int p[2] = {good_a.port, trusted_notaries ? good_b.port : forged.port};
+        make_config(dir, sizeof dir,
+                    "{\"db\": null, \"early-return\": false, \"notary-agreement\": \"consensus\"}",
+                    names, p, pems1, 2);
+        converge_ctx *ctx = converge_ctx_new(dir);
+        SSL_CTX *sc = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, converge_verify_callback);
+        SSL *ssl = SSL_new(sc);
+        CHECK(converge_last_verdict(ssl, NULL) == CONVERGE_ERR_NOT_CHECKED,
+              "twin: no verdict before a handshake (%s)", converge_strerror(converge_last_verdict(ssl, NULL)));
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in t;
+        memset(&t, 0, sizeof t);
+        t.sin_family = AF_INET;
+        t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        t.sin_port = htons((uint16_t)target.port);
+        connect(fd, (struct sockaddr *)&t, sizeof t);
+        SSL_set_fd(ssl, fd);
+        converge_ssl_set_target(ssl, ctx, "127.0.0.1", 443);
+        int before = good_a.served;
+        int hs = SSL_connect(ssl);
+        int asked = good_a.served - before;
+        converge_result r2;
+        int last = converge_last_verdict(ssl, &r2);
+        if (trusted_notaries)
+            CHECK(hs == 1 && asked == 1 && last == CONVERGE_TRUSTED && r2.count == 2,
+                  "one notary round per handshake, verdict kept (asked %d, %s)", asked, converge_strerror(last));
+        else
+            CHECK(hs != 1 && asked == 1 && last == CONVERGE_NOT_TRUSTED && r2.count == 2 &&
+                      !strcmp(r2.notaries[1].kind, "mismatch"),
+                  "a refused handshake asked once and says why (asked %d, %s, %s)", asked,
+                  converge_strerror(last), r2.count == 2 ? r2.notaries[1].kind : "-");
+        SSL_free(ssl);
+        close(fd);
+        SSL_CTX_free(sc);
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+        ERR_clear_error();
+    }
     fake_stop(&target);
     fake_stop(&good_a);
     fake_stop(&good_b);
