@@ -12,7 +12,7 @@ if [ "${CONVERGE_RECORD:-}" = 1 ]; then RESULTS=bench-results.json; else
   mkdir -p "$ROOT/var/results/client-libs/java"; RESULTS="$ROOT/var/results/client-libs/java/bench-results.json"; fi
 n_cache=${1:-20000}
 n_rt=${2:-300}
-[ -f target/converge-0.1.0.jar ] || mvn -q -B -Dstyle.color=never package -DskipTests
+[ -f target/converge-client-0.1.0.jar ] || mvn -q -B -Dstyle.color=never package -DskipTests
 tmp=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
@@ -24,5 +24,5 @@ port=$("$ROOT/.venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("1
 "$ROOT/.venv/bin/notary" serve --data-dir "$tmp/n" --listen "127.0.0.1:$port" \
   --allow-target 127.0.0.0/8 >"$tmp/notary.log" 2>&1 &
 pid=$!
-java -cp "target/converge-0.1.0.jar:target/lib/*" org.converge.bench.Bench \
+java -cp "target/converge-client-0.1.0.jar:target/lib/*" org.converge.bench.Bench \
   "$tmp/bench.notary" "$n_cache" "$n_rt" "$RESULTS"

@@ -31,11 +31,23 @@ for f in pathlib.Path(sys.argv[1]).glob("TEST-*.xml"):
 print(f"java: {tests - failed - skipped} passed, {failed} failed, {skipped} skipped")
 PY
 [ "$mvn_rc" = 0 ] || exit "$mvn_rc"
+echo "== mvn install; an application that depends on io.github.converge-notary:converge-client:0.1.0"
+mvn -q -B -Dstyle.color=never install -DskipTests 2>&1 | nocolour
+(cd it/consumer && mvn -q -B -Dstyle.color=never package dependency:build-classpath \
+  -Dmdep.outputFile=target/classpath.txt 2>&1 | nocolour)
+consumer_cp=$(cat it/consumer/target/classpath.txt)
+case "$consumer_cp" in
+  *"/io/github/converge-notary/converge-client/0.1.0/converge-client-0.1.0.jar"*) ;;
+  *) echo "FAIL the consumer did not resolve the library from the local repository: $consumer_cp"; exit 1 ;;
+esac
+"$ROOT/.venv/bin/python" "$ROOT/client-libs/conformance/live_site.py" \
+  --trusted "java -cp $HERE/it/consumer/target/converge-consumer-1.0.jar:$consumer_cp example.Fetch {config} {host} {port}" \
+  --refused "java -cp $HERE/it/consumer/target/converge-consumer-1.0.jar:$consumer_cp example.Fetch {config} {host} {port}"
 mkdir -p bin
 cat > bin/converge-conformance <<LAUNCHER
 #!/bin/sh
 exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \\
-  -cp "$HERE/target/converge-0.1.0.jar:$HERE/target/lib/*" org.converge.ConformanceCli "\$@"
+  -cp "$HERE/target/converge-client-0.1.0.jar:$HERE/target/lib/*" org.converge.ConformanceCli "\$@"
 LAUNCHER
 chmod +x bin/converge-conformance
 bin/converge-conformance info

@@ -21,12 +21,12 @@ public final class ConformanceCli {
 
     private ConformanceCli() {}
 
-    private static void emit(PrintStream out, Map<String, Object> obj) {
+    static void emit(PrintStream out, Map<String, Object> obj) {
         out.print(Json.compact(obj) + "\n");
         out.flush();
     }
 
-    private static Map<String, Object> obj(Object... kv) {
+    static Map<String, Object> obj(Object... kv) {
         Map<String, Object> m = new LinkedHashMap<>();
         for (int i = 0; i < kv.length; i += 2) {
             m.put((String) kv[i], kv[i + 1]);
@@ -92,7 +92,14 @@ public final class ConformanceCli {
                     "notaries", notaries));
             return v.trusted() ? 0 : 1;
         }
+        if (args.length >= 5 && args[0].equals("hook") && args[1].equals("--config-dir")) {
+            Integer rc = Hook.run(args[2], List.of(args).subList(3, args.length), out);
+            if (rc != null) {
+                return rc;
+            }
+        }
         System.err.print("usage: converge-conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
+                + "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
                 + "       converge-conformance vector FILE\n"
                 + "       converge-conformance info\n");
         return 2;

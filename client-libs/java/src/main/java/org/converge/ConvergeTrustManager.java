@@ -3,12 +3,19 @@ package org.converge;
 import java.net.InetAddress;
 import java.net.Socket;
 import java.security.GeneralSecurityException;
+import java.security.SecureRandom;
 import java.security.cert.CertificateException;
 import java.security.cert.X509Certificate;
+import javax.net.ssl.KeyManager;
 import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLContextSpi;
 import javax.net.ssl.SSLEngine;
+import javax.net.ssl.SSLParameters;
+import javax.net.ssl.SSLServerSocketFactory;
 import javax.net.ssl.SSLSession;
+import javax.net.ssl.SSLSessionContext;
 import javax.net.ssl.SSLSocket;
+import javax.net.ssl.SSLSocketFactory;
 import javax.net.ssl.TrustManager;
 import javax.net.ssl.TrustManagerFactory;
 import javax.net.ssl.X509ExtendedTrustManager;
@@ -94,7 +101,62 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
         }
         SSLContext c = SSLContext.getInstance("TLS");
         c.init(null, new TrustManager[] {new ConvergeTrustManager(client, false, ca)}, null);
-        return c;
+        return withOriginSockets(c);
+    }
+
+    /**
+     * {@code ctx} whose socket factory remembers the host and port each socket is made for
+     * (see {@link OriginSocketFactory}): {@code HttpsURLConnection} through a proxy layers its
+     * socket over the tunnel, and the session then reports the proxy's port.
+     */
+    static SSLContext withOriginSockets(SSLContext ctx) {
+        SSLContextSpi spi = new SSLContextSpi() {
+            @Override
+            protected void engineInit(KeyManager[] km, TrustManager[] tm, SecureRandom sr) {
+                throw new IllegalStateException("already initialised");
+            }
+
+            @Override
+            protected SSLSocketFactory engineGetSocketFactory() {
+                return new OriginSocketFactory(ctx.getSocketFactory());
+            }
+
+            @Override
+            protected SSLServerSocketFactory engineGetServerSocketFactory() {
+                return ctx.getServerSocketFactory();
+            }
+
+            @Override
+            protected SSLEngine engineCreateSSLEngine() {
+                return ctx.createSSLEngine();
+            }
+
+            @Override
+            protected SSLEngine engineCreateSSLEngine(String host, int port) {
+                return ctx.createSSLEngine(host, port);
+            }
+
+            @Override
+            protected SSLSessionContext engineGetServerSessionContext() {
+                return ctx.getServerSessionContext();
+            }
+
+            @Override
+            protected SSLSessionContext engineGetClientSessionContext() {
+                return ctx.getClientSessionContext();
+            }
+
+            @Override
+            protected SSLParameters engineGetDefaultSSLParameters() {
+                return ctx.getDefaultSSLParameters();
+            }
+
+            @Override
+            protected SSLParameters engineGetSupportedSSLParameters() {
+                return ctx.getSupportedSSLParameters();
+            }
+        };
+        return new SSLContext(spi, ctx.getProvider(), ctx.getProtocol()) {};
     }
 
     /** Check {@code chain} for {@code host:port} (what the socket and engine variants call). */
@@ -134,10 +196,18 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
         if (ca != null) {
             ca.checkServerTrusted(chain, authType, socket);
         }
+        InetAddress a = socket.getInetAddress();
+        OriginSocketFactory.Origin origin = OriginSocketFactory.originOf(socket);
+        if (origin != null) {
+            // the host and port the socket was made for: the origin, also inside a proxy's
+            // tunnel, where the session reports the proxy's port and the proxy's address
+            check(chain, origin.host(), origin.port(),
+                    bindAddress && !origin.layered() && a != null ? a.getHostAddress() : null);
+            return;
+        }
         SSLSession s = ssl.getHandshakeSession();
         String host = peerHost(s);
         int port = s == null ? -1 : s.getPeerPort();
-        InetAddress a = socket.getInetAddress();
         if (host == null && a != null) {
             host = a.getHostAddress();
         }
