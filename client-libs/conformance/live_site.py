@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                            for part in shlex.split(template)]
                     r = subprocess.run(cmd, capture_output=True, timeout=120)
                     fetched = r.returncode == 0 and PAGE in r.stdout
-                    ok = fetched if want == "trusted" else (r.returncode != 0 and PAGE not in r.stdout)
+                    refused = r.returncode != 0 and PAGE not in r.stdout
+                    ok = fetched if want == "trusted" else refused
                     print(f"{'ok' if ok else 'FAIL'} {want}: {' '.join(cmd[:2])} ... exit "
                           f"{r.returncode}")
                     if not ok:
