@@ -9,7 +9,11 @@ Definitions (kept identical in docs/replay.md):
   200/409): ``client``, ``notary-hit`` (``Cache-Status: ...; hit``), ``notary-miss``
   (``fwd=miss`` or ``fwd=stale``: the notary probed the site).
 - Cache utilisation level L (Table 3) is reached at the first second from which every later
-  second's notary-hit ratio (hits / verdicts in that second) stays >= L, as in the study.
+  second's notary-hit ratio (hits / verdicts in that second) stays >= L, as in the study,
+  *and* from which the run goes on for at least the minimum hold (:func:`min_hold`: 10% of
+  the run and 60 s of trace time, whichever is longer). Near the end of a run the study's
+  rule is met trivially (the last seconds have nothing after them to fail), so a level held
+  for less than the minimum hold is "not held", never a time.
 """
 
 from __future__ import annotations
@@ -197,9 +201,12 @@ class Aggregate:
             ratios[s] = hits / (hits + miss)
         return ratios
 
-    def table3(self, levels: Iterable[float] = LEVELS) -> list[tuple[float, int | None]]:
-        """``(level, seconds)``; ``None`` when the level is never held to the end."""
-        return time_to_levels(self.hit_ratio_per_s(), levels)
+    def table3(self, levels: Iterable[float] = LEVELS, speed: float = 1.0,
+               ) -> list[tuple[float, int | None]]:
+        """``(level, seconds)``; ``None`` when the level is not held to the end for the
+        minimum hold (:func:`min_hold` of this run at ``speed``)."""
+        return time_to_levels(self.hit_ratio_per_s(), levels, self.span(),
+                              min_hold(self.span(), speed))
 
     def overhead(self, ssl_bytes: int | None = None) -> float | None:
         denom = ssl_bytes if ssl_bytes is not None else self.ssl_bytes
@@ -210,10 +217,24 @@ class Aggregate:
         return max(1, int(math.ceil(self.end)))
 
 
+MIN_HOLD_SHARE = 0.10  # of the run
+MIN_HOLD_TRACE_SECONDS = 60.0
+
+
+def min_hold(span: float, speed: float = 1.0) -> float:
+    """Seconds (of the run) a level must be held to the end to count as reached: 10% of the
+    run's ``span`` and 60 s of trace time (``60 / speed`` run seconds), whichever is longer."""
+    return max(MIN_HOLD_SHARE * span, MIN_HOLD_TRACE_SECONDS / (speed if speed > 0 else 1.0))
+
+
 def time_to_levels(ratios: dict[int, float], levels: Iterable[float] = LEVELS,
+                   end: float | None = None, hold: float = 0.0,
                    ) -> list[tuple[float, int | None]]:
-    """For each level, the first second after which every ratio stays at or above it."""
+    """For each level, the first second after which every ratio stays at or above it, if
+    the run goes on for at least ``hold`` seconds after it (to ``end``, default: the last
+    second with a ratio, plus one); else ``None`` (not held)."""
     seconds = sorted(ratios)
+    stop = end if end is not None else (seconds[-1] + 1 if seconds else 0)
     out: list[tuple[float, int | None]] = []
     for level in levels:
         reached: int | None = None
@@ -221,6 +242,8 @@ def time_to_levels(ratios: dict[int, float], levels: Iterable[float] = LEVELS,
             if ratios[s] < level:
                 break
             reached = s
+        if reached is not None and stop - reached < hold:
+            reached = None
         out.append((level, reached))
     return out
 

@@ -1,6 +1,8 @@
 """Flows to validation requests: the study's method as pure, streaming functions.
 
-Method (section 3.1/3.2 of the study): keep TCP flows to port 443; give each destination a
+Method (section 3.1/3.2 of the study): pair the two directions of a connection when the
+exporter wrote one flow per direction (:class:`FlowPairer`); keep TCP flows to port 443; give
+each destination a
 name (SNI when the flow has it, then the user's address-to-name map, then reverse DNS results
 gathered beforehand); drop and count the flows without a name; simulate a client-side cache
 per source address: the first flow of a (source, name, port) pair becomes a notary request,
@@ -31,6 +33,8 @@ class StageCounters:
 
     flows_read: int = 0
     malformed: int = 0
+    paired: int = 0  # connections whose two one-way flows were merged into one
+    reverse_only: int = 0  # server-to-client flows without their other half, kept turned
     filtered_out: int = 0
     late_dropped: int = 0
     kept: int = 0
@@ -58,6 +62,95 @@ class FlowFilter:
 
     def keep(self, rec: FlowRecord) -> bool:
         return rec.proto in self.protocols and rec.dport in self.ports
+
+
+class FlowPairer:
+    """Merge the two one-way flows of one connection into one client-to-server flow.
+
+    Exporters such as nfpcapd, softflowd and most NetFlow v5/v9 routers write one flow per
+    direction: client -> server:443 and server:443 -> client. Both halves carry the
+    connection's bytes; counting only the first would drop the server's (usually larger)
+    half from the SSL bytes and count the second as traffic on another port. A flow *to* a
+    kept port (client half) and a flow *from* one (server half) with the reversed 5-tuple
+    and overlapping times (within ``slack`` seconds) become one flow: the client half's
+    direction, the earliest start, the latest end, both packet and byte counts. A half whose
+    partner does not arrive within ``window`` seconds of stream time is released alone (a
+    server half turned around, so that it counts as the connection it stands for). Flows on
+    other ports and protocols pass through untouched. Memory: at most ``max_pending`` halves.
+    """
+
+    def __init__(self, flow_filter: FlowFilter, window: float = 120.0, slack: float = 2.0,
+                 max_pending: int = 1_000_000) -> None:
+        self.filter = flow_filter
+        self.window = window
+        self.slack = slack
+        self.max_pending = max_pending
+        self._pending: OrderedDict[tuple[str, int, str, int, int, bool], FlowRecord] = \
+            OrderedDict()
+        self._newest = float("-inf")
+        self.paired = 0
+        self.reverse_only = 0
+
+    def _server_half(self, rec: FlowRecord) -> bool:
+        return (rec.proto in self.filter.protocols and rec.sport in self.filter.ports
+                and rec.dport not in self.filter.ports)
+
+    def _client_half(self, rec: FlowRecord) -> bool:
+        return rec.proto in self.filter.protocols and rec.dport in self.filter.ports
+
+    def _overlap(self, a: FlowRecord, b: FlowRecord) -> bool:
+        return a.start <= b.end + self.slack and b.start <= a.end + self.slack
+
+    @staticmethod
+    def _merge(client: FlowRecord, server: FlowRecord) -> FlowRecord:
+        return FlowRecord(min(client.start, server.start), max(client.end, server.end),
+                          client.src, client.dst, client.sport, client.dport, client.proto,
+                          client.packets + server.packets, client.bytes + server.bytes,
+                          client.sni or server.sni)
+
+    def _turned(self, server: FlowRecord) -> FlowRecord:
+        self.reverse_only += 1
+        return FlowRecord(server.start, server.end, server.dst, server.src, server.dport,
+                          server.sport, server.proto, server.packets, server.bytes, server.sni)
+
+    def _release(self, key: tuple[str, int, str, int, int, bool], rec: FlowRecord,
+                 ) -> FlowRecord:
+        del self._pending[key]
+        return self._turned(rec) if key[5] else rec
+
+    def push(self, rec: FlowRecord) -> list[FlowRecord]:
+        """The flows released by this one (paired, expired or passed through)."""
+        out: list[FlowRecord] = []
+        self._newest = max(self._newest, rec.start)
+        server = self._server_half(rec)
+        if not server and not self._client_half(rec):
+            out.append(rec)
+        else:
+            if server:  # canonical key: client address and port first
+                key = (rec.dst, rec.dport, rec.src, rec.sport, rec.proto, False)
+            else:
+                key = (rec.src, rec.sport, rec.dst, rec.dport, rec.proto, True)
+            partner = self._pending.get(key)
+            if partner is not None and self._overlap(partner, rec):
+                del self._pending[key]
+                self.paired += 1
+                out.append(self._merge(partner, rec) if server else self._merge(rec, partner))
+            else:
+                own = (*key[:5], server)
+                old = self._pending.pop(own, None)
+                if old is not None:  # the same 5-tuple again: a new connection
+                    out.append(self._turned(old) if server else old)
+                self._pending[own] = rec
+        while self._pending:
+            key, first = next(iter(self._pending.items()))
+            if first.start > self._newest - self.window and len(self._pending) <= \
+                    self.max_pending:
+                break
+            out.append(self._release(key, first))
+        return out
+
+    def flush(self) -> list[FlowRecord]:
+        return [self._release(k, r) for k, r in list(self._pending.items())]
 
 
 class ReorderBuffer:
@@ -190,6 +283,7 @@ class WorkloadConfig:
     client_cache_lifetime: float | None = None
     client_cache_max_entries: int = 10_000_000
     reorder_window: float = 600.0
+    pair_window: float = 120.0
     salt: bytes = b"converge-replay"
     include_client_hits: bool = True
     trace_start: float | None = None
@@ -205,7 +299,8 @@ def build_workload(records: Iterable[FlowRecord], namer: Namer, config: Workload
     names not in it keep the flow's port and an empty fingerprint.
     """
     targets = targets or {}
-    reorder = ReorderBuffer(config.reorder_window)
+    # the pairer holds a half for up to pair_window seconds: the re-sorting must cover that
+    reorder = ReorderBuffer(max(config.reorder_window, config.pair_window + 10.0))
     cache = ClientCache(config.client_cache_lifetime, config.client_cache_max_entries)
     t0 = config.trace_start
     pseudonyms: dict[str, str] = {}
@@ -247,17 +342,25 @@ def build_workload(records: Iterable[FlowRecord], namer: Namer, config: Workload
             kind = KIND_REQUEST
         return WorkloadEvent(round(rec.start - t0, 6), kind, client, host, port, fp, rec.bytes)
 
+    pairer = FlowPairer(config.flow_filter, config.pair_window)
+
+    def admit(flows: list[FlowRecord]) -> Iterator[WorkloadEvent]:
+        counters.paired, counters.reverse_only = pairer.paired, pairer.reverse_only
+        for rec in flows:
+            if not config.flow_filter.keep(rec):
+                counters.filtered_out += 1
+                continue
+            released, late = reorder.push(rec)
+            counters.late_dropped += len(late)
+            for r in released:
+                ev = process(r)
+                if ev is not None:
+                    yield ev
+
     for rec in records:
         counters.flows_read += 1
-        if not config.flow_filter.keep(rec):
-            counters.filtered_out += 1
-            continue
-        released, late = reorder.push(rec)
-        counters.late_dropped += len(late)
-        for r in released:
-            ev = process(r)
-            if ev is not None:
-                yield ev
+        yield from admit(pairer.push(rec))
+    yield from admit(pairer.flush())
     for r in reorder.flush():
         ev = process(r)
         if ev is not None:

@@ -72,6 +72,28 @@ def write_pcap(path: Path, flows: Sequence[tuple[float, str, str, int, int, int]
             fh.write(struct.pack("<IIII", sec, usec, len(frame), len(frame)) + frame)
 
 
+def write_pcap_exchange(path: Path, conns: Sequence[tuple[float, str, str, int, int, int]],
+                        ) -> None:
+    """A classic pcap with a TCP exchange in both directions per connection ``(start, client,
+    server, client port, server port, reply bytes)``: SYN, SYN+ACK, request (100 bytes),
+    reply (``reply bytes``), FIN both ways; packets 10 ms apart. A one-way exporter such as
+    nfpcapd writes two flows per connection."""
+    packets = []
+    for start, c, srv, cp, sp, reply in conns:
+        steps = ((c, srv, cp, sp, 0x02, b""), (srv, c, sp, cp, 0x12, b""),
+                 (c, srv, cp, sp, 0x18, b"q" * 100), (srv, c, sp, cp, 0x18, b"r" * reply),
+                 (c, srv, cp, sp, 0x11, b""), (srv, c, sp, cp, 0x11, b""))
+        for i, (a, b, ap, bp, flags, data) in enumerate(steps):
+            packets.append((start + i * 0.01, tcp_packet(a, b, ap, bp, flags, data)))
+    packets.sort(key=lambda p: p[0])
+    with path.open("wb") as fh:
+        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for t, frame in packets:
+            sec = int(t)
+            usec = int(round((t - sec) * 1_000_000))
+            fh.write(struct.pack("<IIII", sec, usec, len(frame), len(frame)) + frame)
+
+
 def wait_http(url: str, timeout: float = 15.0, proc: subprocess.Popen[bytes] | None = None,
               ) -> dict[str, object]:
     deadline = time.monotonic() + timeout

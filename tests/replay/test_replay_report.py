@@ -13,6 +13,7 @@ from replay.aggregate import (
     ResultRow,
     bin_width,
     classify_cache_status,
+    min_hold,
     outcome,
     time_to_levels,
 )
@@ -50,6 +51,27 @@ def test_outcomes() -> None:
     assert outcome(row(1, 0, status=None, error="reset")) == "connection-error"
     assert outcome(row(1, 0, status=None, error="connect")) == "connection-error"
     assert outcome(row(1, 0, status=None, error="overload")) == "not-sent"
+
+
+def test_a_level_met_only_in_the_last_seconds_is_not_held() -> None:
+    # 600 s run: below 90% for most of it, above only in the last 10 s. The study's rule
+    # alone says "reached at 590 s"; with the minimum hold (60 s here) it is not held.
+    ratios = {s: (0.5 if s % 3 else 0.95) for s in range(590)}
+    ratios.update({s: 0.97 for s in range(590, 600)})
+    assert min_hold(600) == 60.0
+    assert time_to_levels(ratios, (0.9,), 600, min_hold(600)) == [(0.9, None)]
+    # twin: without the hold the end-of-trace artefact appears
+    assert time_to_levels(ratios, (0.9,), 600, 0.0) == [(0.9, 590)]
+    # twin: held from 300 s on, long enough
+    ratios.update({s: 0.93 for s in range(300, 590)})
+    assert time_to_levels(ratios, (0.9,), 600, min_hold(600)) == [(0.9, 300)]
+
+
+def test_min_hold_is_trace_time_aware() -> None:
+    assert min_hold(3600) == 360.0  # 10% of an hour
+    assert min_hold(100) == 60.0  # 60 s of trace
+    assert min_hold(100, speed=4) == 15.0  # 60 trace seconds at 4x
+    assert min_hold(1000, speed=4) == 100.0
 
 
 def test_time_to_levels_holds_to_the_end() -> None:
