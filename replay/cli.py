@@ -228,9 +228,17 @@ def cmd_report(a: argparse.Namespace) -> int:
     from replay.workload import read_stages
 
     stages = read_stages(a.stages) if a.stages else None
+    synth = None
+    if a.inputs:
+        try:
+            synth = json.loads(a.inputs.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ReplayInputError(f"cannot read {a.inputs}: {exc}") from exc
     errors = ErrorLog(strict=a.strict, emit=stderr_emit)
-    summary = build_report(a.results, a.output, stages, plots=not a.no_plots, errors=errors)
-    print(f"report written to {a.output / 'report.md'} ({summary['requests']} requests, "
+    summary = build_report(a.results, a.output, stages, plots=not a.no_plots, errors=errors,
+                           synth=synth)
+    print(summary["text"])
+    print(f"\nreport written to {a.output / 'report.md'} ({summary['requests']} requests, "
           f"{summary['client_hits']} client hits)", file=sys.stderr)
     return 0
 
@@ -421,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory for the report (required)")
     o.add_argument("--stages", type=Path,
                    help="stage counts from replay workload, for the flow table (default: none)")
+    o.add_argument("--inputs", type=Path,
+                   help="synth.json of a synthetic trace: lists its inputs and marks the rows "
+                   "they decide (default: none, every row measured)")
     o.add_argument("--no-plots", action="store_true", help="tables only (default: with PNGs)")
     o.add_argument("--strict", action="store_true",
                    help="stop at the first malformed results row (default: count and skip)")

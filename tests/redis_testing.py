@@ -17,13 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from loopback import free_port  # noqa: F401  (re-exported for the tests)
+
 REDIS_SERVER = shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:

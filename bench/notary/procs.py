@@ -17,11 +17,19 @@ class BenchError(RuntimeError):
     """A benchmark step failed (a process did not start, a tool is missing, bad output)."""
 
 
+_GIVEN_PORTS: set[tuple[str, int]] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A TCP port that was free a moment ago on ``host``, never one handed out before in this
+    process (the kernel may give a just-closed port again; two servers would then collide)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if (host, port) not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add((host, port))
+            return port
 
 
 def insecure_client_context() -> ssl.SSLContext:

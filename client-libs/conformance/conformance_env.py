@@ -94,10 +94,19 @@ def common_free_port(hosts: tuple[str, ...]) -> int:
     raise RuntimeError("no common free port")
 
 
+_GIVEN_PORTS: set[tuple[str, int]] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A port free on ``host`` a moment ago, never one handed out before in this process (the
+    kernel may give a just-closed port again, and two servers would then fight over it)."""
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if (host, port) not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add((host, port))
+            return port
 
 
 # ------------------------------------------------------------------------ clients

@@ -21,6 +21,7 @@ import trustme
 from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
+from loopback import free_port  # noqa: F401  (re-exported for the tests)
 
 from notary import keys
 from notary.config import Settings
@@ -64,14 +65,6 @@ def no_verify_client() -> ssl.SSLContext:
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     return ctx
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def ipv6_loopback_available() -> bool:

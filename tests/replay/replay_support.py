@@ -14,16 +14,12 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from loopback import free_port  # noqa: F401  (re-exported for the tests)
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
 NOTARY = BIN / "notary"
 REPLAY = BIN / "replay"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _checksum(data: bytes) -> int:

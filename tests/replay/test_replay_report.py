@@ -153,3 +153,57 @@ def test_results_file_malformed_rows(tmp_path: Path) -> None:
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(ReplayInputError):
         list(read_results(bad))
+
+
+def _small_results(tmp_path: Path) -> Path:
+    results = tmp_path / "results.csv"
+    rows = [row(i, i * 0.5, status=200 if i % 5 else 503,
+                layer="notary-hit" if i > 3 else "notary-miss") for i in range(40)]
+    _write(results, rows)
+    return results
+
+
+SYNTH = {"config": {"scale": 0.01, "duration": 600.0, "named_flow_rate": 594.0,
+                    "unnamed_share": 0.46, "dead_visit_share": 0.16,
+                    "mean_flow_bytes": 700000.0, "site_zipf": 1.05}}
+
+
+def test_inputs_of_a_synthetic_trace_are_listed_and_their_rows_marked(tmp_path: Path) -> None:
+    stages = {"kept": 500, "named": 270, "notary_requests": 40, "client_cache_hits": 230,
+              "ssl_bytes_kept": 10**9}
+    summary = build_report(_small_results(tmp_path), tmp_path / "rep", stages, plots=False,
+                           synth=SYNTH)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Inputs of the synthetic trace" in md
+    assert "| dead_visit_share | 0.16 |" in md
+    tables = {t["title"]: t["rows"] for t in summary["tables"]}
+    t1 = {r[0]: r for r in tables["Table 1: notary requests by outcome"]}
+    assert t1["Notary: 503 Service Unavailable"][4].startswith("input")
+    assert t1["Notary: 200 (fingerprint confirmed)"][4] == "measured"
+    perf = {r[0]: r for r in tables["Performance and overhead"]}
+    over = perf["network overhead (notary bytes / SSL bytes)"]
+    assert over[3] == "no" and "tcpdump" in over[5]
+    stage = {r[0]: r for r in tables["Trace stages (section 3.1)"]}
+    assert "1,580,087" in stage["client-cache hits"][5]
+    assert "Table 1" in summary["text"] and "not held" in summary["text"]
+
+
+def test_twin_a_real_trace_has_no_inputs(tmp_path: Path) -> None:
+    summary = build_report(_small_results(tmp_path), tmp_path / "rep",
+                           {"kept": 500, "named": 270}, plots=False)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Inputs of the synthetic trace" not in md
+    assert "input (calibrated" not in md and "Every row below is measured" in md
+    assert all(r[4] == "measured" for t in summary["tables"] for r in t["rows"])
+
+
+def test_report_cli_prints_the_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from replay.cli import main
+
+    synth = tmp_path / "synth.json"
+    synth.write_text(json.dumps(SYNTH))
+    assert main(["report", str(_small_results(tmp_path)), "-o", str(tmp_path / "r"),
+                 "--inputs", str(synth), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "Table 1: notary requests by outcome" in out and "study" in out
+    assert "Table 3" in out and "Rule:" in out

@@ -7,8 +7,9 @@ import base64
 import datetime as dt
 import hashlib
 import json
-import socket
 from pathlib import Path
+
+from loopback import free_port  # noqa: F401  (re-exported for the tests)
 
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import parse_ip
@@ -23,12 +24,6 @@ from replay.rootview import client_view
 from replay.rootview import main as rootview_main
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spec(path: Path) -> Path:

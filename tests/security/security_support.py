@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import trustme
+from loopback import free_port  # noqa: F401  (re-exported for the tests)
 
 REPO = Path(__file__).resolve().parents[2]
 # Written under var/results/ (ignored) unless CONVERGE_RECORD=1 (make security-record): a
@@ -127,13 +128,6 @@ def client_ctx() -> ssl.SSLContext:
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     return ctx
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # -- threaded loopback servers --------------------------------------------------------------
