@@ -135,6 +135,9 @@ class Aggregate:
     notary_bytes: int = 0
     ssl_bytes: int = 0
     notaries: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # (host, port) -> [notary requests, 200s, 409s]: per-site.csv, the weights of the
+    # restricted-root-store comparison (rootstore compare --requests)
+    per_site: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     end: float = 0.0
 
     def add(self, r: ResultRow) -> None:
@@ -155,6 +158,12 @@ class Aggregate:
             self.errors[r.error] += 1
         if o == "not-sent":
             return
+        site = self.per_site.get((r.host, r.port))
+        if site is None:
+            site = self.per_site[(r.host, r.port)] = [0, 0, 0]
+        site[0] += 1
+        site[1] += r.status == 200
+        site[2] += r.status == 409
         asec = int(r.actual) if r.actual >= 0 else 0
         self.sent_per_s[asec] += 1
         self.notaries[r.notary] += 1

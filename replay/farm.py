@@ -13,9 +13,15 @@ list (host, port, the fingerprint clients saw, role) and a hosts file for the no
   out), chosen per dead site by ``silent_share``;
 - rotating sites switch between two certificates every ``rotate_period`` seconds (the
   targets list carries the first one);
-- mitm sites: the targets list carries a forged certificate's fingerprint (issued by a rogue
-  intermediate under the most popular root, so CA validation accepts it) while the farm
-  serves the genuine one, which is what a notary off the intercepted path sees.
+- mitm sites: the targets list carries a forged certificate's fingerprint while the farm
+  serves the genuine one, which is what a notary off the intercepted path sees. The forgery
+  comes from a rogue intermediate under the most popular root (``mitm``: every CA store
+  accepts it), under the least popular root (``mitm-tail``: a top-k store refuses it) or
+  under a root no store holds (``mitm-untrusted``). ``mitm-notary-path``: the attacker is on
+  the notary's path as well, so the farm serves the forgery (nobody can catch it);
+- misconfigured sites are genuine but refused by CA validation: an expired leaf, a
+  self-signed one, or a leaf sent without its intermediate (chosen by a hash of the name).
+``roots.pem`` holds the public roots (for a notary's ``--ca-roots``).
 """
 
 from __future__ import annotations
@@ -102,6 +108,42 @@ def silent_dead(host: str, share: float) -> bool:
     return hashlib.sha1(host.encode()).digest()[0] < share * 256
 
 
+MISCONFIGURATIONS = ("expired", "self-signed", "leaf-only")
+FORGERIES = {"mitm": "popular", "mitm-tail": "tail", "mitm-untrusted": "untrusted",
+             "mitm-notary-path": "popular"}
+
+
+def _site_certificates(pki: SyntheticPKI, certs: Path, host: str, role: str, root: int,
+                       ) -> tuple[list[str], str, str, int]:
+    """``(served file names, key path relative to the state, the file clients were shown,
+    certificates made)`` for one live site; existing files are reused."""
+    made = 0
+
+    def ensure(name: str, make: Any) -> str:
+        nonlocal made
+        path = certs / name
+        if not path.exists():
+            path.write_bytes(make())
+            made += 1
+        return name
+
+    key = f"pki/leaf-{root}.key"
+    if role == "misconfigured":
+        kind = MISCONFIGURATIONS[hashlib.sha1(host.encode()).digest()[1] % 3]
+        served = ensure(f"{host}.{kind}.pem", lambda: pki.misconfigured(host, root, kind))
+        return [served], key, served, made
+    if role == "mitm-notary-path":  # the attacker sits on the notary's path too
+        forged = ensure(f"{host}.forged.pem", lambda: pki.forge(host, "popular"))
+        return [forged], "pki/leaf-rogue.key", forged, made
+    files = [ensure(f"{host}.{v}.pem", lambda v=v: pki.issue(host, root, v))
+             for v in range(2 if role == "rotating" else 1)]
+    client = files[0]
+    if role in FORGERIES:
+        client = ensure(f"{host}.forged-{FORGERIES[role]}.pem",
+                        lambda: pki.forge(host, FORGERIES[role]))
+    return files, key, client, made
+
+
 def prepare(spec: Path, state: Path, ports: FarmPorts, now: dt.datetime,
             silent_share: float = 0.0) -> dict[str, Any]:
     """Make (or reuse) certificates; write ``targets.csv``, ``hosts`` and ``farm.json``.
@@ -127,26 +169,16 @@ def prepare(spec: Path, state: Path, ports: FarmPorts, now: dt.datetime,
             silent += port == ports.silent
             rows.append((host, port, _dead_fingerprint(host), s.role))
             continue
-        variants = 2 if s.role == "rotating" else 1
-        files = []
-        for v in range(variants):
-            path = certs / f"{host}.{v}.pem"
-            if not path.exists():
-                path.write_bytes(pki.issue(host, s.root, v))
-                made += 1
-            files.append(path.name)
-        genuine = fingerprint_sha1(first_cert_der((certs / files[0]).read_bytes()))
-        fp = genuine
-        if s.role == "mitm":
-            forged = certs / f"{host}.forged.pem"
-            if not forged.exists():
-                forged.write_bytes(pki.forge(host))
-                made += 1
-            fp = fingerprint_sha1(first_cert_der(forged.read_bytes()))
+        files, key, client, new = _site_certificates(pki, certs, host, s.role, s.root)
+        made += new
+        fp = fingerprint_sha1(first_cert_der((certs / client).read_bytes()))
         port = ports.slow if s.role == "slow" else ports.main
         rows.append((host, port, fp, s.role))
-        index[host] = {"role": s.role, "root": s.root, "files": files}
+        index[host] = {"role": s.role, "root": s.root, "files": files, "key": key,
+                       "client": client}
     write_targets(rows, state / "targets.csv")
+    # the public roots, for a notary's --ca-roots (the rogue root stays out: nobody trusts it)
+    (state / "roots.pem").write_bytes(b"".join(r.pem for r in pki.roots))
     with (state / "hosts").open("w", encoding="utf-8") as fh:
         fh.write("# generated by replay farm: every synthetic site resolves to the farm\n")
         for host, *_ in rows:
@@ -211,8 +243,8 @@ class FarmServer:
     def _cert_files(self, host: str, variant: int) -> tuple[Path, Path]:
         site = self.sites[host]
         files = site["files"]
-        return (self.state / "certs" / files[variant % len(files)],
-                self.state / "pki" / f"leaf-{site['root']}.key")
+        key = site.get("key") or f"pki/leaf-{site['root']}.key"
+        return self.state / "certs" / files[variant % len(files)], self.state / key
 
     def _load_into(self, ctx: ssl.SSLContext, host: str, variant: int) -> None:
         cert, key = self._cert_files(host, variant)

@@ -1,6 +1,13 @@
 """A synthetic web PKI for the target farm: several roots, intermediates under them, one leaf
-certificate per site, and a rogue intermediate under root 0 (the most popular) whose
-forgeries stand for a man in the middle: CA validation accepts them, perspectives do not.
+certificate per site, and the attacker's and the careless operator's certificates:
+
+* forgeries (what a man in the middle shows): from a rogue intermediate under root 0, the
+  most popular (``popular``: every CA store accepts it); from one under the least popular
+  root (``tail``: a full store accepts it, a top-k store does not); from a rogue root that no
+  store holds (``untrusted``: CA validation refuses it too);
+* genuine but misconfigured sites (``misconfigured``): an expired leaf, a self-signed one, or
+  a leaf sent without its intermediate; CA validation refuses them, perspectives do not.
+
 Certificates carry the key identifiers the web-PKI profile requires (SKI/AKI), so a CA
 verifier (docs/rootstore.md) judges them only on their trust path.
 
@@ -113,6 +120,12 @@ class SyntheticPKI:
         self.rogue = self._load_or_make(ROGUE, "Intercepting Proxy CA", None)
         self.rogue_int = self._load_or_make(f"{ROGUE}-int", "Intercepting Issuing CA",
                                             self.roots[0])
+        self.rogue_tail_int = self._load_or_make(f"{ROGUE}-tail-int",
+                                                 "Intercepting Issuing CA (tail root)",
+                                                 self.roots[-1])
+        self.rogue_own_int = self._load_or_make(f"{ROGUE}-own-int",
+                                                "Intercepting Issuing CA (own root)",
+                                                self.rogue)
         self.rogue_leaf_key = self._load_or_make_key("leaf-rogue")
 
     def _load_or_make_key(self, stem: str) -> ec.EllipticCurvePrivateKey:
@@ -148,11 +161,46 @@ class SyntheticPKI:
         cert = self._leaf(host, issuer, self.leaf_keys[root], variant)
         return cert.public_bytes(serialization.Encoding.PEM) + issuer.pem
 
-    def forge(self, host: str) -> bytes:
-        """PEM of a certificate for ``host`` issued by the rogue intermediate under root 0,
-        followed by that intermediate (never served; what intercepted clients are shown)."""
-        cert = self._leaf(host, self.rogue_int, self.rogue_leaf_key, 0)
-        return cert.public_bytes(serialization.Encoding.PEM) + self.rogue_int.pem
+    def forge(self, host: str, kind: str = "popular") -> bytes:
+        """PEM of a forged certificate for ``host`` followed by its rogue intermediate (what
+        intercepted clients are shown), ``kind`` ``popular`` (under root 0), ``tail`` (under
+        the last root) or ``untrusted`` (under a root no store holds). The key is
+        :meth:`rogue_key_path`."""
+        issuer = {"popular": self.rogue_int, "tail": self.rogue_tail_int,
+                  "untrusted": self.rogue_own_int}.get(kind)
+        if issuer is None:
+            raise ReplayInputError(f"unknown forgery kind {kind!r}")
+        cert = self._leaf(host, issuer, self.rogue_leaf_key, 0)
+        return cert.public_bytes(serialization.Encoding.PEM) + issuer.pem
+
+    def rogue_key_path(self) -> Path:
+        return self.dir / "leaf-rogue.key"
+
+    def misconfigured(self, host: str, root: int, kind: str) -> bytes:
+        """PEM of a genuine site's certificate that CA validation refuses: ``expired`` (with
+        its intermediate), ``self-signed`` (signed by the root's leaf key itself) or
+        ``leaf-only`` (issued under ``root`` but sent without the intermediate). The key is
+        :meth:`leaf_key_path` of ``root``."""
+        key = self.leaf_keys[root]
+        if kind == "self-signed":
+            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+            start = self.now - dt.timedelta(days=1)
+            cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                    .not_valid_before(start).not_valid_after(start + dt.timedelta(days=90))
+                    .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]),
+                                   critical=False)
+                    .add_extension(x509.BasicConstraints(ca=False, path_length=None),
+                                   critical=True)
+                    .sign(key, hashes.SHA256()))
+            return cert.public_bytes(serialization.Encoding.PEM)
+        issuer = self.intermediates[root][0]
+        if kind == "expired":
+            cert = self._leaf(host, issuer, key, LEAF_DAYS + 30)
+            return cert.public_bytes(serialization.Encoding.PEM) + issuer.pem
+        if kind == "leaf-only":
+            return self._leaf(host, issuer, key, 0).public_bytes(serialization.Encoding.PEM)
+        raise ReplayInputError(f"unknown misconfiguration {kind!r}")
 
     def _leaf(self, host: str, issuer: Authority, key: ec.EllipticCurvePrivateKey,
               variant: int) -> x509.Certificate:

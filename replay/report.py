@@ -208,6 +208,9 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
     lat_header = ["condition", "n", "mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
                   "max ms"]
     _write_csv(out_dir / "latency.csv", lat_header, lat_rows)
+    _write_csv(out_dir / "per-site.csv", ["host", "port", "requests", "perspective_accepts",
+                                          "mismatches"],
+               [[h, p, *counts] for (h, p), counts in sorted(agg.per_site.items())])
     perf_rows = []
     for cond, study_key, label in (("notary-hit", "hit_latency_s", "latency, notary cache hit"),
                                    ("notary-miss", "miss_latency_s",

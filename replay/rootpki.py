@@ -66,13 +66,38 @@ HANDSHAKE_TIMEOUT = 5.0
 IDLE_TIMEOUT = 2.0
 
 
-def root_weights(n: int) -> list[float]:
-    """Popularity weights of ``n`` roots: Table 3's nine counts, then a geometric tail
-    (ratio :data:`TAIL_RATIO`)."""
-    counts = [float(c) for _, c in THESIS_TABLE3[:n]]
-    while len(counts) < n:
-        counts.append(counts[-1] * TAIL_RATIO)
-    return counts
+POPULARITY_MODELS = ("thesis", "zipf:S", "uniform")
+
+
+def root_weights(n: int, model: str = "thesis") -> list[float]:
+    """Popularity weights of ``n`` roots under a model:
+
+    * ``thesis``: Table 3's nine counts, then a geometric tail (ratio :data:`TAIL_RATIO`).
+      A coverage curve measured on such a world returns this input, so it cannot confirm
+      the thesis; the other models show what the analysis measures.
+    * ``zipf:S``: weight of the root of rank r is 1 / r**S (S > 0; S near 1 is a common fit
+      of web popularity, vary it to see the curve move);
+    * ``uniform``: every root equally popular (no concentration at all).
+    """
+    if n < 1:
+        raise ReplayInputError("a world needs at least one root")
+    if model == "thesis":
+        counts = [float(c) for _, c in THESIS_TABLE3[:n]]
+        while len(counts) < n:
+            counts.append(counts[-1] * TAIL_RATIO)
+        return counts
+    if model == "uniform":
+        return [1.0] * n
+    if model.startswith("zipf:"):
+        try:
+            exponent = float(model[5:])
+        except ValueError:
+            exponent = -1.0
+        if not 0 < exponent <= 10:
+            raise ReplayInputError(f"zipf exponent must be in (0, 10], got {model[5:]!r}")
+        return [1.0 / (r + 1) ** exponent for r in range(n)]
+    raise ReplayInputError(f"unknown popularity model {model!r}; choose thesis, zipf:S or "
+                           "uniform")
 
 
 def _name(cn: str, org: str | None = None) -> x509.Name:
@@ -149,13 +174,14 @@ class WorldSite:
     role: str
 
 
-def plan_sites(n: int, roots: int, seed: int, bad_share: float = 0.2) -> list[WorldSite]:
+def plan_sites(n: int, roots: int, seed: int, bad_share: float = 0.2,
+               popularity: str = "thesis") -> list[WorldSite]:
     """Deterministic site list: organisations of Zipf-like size, each on one root drawn by
     :func:`root_weights`; every bad role appears at least once when ``n`` allows."""
     if not 1 <= n <= MAX_SITES or not 1 <= roots <= MAX_ROOTS:
         raise ReplayInputError(f"sites must be 1..{MAX_SITES} and roots 1..{MAX_ROOTS}")
     rng = random.Random(seed)
-    weights = root_weights(roots)
+    weights = root_weights(roots, popularity)
     sites: list[WorldSite] = []
     org = 0
     while len(sites) < n:
@@ -184,13 +210,13 @@ class RootWorld:
 
     @classmethod
     def build(cls, directory: Path, now: dt.datetime, *, sites: int = 200, roots: int = 20,
-              seed: int = 1, port: int = 443) -> RootWorld:
-        plan = plan_sites(sites, roots, seed)
+              seed: int = 1, port: int = 443, popularity: str = "thesis") -> RootWorld:
+        plan = plan_sites(sites, roots, seed, popularity=popularity)
         try:
             (directory / "chains").mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ReplayIOError(f"cannot create {directory}: {exc}") from exc
-        weights = root_weights(roots)
+        weights = root_weights(roots, popularity)
         names = [THESIS_TABLE3[i][0] if i < len(THESIS_TABLE3) else f"Tail {i}"
                  for i in range(roots)]
         public = [make_ca(f"Synthetic {names[i]} Root", f"Synthetic {names[i]}", now)
@@ -221,6 +247,7 @@ class RootWorld:
         _write(directory / "hosts", "".join(f"127.0.0.1 {s.host}\n" for s in plan).encode())
         manifest = {"version": 1, "sites": len(plan), "roots": roots, "seed": seed,
                     "port": port, "root_names": names, "root_weights": weights,
+                    "popularity": popularity,
                     "roles": {r: sum(s.role == r for s in plan) for r in ROLES}}
         _write(directory / "world.json", (json.dumps(manifest, indent=2) + "\n").encode())
         return cls(directory)
@@ -386,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--roots", type=int, default=20)
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--port", type=int, default=443, help="port written in hosts.txt")
+    b.add_argument("--popularity", default="thesis",
+                   help="root popularity model: thesis (Table 3's counts), zipf:S or uniform "
+                   "(default: %(default)s)")
     sv = sub.add_parser("serve")
     sv.add_argument("dir", type=Path)
     sv.add_argument("--port", type=int, default=18453)
@@ -394,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "build":
             RootWorld.build(args.dir, dt.datetime.now(dt.UTC), sites=args.sites,
-                            roots=args.roots, seed=args.seed, port=args.port)
+                            roots=args.roots, seed=args.seed, port=args.port,
+                            popularity=args.popularity)
             print(json.dumps(RootWorld(args.dir).manifest()["roles"]))
             return 0
 
@@ -420,6 +451,6 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["BAD_ROLES", "GOOD_ROLES", "ROLES", "THESIS_TABLE3", "CA", "RootFarm", "RootWorld",
-           "WorldSite", "load_client_view", "make_ca", "make_leaf", "plan_sites",
-           "root_weights"]
+__all__ = ["BAD_ROLES", "GOOD_ROLES", "POPULARITY_MODELS", "ROLES", "THESIS_TABLE3", "CA",
+           "RootFarm", "RootWorld", "WorldSite", "load_client_view", "make_ca", "make_leaf",
+           "plan_sites", "root_weights"]

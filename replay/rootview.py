@@ -1,10 +1,10 @@
 """What clients of a prepared target farm were shown, as a client-view file for
 ``notary rootstore compare`` (docs/rootstore.md), and the host list for ``notary scan``.
 
-For every site in ``<state>/targets.csv``: the chain the farm serves (``certs/<host>.0.pem``:
-the leaf and its intermediate), except for ``mitm`` sites, whose clients were shown the
-forged chain (``certs/<host>.forged.pem``) while the farm, the notary's clean path, serves the
-genuine one. ``dead`` sites have no chain and are left out of the view (a scan reports them
+For every site in ``<state>/targets.csv``: the chain its clients were shown (``client`` in
+``sites.json``): the chain the farm serves, except for the ``mitm`` roles, whose clients
+were shown a forged chain while the farm, the notary's clean path, serves the genuine one.
+``dead`` sites have no chain and are left out of the view (a scan reports them
 unreachable). ``rotating`` sites show their first certificate, as the targets list does.
 
     python -m replay.rootview STATE [-o client-view.jsonl] [--hosts hosts.txt]
@@ -58,7 +58,7 @@ def client_view(state: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if role == "dead" or site is None:
             continue
         certs = state / "certs"
-        path = certs / f"{host}.forged.pem" if role == "mitm" else certs / site["files"][0]
+        path = certs / str(site.get("client") or site["files"][0])
         view.append({"host": host, "port": target.port, "role": role,
                      "chain": _chain(path)})
     return view, scan

@@ -16,8 +16,11 @@ The model (numbers at ``scale=1``; ``docs/replay.md`` explains each choice):
 - Flows to addresses without a name (CDN request routing) are added so that they make up
   ``unnamed_share`` of all flows (46% in the study); they have no entry in the name map.
 - Named sites are also given a farm role: good, dead, slow (handshake delay), rotating
-  (certificate changes) or mitm (clients saw a forged certificate), and a CA root chosen with
-  the skewed popularity of real roots (top 1/5/10 roots ~20%/59%/80% of sites).
+  (certificate changes), one of the mitm roles (clients saw a forged certificate: under the
+  most popular root, under the least popular one, under an untrusted root, or with the
+  attacker on the notary's path too) or misconfigured (genuine, but refused by CA
+  validation), and a CA root chosen with the skewed popularity of real roots (top 1/5/10
+  roots ~20%/59%/80% of sites).
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ from replay.flows import FlowRecord
 ROOT_WEIGHTS = (0.20, 0.14, 0.10, 0.08, 0.07, 0.06, 0.05, 0.05, 0.04, 0.04,
                 0.05, 0.04, 0.03, 0.03, 0.02)
 CATEGORIES = ("social", "cdn", "cloud", "other")
-ROLES = ("good", "dead", "slow", "rotating", "mitm")
+ROLES = ("good", "dead", "slow", "rotating", "mitm", "mitm-tail", "mitm-untrusted",
+         "mitm-notary-path", "misconfigured")
+# the roles whose clients were shown a forged certificate (docs/rootstore.md)
+ATTACK_ROLES = ("mitm", "mitm-tail", "mitm-untrusted", "mitm-notary-path")
+SPECIAL_ROLES = ("slow", "rotating", *ATTACK_ROLES, "misconfigured")
 NAMED_NET = ipaddress.ip_network("198.18.0.0/15")
 UNNAMED_NET = ipaddress.ip_network("100.64.0.0/10")
 CLIENT_NET = ipaddress.ip_network("10.0.0.0/8")
@@ -71,6 +78,10 @@ class SynthConfig:
     slow_share: float = 0.01
     rotating_share: float = 0.01
     mitm_share: float = 0.005
+    mitm_tail_share: float = 0.001
+    mitm_untrusted_share: float = 0.001
+    mitm_notary_path_share: float = 0.001
+    misconfigured_share: float = 0.005
     min_role_sites: int = 1
     mean_flow_bytes: float = 700_000.0
     sni_share: float = 0.0
@@ -202,7 +213,10 @@ class SyntheticTrace:
         self.rng.shuffle(order)
         pos = 0
         for role, share in (("slow", c.slow_share), ("rotating", c.rotating_share),
-                            ("mitm", c.mitm_share)):
+                            ("mitm", c.mitm_share), ("mitm-tail", c.mitm_tail_share),
+                            ("mitm-untrusted", c.mitm_untrusted_share),
+                            ("mitm-notary-path", c.mitm_notary_path_share),
+                            ("misconfigured", c.misconfigured_share)):
             n = max(c.min_role_sites, int(round(len(pool) * share)))
             for j in order[pos:pos + n]:
                 s = pool[j]
@@ -221,7 +235,7 @@ class SyntheticTrace:
 
     def special_sites(self) -> list[Site]:
         return [s for cat in CATEGORIES for s in self.sites_by_category[cat]
-                if s.role in ("slow", "rotating", "mitm")]
+                if s.role in SPECIAL_ROLES]
 
     def name_map(self) -> Iterator[tuple[str, str]]:
         for s in self.sites():
@@ -283,7 +297,8 @@ class SyntheticTrace:
         per_visit = (c.dead_visit_share * DEAD_FLOWS_PER_VISIT
                      + (1 - c.dead_visit_share) * c.flows_per_visit)
         self.summary.per_second_named = [0] * len(rates)
-        # every slow/rotating/mitm site is visited at least ``special_visits`` times, so even
+        # every slow/rotating/mitm/misconfigured site is visited at least ``special_visits``
+        # times, so even
         # tiny traces exercise each farm role
         forced: dict[int, list[Site]] = {}
         for site in self.special_sites():

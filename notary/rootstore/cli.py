@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import hashlib
 import json
 import sys
@@ -28,7 +29,7 @@ from notary.rootstore.analysis import (
     unevaluable,
     verdict_counts,
 )
-from notary.rootstore.compare import Observed, compare
+from notary.rootstore.compare import Observed, SiteRequests, compare, scores
 from notary.rootstore.report import Analysis, format_comparison, write_analysis, write_comparison
 from notary.rootstore.scan import parse_hosts, read_chains, scan, write_line
 from notary.rootstore.stores import full_store, read_fingerprint_list, read_pem_bundle
@@ -73,6 +74,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     a.add_argument("--max-k", type=int, default=MAX_K,
                    help="longest coverage curve, in roots (default: %(default)s)")
     a.add_argument("--out", type=Path, required=True, help="output directory")
+    a.add_argument("--world", type=Path,
+                   help="world.json of a synthetic world (replay.rootpki): its root "
+                   "popularity model is stated beside the curve (default: real data)")
 
     t = rsub.add_parser("topk", help="write the k most popular roots' SHA-256 fingerprints")
     common(t)
@@ -98,6 +102,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     c.add_argument("--k", default="1,2,3,5,10,15,20",
                    help="comma-separated k values (default: %(default)s)")
     c.add_argument("--detail-k", type=int, help="k for the separating cases (default 10)")
+    c.add_argument("--requests", type=Path,
+                   help="CSV host,port,requests[,perspective_accepts] (replay report's "
+                   "per-site.csv): weight the catches, misses and false alarms by how often "
+                   "clients validated each site, perspectives by the notary's own answers")
     c.add_argument("--out", type=Path, required=True, help="output directory")
 
 
@@ -190,9 +198,16 @@ def _analysis(args: argparse.Namespace) -> Analysis:
     merged = merge_by_org(results, lambda h: org_key(h, psl, mode))
     org_table = popularity(merged)
     max_k = max(1, min(args.max_k, 1000))
+    model = None
+    if args.world is not None:
+        try:
+            model = str(json.loads(args.world.read_text(encoding="utf-8"))
+                        .get("popularity", "thesis"))
+        except (OSError, ValueError, AttributeError) as exc:
+            raise BadConfig(f"cannot read {args.world}: {exc}") from exc
     return Analysis(now, full.name, len(sites), without, verdict_counts(results), table,
                     org_table, coverage(table, max_k), coverage(org_table, max_k),
-                    len(merged), mode, unevaluable(results))
+                    len(merged), mode, unevaluable(results), model)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -210,6 +225,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     cov = s["coverage"]
     print("coverage top-1/5/10: " + " / ".join(
         f"{cov[f'top_{k}']:.1%}" if cov[f"top_{k}"] is not None else "-" for k in (1, 5, 10)))
+    print(f"\n{'measure':<42} {'ours':>7}  {'thesis':<16} basis")
+    for measure, ours, thesis, basis in a.side_by_side():
+        print(f"{measure:<42} {ours:>7}  {thesis:<16} {basis}")
     print("wrote " + ", ".join(str(f) for f in files))
     return 0
 
@@ -262,10 +280,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
             labels.get((v.host, v.port), "")))
     result = compare(observed, full, ranking, ks, now)
     detail = args.detail_k if args.detail_k is not None else (10 if 10 in ks else ks[-1])
-    files = write_comparison(result, args.out, detail)
-    print(format_comparison(result, detail))
+    weights = read_site_requests(args.requests) if args.requests is not None else None
+    sc = scores(result, detail, weights) if detail in ks else None
+    files = write_comparison(result, args.out, detail, sc)
+    print(format_comparison(result, detail, sc))
     print("wrote " + ", ".join(str(f) for f in files))
     return 0
+
+
+MAX_REQUEST_ROWS = 2_000_000
+
+
+def read_site_requests(path: Path) -> dict[tuple[str, int], SiteRequests]:
+    """``host,port,requests[,perspective_accepts]`` rows (a header line first)."""
+    out: dict[tuple[str, int], SiteRequests] = {}
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or not {"host", "port", "requests"} <= set(
+                    reader.fieldnames):
+                raise BadConfig(f"{path}: needs the columns host, port, requests")
+            for n, row in enumerate(reader, 2):
+                if n > MAX_REQUEST_ROWS:
+                    raise BadConfig(f"{path}: more than {MAX_REQUEST_ROWS} rows")
+                try:
+                    acc = row.get("perspective_accepts")
+                    out[(row["host"].lower(), int(row["port"]))] = SiteRequests(
+                        int(row["requests"]), int(acc) if acc not in (None, "") else None)
+                except (ValueError, TypeError, AttributeError) as exc:
+                    raise BadConfig(f"{path}:{n}: {exc}") from exc
+    except OSError as exc:
+        raise BadConfig(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return out
 
 
 def _labels(path: Path) -> dict[tuple[str, int], str]:

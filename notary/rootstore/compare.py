@@ -11,19 +11,27 @@ its own network path. Then:
 The agreement matrix counts, for each k, the sites in each of the eight accept/reject
 patterns ``P F K`` (``+`` accept, ``-`` reject). Sites whose three answers are not all the
 same are the *separating cases*, listed with their labels and the CA verdicts' reasons.
+
+When sites carry a label saying what they are (the synthetic farms' roles), each kind of
+trust is scored against the truth (:func:`scores`): an *attack* site (its clients were shown
+a forged certificate: labels in :data:`ATTACK_LABELS`) rejected is a **catch**, accepted a
+**miss**; a *genuine* site (any other label) rejected is a **false alarm**. Counted per site,
+and weighted by how often clients validated each site (``SiteRequests``: the replay's notary
+requests, and for perspectives the notary's own answers to them).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
 
 PATTERNS = tuple(f"P{p} F{f} K{k}" for p in "+-" for f in "+-" for k in "+-")
+ATTACK_LABELS = frozenset({"mitm", "mitm-tail", "mitm-untrusted", "mitm-notary-path"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,67 @@ class Comparison:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class SiteRequests:
+    """How often clients validated a site, and how many of those validations the notary
+    confirmed (``None``: unknown; then the site-level perspective verdict is used)."""
+
+    requests: int
+    perspective_accepts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    catches: int = 0  # attack, rejected
+    misses: int = 0  # attack, accepted
+    false_alarms: int = 0  # genuine, rejected
+    accepted_genuine: int = 0  # genuine, accepted
+
+    def __add__(self, o: Score) -> Score:
+        return Score(self.catches + o.catches, self.misses + o.misses,
+                     self.false_alarms + o.false_alarms, self.accepted_genuine + o.accepted_genuine)
+
+
+def _score(attack: bool, accepted: int, rejected: int) -> Score:
+    if attack:
+        return Score(catches=rejected, misses=accepted)
+    return Score(false_alarms=rejected, accepted_genuine=accepted)
+
+
+def scores(c: Comparison, k: int, requests: Mapping[tuple[str, int], SiteRequests] | None = None,
+           ) -> dict[str, Any]:
+    """Catches, misses and false alarms of perspectives, the full store and the top-k store
+    over the labelled sites: ``{"sites": {verifier: Score}, "requests": {verifier: Score} or
+    None, "labelled": n, "unlabelled": n, "weighted_sites": n}``."""
+    names = ("perspectives", "full CA store", f"top-{k} CA store")
+    per_site = {n: Score() for n in names}
+    weighted = {n: Score() for n in names} if requests is not None else None
+    labelled = unlabelled = weighted_sites = 0
+    for s in c.sites:
+        if not s.site.label:
+            unlabelled += 1
+            continue
+        labelled += 1
+        attack = s.site.label in ATTACK_LABELS
+        accepts = (s.perspective, s.full.ok, s.top[k].ok)
+        for n, ok in zip(names, accepts, strict=True):
+            per_site[n] = per_site[n] + _score(attack, int(ok), int(not ok))
+        if weighted is None or requests is None:
+            continue
+        r = requests.get((s.site.host, s.site.port))
+        if r is None or r.requests <= 0:
+            continue
+        weighted_sites += 1
+        for i, (n, ok) in enumerate(zip(names, accepts, strict=True)):
+            if i == 0 and r.perspective_accepts is not None:
+                acc = max(0, min(r.requests, r.perspective_accepts))  # the notary's answers
+            else:
+                acc = r.requests if ok else 0
+            weighted[n] = weighted[n] + _score(attack, acc, r.requests - acc)
+    return {"k": k, "sites": per_site, "requests": weighted, "labelled": labelled,
+            "unlabelled": unlabelled, "weighted_sites": weighted_sites}
+
+
 def perspective_accepts(site: Observed) -> bool:
     if site.notary_leaf_sha256 is None or not site.client_chain:
         return False
@@ -140,7 +209,11 @@ def compare(
 
 
 __all__ = [
+    "ATTACK_LABELS",
     "PATTERNS",
+    "Score",
+    "SiteRequests",
+    "scores",
     "Agreement",
     "Comparison",
     "Observed",

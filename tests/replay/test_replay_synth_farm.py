@@ -17,7 +17,7 @@ from replay_support import free_port
 from replay.errors import ReplayInputError
 from replay.farm import FarmPorts, FarmServer, prepare
 from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
-from replay.synth import ROOT_WEIGHTS, SynthConfig, SyntheticTrace
+from replay.synth import ROLES, ROOT_WEIGHTS, SynthConfig, SyntheticTrace
 from replay.workload import read_targets
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
@@ -70,7 +70,7 @@ def test_catalogue_roles_and_root_skew() -> None:
     trace = SyntheticTrace(SynthConfig(seed=2, scale=0.2, duration=10))
     sites = list(trace.sites())
     roles = Counter(s.role for s in sites)
-    assert set(roles) == {"good", "dead", "slow", "rotating", "mitm"}
+    assert set(roles) == set(ROLES)  # every role, the attack and misconfigured ones too
     live = [s for s in sites if s.role != "dead"]
     top = Counter(s.root for s in live).most_common()
     share = [n / len(live) for _, n in top]

@@ -64,6 +64,25 @@ def test_root_popularity_is_skewed_like_table_3() -> None:
     assert sum(n for _, n in counts.most_common(10)) / 5000 > 0.7
 
 
+def test_other_popularity_models_are_not_the_thesis() -> None:
+    from replay.errors import ReplayInputError
+    from replay.rootpki import root_weights
+
+    def top(model: str, k: int) -> float:
+        w = root_weights(20, model)
+        return sum(sorted(w, reverse=True)[:k]) / sum(w)
+
+    assert top("uniform", 10) == pytest.approx(0.5)  # no concentration at all
+    assert top("zipf:1.0", 1) < top("zipf:1.5", 1)  # a steeper law, a larger top root
+    assert top("thesis", 1) == pytest.approx(18944 / sum(root_weights(20, "thesis")))
+    for bad in ("zipf:0", "zipf:x", "pareto", "zipf:11"):
+        with pytest.raises(ReplayInputError):
+            root_weights(20, bad)
+    plan = plan_sites(3000, 20, 3, bad_share=0.0, popularity="uniform")
+    counts = Counter(s.root for s in plan)
+    assert max(counts.values()) / 3000 < 0.15  # twin of the Table 3 skew above
+
+
 async def scan_world(world: RootWorld, port: int) -> list[dict[str, object]]:
     hosts = [(h, port) for h in world.hosts()]
     ip = parse_ip("127.0.0.1")
@@ -138,6 +157,16 @@ async def test_cli_scan_analyze_topk_compare(world: RootWorld, farm: RootFarm,
     assert main(["rootstore", "analyze", "--chains", str(scan_out), "--roots", roots,
                  "--no-mozilla", "--now", now, "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["basis"] == "measured" and summary["thesis"]["coverage"]["10"] == 0.8
+    printed = capsys.readouterr().out
+    assert "20% (Fig. 17)" in printed and "59% (Fig. 17)" in printed
+    # the same analysis told the chains come from a thesis-popularity world says the curve
+    # returns its input
+    assert main(["rootstore", "analyze", "--chains", str(scan_out), "--roots", roots,
+                 "--no-mozilla", "--now", now, "--out", str(out), "--world",
+                 str(world.dir / "world.json")]) == 0
+    assert "returns its input" in capsys.readouterr().out
+    assert "returns its input" in json.loads((out / "summary.json").read_text())["basis"]
     bad = sum(1 for v in load_client_view(world.dir / "client-view.jsonl")
               if v["role"] in ("self-signed", "private-ca", "expired", "wrong-host",
                                "missing-intermediate"))
