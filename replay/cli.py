@@ -57,20 +57,12 @@ def nfdump_new_row(r: FlowRecord) -> list[str]:
 
 
 # -- synth ---------------------------------------------------------------------------------
-def cmd_synth(a: argparse.Namespace) -> int:
-    from replay.synth import SynthConfig, SyntheticTrace
-
-    formats = [f.strip() for f in a.formats.split(",") if f.strip()]
+def write_synthetic(trace: Any, out: Path, formats: Sequence[str]) -> dict[str, Any]:
+    """Write a synthetic trace's flow files, name map, farm spec and ``synth.json``."""
+    cfg = trace.config
     for f in formats:
         if f not in FLOW_FORMATS:
             raise ReplayInputError(f"unknown flow format {f!r}; choose from {FLOW_FORMATS}")
-    cfg = SynthConfig(seed=a.seed, scale=a.scale, duration=a.duration,
-                      unnamed_share=a.unnamed_share, dead_visit_share=a.dead_share,
-                      mitm_share=a.mitm_share, slow_share=a.slow_share,
-                      rotating_share=a.rotating_share, min_role_sites=a.min_role_sites,
-                      special_visits=a.special_visits)
-    trace = SyntheticTrace(cfg)
-    out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
     with (out / "names.txt").open("w", encoding="utf-8") as fh:
         fh.write("# address name (synthetic reverse-DNS map)\n")
@@ -104,7 +96,22 @@ def cmd_synth(a: argparse.Namespace) -> int:
             "files": {f: str(files[f]) for f in formats}}
     (out / "synth.json").write_text(json.dumps(info, indent=2, default=str) + "\n",
                                     encoding="utf-8")
-    print(f"wrote {s.flows} flows ({s.named_flows} to named sites) to {out}", file=sys.stderr)
+    return info
+
+
+def cmd_synth(a: argparse.Namespace) -> int:
+    from replay.synth import SynthConfig, SyntheticTrace
+
+    formats = [f.strip() for f in a.formats.split(",") if f.strip()]
+    cfg = SynthConfig(seed=a.seed, scale=a.scale, duration=a.duration,
+                      unnamed_share=a.unnamed_share, dead_visit_share=a.dead_share,
+                      mitm_share=a.mitm_share, slow_share=a.slow_share,
+                      rotating_share=a.rotating_share, min_role_sites=a.min_role_sites,
+                      special_visits=a.special_visits)
+    trace = SyntheticTrace(cfg)
+    write_synthetic(trace, a.out, formats)
+    s = trace.summary
+    print(f"wrote {s.flows} flows ({s.named_flows} to named sites) to {a.out}", file=sys.stderr)
     return 0
 
 
@@ -243,6 +250,18 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+# -- reproduce -----------------------------------------------------------------------------
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    from replay.reproduce import WORLD_MODELS, ReproduceConfig, reproduce
+
+    worlds = tuple(m.strip() for m in a.worlds.split(",") if m.strip()) if a.worlds else ()
+    cfg = ReproduceConfig(out=a.out, scale=a.scale, duration=a.duration, speed=a.speed,
+                          seed=a.seed, world_sites=a.world_sites,
+                          worlds=worlds if a.worlds is not None else WORLD_MODELS,
+                          client_bench=not a.no_client_cost)
+    return reproduce(cfg)
+
+
 def _run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine on uvloop when it is installed (chosen only here, the entry point)."""
     try:
@@ -256,14 +275,37 @@ def _run_async(coro: Coroutine[Any, Any, T]) -> T:
 DESCRIPTION = (
     "Turn NetFlow traces into notary validation workloads, replay them open loop against "
     "notaries, and report the tables and figures of the 2014 Forced Perspectives study. "
-    "Subcommands: synth, farm, workload, run, report. Exit codes: 0 success, 1 an IO step "
-    "failed, 2 bad input or usage."
+    "Subcommands: reproduce (everything below in one command), synth, farm, workload, run, "
+    "report. Exit codes: 0 success, 1 an IO step failed, 2 bad input or usage, 130 "
+    "interrupted."
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="replay", description=DESCRIPTION)
     sub = p.add_subparsers(dest="cmd", required=True)
+
+    x = sub.add_parser("reproduce", help="the whole reproduction: every table side by side",
+                       description="synth -> farm -> notary -> workload -> run -> report, "
+                       "the restricted-root-store comparison and worlds, and the client cost; "
+                       "prints every table of the study and the thesis beside ours.")
+    x.add_argument("--out", type=Path, required=True, help="output directory (required)")
+    x.add_argument("--scale", type=float, default=0.02,
+                   help="size of the synthetic trace, 1.0 = the study's hour "
+                   "(default: %(default)s)")
+    x.add_argument("--duration", type=float, default=600.0,
+                   help="seconds of trace (default: %(default)s)")
+    x.add_argument("--speed", type=float, default=2.0,
+                   help="replay speed factor (default: %(default)s)")
+    x.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    x.add_argument("--world-sites", type=int, default=1500,
+                   help="sites per root-store world (default: %(default)s)")
+    x.add_argument("--worlds", default=None,
+                   help="root popularity models of the worlds, comma-separated "
+                   "(default: thesis,zipf:0.8,zipf:1.2,uniform; empty: none)")
+    x.add_argument("--no-client-cost", action="store_true",
+                   help="skip the client-cost benchmark of Table 4 (default: run it)")
+    x.set_defaults(func=cmd_reproduce)
 
     s = sub.add_parser("synth", help="generate a synthetic university hour of flows",
                        description="Generate flows shaped like the study's university hour, "

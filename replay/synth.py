@@ -120,11 +120,13 @@ class SynthSummary:
     visits: int = 0
     dead_visits: int = 0
     peak_named_per_s: int = 0
+    reached: float = 0.0  # trace seconds generated so far (progress)
     per_second_named: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d.pop("per_second_named")
+        d.pop("reached")
         return d
 
 
@@ -341,6 +343,7 @@ class SyntheticTrace:
     def _count(self, rec: FlowRecord) -> FlowRecord:
         s = self.summary
         s.flows += 1
+        s.reached = rec.start - self.config.start
         if rec.dst.startswith("100."):
             s.unnamed_flows += 1
         else:

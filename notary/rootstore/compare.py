@@ -132,24 +132,27 @@ def scores(c: Comparison, k: int, requests: Mapping[tuple[str, int], SiteRequest
            ) -> dict[str, Any]:
     """Catches, misses and false alarms of perspectives, the full store and the top-k store
     over the labelled sites: ``{"sites": {verifier: Score}, "requests": {verifier: Score} or
-    None, "labelled": n, "unlabelled": n, "weighted_sites": n}``."""
+    None, "labelled": n, "unlabelled": n, "weighted_sites": n, "not_requested": n}``. With
+    ``requests``, only the sites clients validated count (per site too): a site nobody
+    asked about was never observed by the notary, which says nothing about perspectives."""
     names = ("perspectives", "full CA store", f"top-{k} CA store")
     per_site = {n: Score() for n in names}
     weighted = {n: Score() for n in names} if requests is not None else None
-    labelled = unlabelled = weighted_sites = 0
+    labelled = unlabelled = weighted_sites = not_requested = 0
     for s in c.sites:
         if not s.site.label:
             unlabelled += 1
+            continue
+        r = requests.get((s.site.host, s.site.port)) if requests is not None else None
+        if requests is not None and (r is None or r.requests <= 0):
+            not_requested += 1
             continue
         labelled += 1
         attack = s.site.label in ATTACK_LABELS
         accepts = (s.perspective, s.full.ok, s.top[k].ok)
         for n, ok in zip(names, accepts, strict=True):
             per_site[n] = per_site[n] + _score(attack, int(ok), int(not ok))
-        if weighted is None or requests is None:
-            continue
-        r = requests.get((s.site.host, s.site.port))
-        if r is None or r.requests <= 0:
+        if weighted is None or r is None:
             continue
         weighted_sites += 1
         for i, (n, ok) in enumerate(zip(names, accepts, strict=True)):
@@ -159,7 +162,8 @@ def scores(c: Comparison, k: int, requests: Mapping[tuple[str, int], SiteRequest
                 acc = r.requests if ok else 0
             weighted[n] = weighted[n] + _score(attack, acc, r.requests - acc)
     return {"k": k, "sites": per_site, "requests": weighted, "labelled": labelled,
-            "unlabelled": unlabelled, "weighted_sites": weighted_sites}
+            "unlabelled": unlabelled, "weighted_sites": weighted_sites,
+            "not_requested": not_requested}
 
 
 def perspective_accepts(site: Observed) -> bool:

@@ -144,6 +144,9 @@ async def test_attack_and_misconfigured_roles_scored_against_the_truth(tmp_path:
     assert (wp.catches, wp.false_alarms, wp.accepted_genuine) == (10, 1, 4)
     assert (wf.misses, wf.accepted_genuine) == (10, 5)
     assert w["weighted_sites"] == 2
+    # with request counts, only the requested sites count per site too
+    assert w["labelled"] == 2 and w["not_requested"] == len(result.sites) - 2
+    assert w["sites"]["perspectives"].catches == 1  # mitm.test, the only requested attack
 
 
 def test_twin_unlabelled_sites_are_not_scored() -> None:

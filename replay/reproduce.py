@@ -1,0 +1,543 @@
+"""``replay reproduce``: the whole reproduction in one command.
+
+synth -> farm -> notary (``--verifier both``) -> workload -> open-loop run -> report, then
+the restricted-root-store comparison on the replay notary's own observations (weighted by
+the replay's requests), the root-store worlds (the thesis's popularity and models that are
+not the thesis's), and the client cost of Table 4; every table of the study and the thesis
+side by side at the end, in the terminal and in ``OUT/reproduce.md``.
+
+Long steps show a progress bar with an ETA on stderr. Ctrl-C stops cleanly: the servers are
+stopped, what is done stays on disk, and the summary says which steps ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from replay.errors import ReplayInputError, ReplayIOError
+from replay.sidebyside import INPUT, MEASURED, MODEL, Row, Table, markdown, pct, text
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLD_MODELS = ("thesis", "zipf:0.8", "zipf:1.2", "uniform")
+# Table 4 of the study: client cost, 3 notaries in the US ("continental"), 8 worldwide
+STUDY_TABLE4 = {"local": 108, "hit_continental": 743, "hit_global": 1006,
+                "miss_continental": 1508, "miss_global": 1790}
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    out: Path
+    scale: float = 0.02
+    duration: float = 600.0
+    speed: float = 2.0
+    seed: int = 1
+    world_sites: int = 1500
+    worlds: tuple[str, ...] = WORLD_MODELS
+    client_bench: bool = True
+    timeout: float = 10.0  # per replayed request
+
+    def validate(self) -> None:
+        if not 0 < self.scale <= 2:
+            raise ReplayInputError("--scale must be in (0, 2]")
+        if not 10 <= self.duration <= 3600:
+            raise ReplayInputError("--duration must be in [10, 3600] seconds")
+        if not 0.1 <= self.speed <= 50:
+            raise ReplayInputError("--speed must be in [0.1, 50]")
+        if not 50 <= self.world_sites <= 20_000:
+            raise ReplayInputError("--world-sites must be in [50, 20000]")
+
+
+# ------------------------------------------------------------------ progress
+
+
+class Progress:
+    """A one-line progress bar with an ETA on a terminal (``stream``), plain lines every
+    ``every`` seconds otherwise."""
+
+    def __init__(self, label: str, total: float, unit: str = "", stream: TextIO | None = None,
+                 every: float = 10.0) -> None:
+        self.label, self.total, self.unit = label, max(total, 1e-9), unit
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.t0 = time.monotonic()
+        self.every = every
+        self._last = 0.0
+
+    def line(self, done: float) -> str:
+        frac = min(1.0, max(0.0, done / self.total))
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / frac - elapsed if frac > 0.005 else float("nan")
+        bar = "#" * int(frac * 24) + "." * (24 - int(frac * 24))
+        eta_s = "?" if eta != eta else _duration(eta)  # NaN: not enough done to tell
+        return (f"{self.label:<22} [{bar}] {frac:5.1%} {done:,.0f}/{self.total:,.0f}"
+                f"{self.unit} elapsed {_duration(elapsed)} ETA {eta_s}")
+
+    def update(self, done: float) -> None:
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r" + self.line(done)[:150])
+            self.stream.flush()
+        elif now - self._last >= self.every:
+            self._last = now
+            self.stream.write(self.line(done) + "\n")
+            self.stream.flush()
+
+    def finish(self, note: str = "") -> None:
+        elapsed = _duration(time.monotonic() - self.t0)
+        end = f"{self.label:<22} done in {elapsed}" + (f": {note}" if note else "")
+        self.stream.write(("\r" + " " * 150 + "\r" if self.tty else "") + end + "\n")
+        self.stream.flush()
+
+
+def _duration(s: float) -> str:
+    s = max(0.0, s)
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+def _watch(progress: Progress, done: Callable[[], float], work: Callable[[], Any]) -> Any:
+    """Run ``work`` in this thread while another updates ``progress`` from ``done()``."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.5):
+            progress.update(done())
+
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    try:
+        return work()
+    finally:
+        stop.set()
+        t.join()
+
+
+# ------------------------------------------------------------------ processes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ports(n: int) -> list[int]:
+    out: list[int] = []
+    while len(out) < n:
+        p = _free_port()
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _bin(name: str) -> str:
+    exe = Path(sys.executable).with_name(name)
+    if exe.exists():
+        return str(exe)
+    found = shutil.which(name)
+    if found is None:
+        raise ReplayIOError(f"the {name} command is not installed (make setup)")
+    return found
+
+
+@dataclass
+class Services:
+    """Background processes of the run, stopped whatever happens."""
+
+    out: Path
+    procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.out / f"{name}.log").open("wb")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.procs.append((name, proc))
+        return proc
+
+    def wait_until(self, name: str, ready: Callable[[], bool], timeout: float = 60.0) -> None:
+        proc = dict(self.procs)[name]
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if proc.poll() is not None:
+                log = (self.out / f"{name}.log").read_text(errors="replace")[-1500:]
+                raise ReplayIOError(f"{name} exited with {proc.returncode}:\n{log}")
+            if time.monotonic() > deadline:
+                raise ReplayIOError(f"{name} not ready after {timeout:g} s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for _, proc in reversed(self.procs):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        for _, proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        self.procs.clear()
+
+
+def _http_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            r.read()
+        return True
+    except OSError:
+        return False
+
+
+def _run(argv: list[str], log: Path, timeout: float = 3600.0) -> str:
+    """Run a command to completion; its output goes to ``log`` and is returned."""
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    log.write_text(r.stdout + r.stderr, encoding="utf-8")
+    if r.returncode != 0:
+        raise ReplayIOError(f"{' '.join(argv[:3])} ... failed ({r.returncode}): "
+                            f"{(r.stderr or r.stdout)[-1500:]}")
+    return r.stdout
+
+
+# ------------------------------------------------------------------ steps
+
+
+@dataclass
+class State:
+    cfg: ReproduceConfig
+    services: Services
+    done: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    notary_url: str = ""
+
+
+def _step_synth(st: State) -> None:
+    from replay.cli import write_synthetic
+    from replay.synth import SynthConfig, SyntheticTrace
+
+    cfg = st.cfg
+    trace = SyntheticTrace(SynthConfig(seed=cfg.seed, scale=cfg.scale, duration=cfg.duration))
+    p = Progress("synth (trace time)", cfg.duration, " s")
+    _watch(p, lambda: trace.summary.reached,
+           lambda: write_synthetic(trace, cfg.out / "syn", ["canonical"]))
+    p.finish(f"{trace.summary.flows:,} flows")
+
+
+def _quick(label: str, work: Callable[[], Any]) -> Any:
+    """A short step: one line when it is done."""
+    p = Progress(label, 1)
+    result = work()
+    p.finish()
+    return result
+
+
+def _step_farm_and_notary(st: State) -> None:
+    cfg, out = st.cfg, st.cfg.out
+    ports = _ports(5)
+    r = _bin("replay")
+    farm = [r, "farm", "--spec", str(out / "syn" / "farm-spec.json"), "--state",
+            str(out / "farm"), "--port", str(ports[0]), "--slow-port", str(ports[1]),
+            "--dead-port", str(ports[2]), "--silent-port", str(ports[3])]
+    _quick("farm certificates", lambda: _run([*farm, "--prepare-only"],
+                                             out / "farm-prepare.log"))
+    (out / "farm" / "ready").unlink(missing_ok=True)
+    st.services.start("farm", [*farm, "--duration", str(cfg.duration / cfg.speed + 900)])
+    st.services.wait_until("farm", lambda: (out / "farm" / "ready").exists())
+    st.notary_url = f"http://127.0.0.1:{ports[4]}"
+    st.services.start("notary", [
+        _bin("notary"), "serve", "--no-tls", "--data-dir", str(out / "notary"), "--listen",
+        f"127.0.0.1:{ports[4]}", "--allow-target", "127.0.0.0/8", "--hosts-file",
+        str(out / "farm" / "hosts"), "--verifier", "both", "--ca-roots",
+        str(out / "farm" / "roots.pem"), "--ca-no-mozilla", "--rate-limit", "0",
+        "--probe-rate-limit", "0"])
+    st.services.wait_until("notary", lambda: _http_ready(st.notary_url + "/"))
+
+
+def _step_workload(st: State) -> None:
+    from replay.ingest import ErrorLog, read_flows
+    from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
+    from replay.workload import read_name_map, read_targets, write_stages, write_workload
+
+    out = st.cfg.out
+    total = json.loads((out / "syn" / "synth.json").read_text())["summary"]["flows"]
+    counters = StageCounters()
+    errors = ErrorLog()
+
+    def work() -> int:
+        records = read_flows([out / "syn" / "flows.csv"], errors)
+        events = build_workload(records, Namer(read_name_map(out / "syn" / "names.txt", errors)),
+                                WorkloadConfig(), counters, read_targets(out / "farm" /
+                                                                         "targets.csv"))
+        return write_workload(events, out / "wl.csv")
+
+    p = Progress("workload (flows)", total)
+    rows = _watch(p, lambda: counters.flows_read, work)
+    counters.malformed = errors.count
+    write_stages(counters, out / "wl.csv.stages.json",
+                 {"inputs": [str(out / "syn" / "flows.csv")],
+                  "trace_seconds": st.cfg.duration})
+    p.finish(f"{rows:,} events, {counters.notary_requests:,} notary requests")
+
+
+def _step_run(st: State) -> None:
+    cfg, out = st.cfg, st.cfg.out
+    span = cfg.duration / cfg.speed
+    argv = [_bin("replay"), "run", str(out / "wl.csv"), "--notary", st.notary_url, "-o",
+            str(out / "results.csv"), "--speed", str(cfg.speed), "--timeout", str(cfg.timeout),
+            "--quiet"]
+    proc = st.services.start("replay-run", argv)
+    p = Progress(f"replay at x{cfg.speed:g}", span, " s")
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        p.update(min(span, time.monotonic() - t0))
+        time.sleep(0.5)
+    st.services.procs = [(n, q) for n, q in st.services.procs if q is not proc]
+    if proc.returncode != 0:
+        log = (out / "replay-run.log").read_text(errors="replace")[-1500:]
+        raise ReplayIOError(f"replay run failed ({proc.returncode}):\n{log}")
+    p.finish()
+
+
+def _step_report(st: State) -> None:
+    from replay.report import build_report
+    from replay.workload import read_stages
+
+    out = st.cfg.out
+    synth = json.loads((out / "syn" / "synth.json").read_text())
+    st.report = _quick("report", lambda: build_report(
+        out / "results.csv", out / "report", read_stages(out / "wl.csv.stages.json"),
+        synth=synth))
+    for t in st.report["tables"]:
+        st.tables.append(Table(t["title"], tuple(Row(*r) for r in t["rows"]),
+                               footnote=t.get("footnote", "")))
+
+
+def _step_compare(st: State) -> None:
+    """CA trust vs perspectives on the replay notary's own observations."""
+    from replay.rootview import client_view
+
+    out = st.cfg.out
+    view, _ = client_view(out / "farm")
+    (out / "client-view.jsonl").write_text("".join(json.dumps(v) + "\n" for v in view))
+    printed = _quick("root store: compare", lambda: _run([
+        _bin("notary"), "rootstore", "compare", "--db", str(out / "notary" / "notary.sqlite3"),
+        "--client-view", str(out / "client-view.jsonl"), "--roots",
+        str(out / "farm" / "roots.pem"), "--no-mozilla", "--k", "1,3,5,10", "--detail-k", "5",
+        "--requests", str(out / "report" / "per-site.csv"), "--out", str(out / "compare")],
+        out / "compare.log"))
+    doc = json.loads((out / "compare" / "comparison.json").read_text())
+    sc = doc.get("scores")
+    if sc:
+        rows = []
+        for counted in ("sites", "requests"):
+            for name, v in (sc.get(counted) or {}).items():
+                rows.append(Row(f"{name}, per {counted[:-1]}",
+                                f"catches {v['catches']:,}, misses {v['misses']:,}, "
+                                f"false alarms {v['false_alarms']:,}", "-", "-", MODEL,
+                                ""))
+        st.tables.append(Table(
+            "CA trust vs perspectives on the replay's sites (the replay notary's own "
+            "observations, --verifier both)", tuple(rows), paper_label="thesis",
+            footnote=f"{sc['labelled']} sites the replay validated, labelled by the farm's "
+            "roles: attack = clients "
+            "shown a forged certificate (under the most popular root, under the least popular "
+            "one, under an untrusted root, or with the attacker on the notary's path too); "
+            "genuine = the rest (rotating certificates and misconfigured sites included). "
+            "Weighted by the replay's notary requests; perspectives per request by the "
+            "notary's own answer. The attack and misconfiguration shares are inputs."))
+    (out / "compare.txt").write_text(printed)
+
+
+def _world_row(st: State, model: str, now: dt.datetime, tick: Callable[[], None]) -> Row:
+    """Build one synthetic world, serve it, scan it with ``notary scan``, analyse it."""
+    from replay.rootpki import RootWorld
+
+    cfg, out = st.cfg, st.cfg.out
+    slug = model.replace(":", "-")
+    wdir = out / "worlds" / slug
+    logs = out / "worlds"
+    # 40 roots: with Table 3's nine counts and the geometric tail that many roots hold the
+    # thesis's 97,415 sites in its proportions (replay/rootpki.py)
+    world = RootWorld.build(wdir, now, sites=cfg.world_sites, roots=40, seed=cfg.seed,
+                            popularity=model)
+    tick()
+    port = _free_port()
+    name = f"world-{slug}"
+    proc = st.services.start(name, [sys.executable, "-m", "replay.rootpki", "serve", str(wdir),
+                                    "--port", str(port), "--seconds", "900"])
+    try:
+        st.services.wait_until(name, lambda: _tcp_ready(port))
+        hosts = logs / f"{slug}.hosts"
+        hosts.write_text("".join(f"{h}:{port}\n" for h in world.hosts()))
+        _run([_bin("notary"), "scan", "--hosts", str(hosts), "--hosts-file",
+              str(wdir / "hosts"), "--concurrency", "32", "--timeout", "5", "-o",
+              str(wdir / "scan.jsonl")], logs / f"{slug}-scan.log")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        st.services.procs = [(n, q) for n, q in st.services.procs if q is not proc]
+    tick()
+    _run([_bin("notary"), "rootstore", "analyze", "--chains", str(wdir / "scan.jsonl"),
+          "--roots", str(wdir / "roots.pem"), "--no-mozilla", "--world",
+          str(wdir / "world.json"), "--out", str(wdir / "analysis")],
+         logs / f"{slug}-analyze.log")
+    tick()
+    cov = json.loads((wdir / "analysis" / "summary.json").read_text())["coverage"]
+    thesis = model == "thesis"
+    return Row(f"{model} popularity: top-1 / top-5 / top-10 roots",
+               " / ".join(pct(cov[f"top_{k}"]) for k in (1, 5, 10)), "20% / 59% / ~80%",
+               "circular" if thesis else "yes", INPUT if thesis else MEASURED,
+               "the world's root popularity is the thesis's Table 3: the curve returns its "
+               "input" if thesis else f"a {model} world: what the analysis measures when the "
+               "popularity is not the thesis's")
+
+
+def _step_worlds(st: State) -> None:
+    models = st.cfg.worlds
+    p = Progress("root-store worlds", len(models) * 3, " steps")
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        p.update(done[0])
+
+    now = dt.datetime.now(dt.UTC)
+    rows = [_world_row(st, model, now, tick) for model in models]
+    p.finish()
+    st.tables.append(Table("Thesis Figure 17: coverage of valid sites by the top-k roots",
+                           tuple(rows), paper_label="thesis",
+                           footnote="Synthetic worlds served over TLS on loopback and scanned "
+                           "with notary scan; with real data, scan your own host list "
+                           "(notary scan, docs/rootstore.md)."))
+
+
+def _tcp_ready(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def _step_client_cost(st: State) -> None:
+    out = st.cfg.out
+    bench = ROOT / "bench" / "client" / "bench_client.py"
+    if not bench.exists():
+        st.tables.append(Table("Table 4: client cost", (), footnote=f"skipped: {bench} is not "
+                               "in this installation (run from a checkout)"))
+        return
+    _quick("client cost (Table 4)", lambda: _run(
+        [sys.executable, str(bench), "--quick", "--out", str(out / "client-cost.json")],
+        out / "client.log", timeout=900))
+    doc = json.loads((out / "client-cost.json").read_text())
+    c, n = doc["cache"], doc.get("notary_round_trip", {})
+
+    def ms(d: dict[str, Any] | None) -> str:
+        return "-" if not d else f"{d['p50_us'] / 1000:.2f} ms (p50)"
+
+    loop = "ours: client, notaries and site on one loopback host, no WAN round trips"
+    rows = [
+        Row("local cache hit", ms(c.get("client_check")), f"{STUDY_TABLE4['local']} ms", "no",
+            MEASURED, "ours keeps the cache database open; the study's client reopened it "
+            f"for every check: that way here {ms(c.get('baseline_reopen_per_validation'))}"),
+        Row("notary cache hit, 3 notaries (continental)",
+            ms(n.get("converge_three_notaries_wait_all")),
+            f"{STUDY_TABLE4['hit_continental']} ms", "no", MEASURED, loop),
+        Row("notary cache miss, 3 notaries (continental)",
+            ms(n.get("converge_three_notaries_miss")),
+            f"{STUDY_TABLE4['miss_continental']} ms", "no", MEASURED,
+            loop + "; each notary probes a loopback site"),
+        Row("notary cache hit / miss, 8 notaries (global)", "-",
+            f"{STUDY_TABLE4['hit_global']} / {STUDY_TABLE4['miss_global']} ms", "-", "-",
+            "not measured: one machine has no global network paths"),
+    ]
+    st.tables.append(Table("Table 4: client cost of one validation", tuple(rows)))
+
+
+STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
+    ("synth", _step_synth),
+    ("farm and notary", _step_farm_and_notary),
+    ("workload", _step_workload),
+    ("run", _step_run),
+    ("report", _step_report),
+    ("root store: comparison", _step_compare),
+    ("root store: worlds", _step_worlds),
+    ("client cost", _step_client_cost),
+)
+
+
+def _summary(st: State, stopped: str | None) -> str:
+    cfg = st.cfg
+    head = (f"replay reproduce: scale {cfg.scale}, {cfg.duration:g} s of trace, speed "
+            f"x{cfg.speed:g}, seed {cfg.seed}; steps done: {', '.join(st.done) or 'none'}"
+            + (f"; stopped during {stopped}" if stopped else ""))
+    return head + "\n\n" + "\n\n".join(text(t) for t in st.tables)
+
+
+def reproduce(cfg: ReproduceConfig, stream: TextIO | None = None) -> int:
+    """Run every step; 0 when all ran, 130 when interrupted (Ctrl-C / SIGTERM)."""
+    cfg.validate()
+    out = cfg.out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReplayIOError(f"cannot create {out}: {exc}") from exc
+    stream = stream or sys.stdout
+    st = State(cfg, Services(out))
+    stopped: str | None = None
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for name, step in STEPS:
+            if name == "root store: worlds" and not cfg.worlds:
+                continue
+            if name == "client cost" and not cfg.client_bench:
+                continue
+            stopped = name
+            step(st)
+            if name == "run":
+                # the farm and the notary are done; the comparison reads the notary's
+                # database, complete once the notary has stopped
+                st.services.stop()
+            st.done.append(name)
+            stopped = None
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\ninterrupted during {stopped}: stopping; what is done is kept in "
+                         f"{out}\n")
+    finally:
+        st.services.stop()
+        signal.signal(signal.SIGTERM, previous)
+    summary = _summary(st, stopped)
+    (out / "reproduce.md").write_text(
+        f"# Reproduction\n\n{summary.splitlines()[0]}\n\n"
+        + "\n\n".join(markdown(t) for t in st.tables) + "\n", encoding="utf-8")
+    (out / "reproduce.json").write_text(json.dumps({
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in cfg.__dict__.items()},
+        "done": st.done, "stopped": stopped,
+        "tables": [{"title": t.title, "rows": [r.cells() for r in t.rows],
+                    "footnote": t.footnote} for t in st.tables]}, indent=2) + "\n")
+    stream.write(summary + "\n")
+    stream.write(f"\nwritten: {out / 'reproduce.md'}, {out / 'report' / 'report.md'}\n")
+    return 130 if stopped else 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+__all__ = ["STEPS", "Progress", "ReproduceConfig", "reproduce"]
