@@ -196,6 +196,14 @@ def build_report(results: Path, out_dir: Path, stages: dict[str, Any] | None = N
             f"then lasts at least {hold:.0f} s more (10% of the run and 60 s of trace "
             f"time); otherwise 'not held'. The study's rule alone is met trivially in a run's "
             f"last seconds.")
+    ratios = agg.hit_ratio_per_s()
+    verdicts = sum(agg.layers[k] for k in ("notary-hit", "notary-miss"))
+    per_second = verdicts / len(ratios) if ratios else 0.0
+    if per_second < 20:
+        rule += (f" This run had {per_second:.1f} notary verdicts per second with one: a single "
+                 f"miss in a second drops it below every level, so the levels are mostly noise "
+                 f"here (the study had ~{STUDY_FIGURES['mean_requests_per_s']}); use a larger "
+                 f"--scale for Table 3.")
 
     lat_rows = []
     for cond in ("notary-hit", "notary-miss", "error", "unknown", "all"):
