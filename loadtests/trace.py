@@ -42,7 +42,15 @@ GRACE = 3.0
 
 
 def read_trace(path: str) -> Iterator[tuple[float, LoadTarget]]:
-    """(offset seconds, target with fingerprint) for each request row, in file order."""
+    """(offset seconds, target with fingerprint) for each request row, in file order; a
+    ``.parquet`` workload is streamed in batches."""
+    if path.lower().endswith(".parquet"):
+        from replay.workload import read_workload
+
+        for ev in read_workload(Path(path)):
+            if ev.kind == "request":
+                yield ev.offset, LoadTarget(ev.host, ev.port, ev.fingerprint)
+        return
     with Path(path).open(encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh)
         header = [h.strip() for h in next(reader, [])]

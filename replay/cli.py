@@ -13,13 +13,13 @@ import datetime as dt
 import json
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from replay.errors import ReplayInputError, ReplayIOError
 from replay.flows import CANONICAL_COLUMNS, FlowRecord, format_canonical, utc_offset_zone
-from replay.ingest import ErrorLog, read_flows, stderr_emit
+from replay.ingest import ErrorLog, stderr_emit
 
 LEGACY_HEADER = [
     "ts", "te", "td", "sa", "da", "sp", "dp", "pr", "flg", "fwd", "stos", "ipkt", "ibyt", "opkt",
@@ -161,47 +161,51 @@ def _int_set(text: str) -> frozenset[int]:
 
 
 def cmd_workload(a: argparse.Namespace) -> int:
-    from replay.pipeline import FlowFilter, Namer, StageCounters, WorkloadConfig, build_workload
-    from replay.workload import read_name_map, read_targets, write_stages, write_workload
+    import os
+
+    jobs = a.jobs or os.cpu_count() or 1
+    if jobs < 1:
+        raise ReplayInputError("--jobs must be at least 1")
+    # the engine's thread pool is sized when it is first imported in this process
+    os.environ.setdefault("POLARS_MAX_THREADS", str(jobs))
+    from replay import columnar
+    from replay.pipeline import FlowFilter
+    from replay.workload import read_name_map, read_targets, write_stages
 
     errors = ErrorLog(strict=a.strict, emit=stderr_emit)
     tz = utc_offset_zone(a.tz_offset)
     name_map = read_name_map(a.names, errors) if a.names else {}
     targets = read_targets(a.targets) if a.targets else {}
     flt = FlowFilter(_int_set(a.protocols), _int_set(a.ports))
-    rdns: dict[str, str | None] = {}
+    rdns = None
     if a.rdns:
         from replay.rdns import load_cache, resolve_many, save_cache
 
         cache_path = a.rdns_cache or a.output.with_suffix(".rdns.csv")
-        rdns = load_cache(cache_path)
 
-        def unnamed() -> Iterator[str]:
-            for r in read_flows(a.inputs, ErrorLog(emit=None), a.format, a.nfdump_output, tz):
-                if flt.keep(r) and not r.sni and r.dst not in name_map:
-                    yield r.dst
+        def rdns(addresses: list[str]) -> dict[str, str | None]:
+            cache = load_cache(cache_path)
+            _run_async(resolve_many(addresses, cache, a.rdns_concurrency, a.rdns_timeout,
+                                    a.rdns_max))
+            save_cache(cache_path, cache)
+            return cache
 
-        _run_async(resolve_many(unnamed(), rdns, a.rdns_concurrency, a.rdns_timeout,
-                                a.rdns_max))
-        save_cache(cache_path, rdns)
-    counters = StageCounters()
-    config = WorkloadConfig(flow_filter=flt, client_cache_lifetime=a.client_cache_lifetime,
-                            reorder_window=a.reorder_window,
-                            include_client_hits=not a.no_client_hits,
-                            salt=a.salt.encode())
-    records = read_flows(a.inputs, errors, a.format, a.nfdump_output, tz, a.nfdump_filter)
-    rows = write_workload(build_workload(records, Namer(name_map, rdns), config, counters,
-                                         targets), a.output)
-    counters.malformed = errors.count
+    config = columnar.EngineConfig(flow_filter=flt, client_cache_lifetime=a.client_cache_lifetime,
+                                   salt=a.salt.encode(), include_client_hits=not a.no_client_hits,
+                                   jobs=jobs)
+    counters, rows = columnar.build(
+        a.inputs, a.output, config, errors, name_map, targets, rdns, a.format, a.nfdump_output,
+        tz, a.nfdump_filter, emit=None if a.quiet else stderr_emit)
     stages = a.stages or a.output.with_name(a.output.name + ".stages.json")
     write_stages(counters, stages, {"malformed_examples": errors.messages[:20],
-                                    "inputs": [str(p) for p in a.inputs]})
+                                    "inputs": [str(p) for p in columnar.expand_inputs(a.inputs)],
+                                    "engine": "columnar (polars)", "jobs": jobs})
     c = counters
-    print(f"flows read {c.flows_read}, malformed {c.malformed}, filtered out "
-          f"{c.filtered_out}, late {c.late_dropped}, kept {c.kept}, named {c.named}, "
-          f"unnamed dropped {c.unnamed_dropped}, client-cache hits {c.client_cache_hits}, "
-          f"notary requests {c.notary_requests}; {rows} workload rows -> {a.output}; "
-          f"stages -> {stages}", file=sys.stderr)
+    print(f"flows read {c.flows_read}, malformed {c.malformed}, paired {c.paired}, filtered "
+          f"out {c.filtered_out}, kept {c.kept}, named {c.named}, unnamed dropped "
+          f"{c.unnamed_dropped}, client-cache hits {c.client_cache_hits}, notary requests "
+          f"{c.notary_requests}; {rows} workload rows -> {a.output}; stages -> {stages}",
+          file=sys.stderr)
     return 0
 
 
@@ -379,9 +383,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Filter, name and client-cache flows into a workload of "
                        "timed validation requests (docs/replay.md).")
     w.add_argument("inputs", type=Path, nargs="+",
-                   help="flow files: nfdump captures, nfdump CSV or canonical CSV")
+                   help="flow files: nfdump captures (a directory or a glob of nfcapd.* files "
+                   "is one trace, in time order), nfdump CSV or canonical CSV")
     w.add_argument("-o", "--output", type=Path, required=True,
-                   help="workload CSV to write (required)")
+                   help="workload file to write: CSV, or Parquet when it ends in .parquet "
+                   "(required)")
+    w.add_argument("--jobs", type=int, default=0,
+                   help="cores to use (default: all of them)")
+    w.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (default: flows read, flows/s and time to go)")
     w.add_argument("--names", type=Path, help="address-to-name map (default: none)")
     w.add_argument("--targets", type=Path,
                    help="farm targets.csv (port, fingerprint) (default: none)")
@@ -400,8 +410,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "as the study)")
     w.add_argument("--no-client-hits", action="store_true",
                    help="leave client-cache hits out of the file (default: keep them)")
-    w.add_argument("--reorder-window", type=float, default=600.0,
-                   help="seconds of out-of-order flows re-sorted (default: %(default)s)")
     w.add_argument("--tz-offset", type=float, default=0.0,
                    help="hours east of UTC for naive timestamps in CSV inputs "
                    "(default: %(default)s)")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from replay.errors import MalformedRow, ReplayInputError
@@ -52,6 +52,9 @@ class FlowRecord:
     packets: int
     bytes: int
     sni: str | None = None
+    # arrival order in the trace (assigned by the workload builder; ties of start times are
+    # broken by it); not part of the flow's identity
+    seq: int = field(default=-1, compare=False)
 
 
 RowParser = Callable[[Sequence[str], str, int], FlowRecord]

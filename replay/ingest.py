@@ -146,7 +146,8 @@ def read_nfdump_file(path: Path, errors: ErrorLog, output: str = "fmt", nfdump: 
         if not finished:
             proc.kill()
         text.close()
-        stderr = proc.stderr.read(MAX_STDERR_BYTES).decode("utf-8", "replace").strip()
+        stderr = "; ".join(x.strip() for x in proc.stderr.read(MAX_STDERR_BYTES)
+                           .decode("utf-8", "replace").splitlines() if x.strip())
         proc.stderr.close()
         rc = proc.wait(timeout=30)
     if rc != 0 and "No matching flows" not in stderr:

@@ -14,6 +14,7 @@ every stage is counted in ``StageCounters``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 from collections import OrderedDict
@@ -106,12 +107,13 @@ class FlowPairer:
         return FlowRecord(min(client.start, server.start), max(client.end, server.end),
                           client.src, client.dst, client.sport, client.dport, client.proto,
                           client.packets + server.packets, client.bytes + server.bytes,
-                          client.sni or server.sni)
+                          client.sni or server.sni, max(client.seq, server.seq))
 
     def _turned(self, server: FlowRecord) -> FlowRecord:
         self.reverse_only += 1
         return FlowRecord(server.start, server.end, server.dst, server.src, server.dport,
-                          server.sport, server.proto, server.packets, server.bytes, server.sni)
+                          server.sport, server.proto, server.packets, server.bytes, server.sni,
+                          server.seq)
 
     def _release(self, key: tuple[str, int, str, int, int, bool], rec: FlowRecord,
                  ) -> FlowRecord:
@@ -158,9 +160,10 @@ class ReorderBuffer:
 
     NetFlow exporters emit a flow when it ends, so start times arrive out of order by up to
     the exporter's active timeout. The buffer holds flows until the newest start seen is more
-    than ``window`` seconds past them. A flow older than what was already released is late:
-    ``push`` returns it in the second list so the caller can count it. ``max_items`` bounds
-    memory; when full, the oldest flow is released early.
+    than ``window`` seconds past them. Flows with the same start leave in arrival order
+    (``FlowRecord.seq`` when set, else the order of ``push``). A flow older than what was
+    already released is late: ``push`` returns it in the second list so the caller can count
+    it. ``max_items`` bounds memory; when full, the oldest flow is released early.
     """
 
     def __init__(self, window: float = 600.0, max_items: int = 2_000_000) -> None:
@@ -177,7 +180,7 @@ class ReorderBuffer:
         if rec.start < self._released:
             return [], [rec]
         self._seq += 1
-        heapq.heappush(self._heap, (rec.start, self._seq, rec))
+        heapq.heappush(self._heap, (rec.start, rec.seq if rec.seq >= 0 else self._seq, rec))
         self._newest = max(self._newest, rec.start)
         out: list[FlowRecord] = []
         while self._heap and (self._heap[0][0] <= self._newest - self.window
@@ -357,9 +360,9 @@ def build_workload(records: Iterable[FlowRecord], namer: Namer, config: Workload
                 if ev is not None:
                     yield ev
 
-    for rec in records:
+    for arrival, rec in enumerate(records):
         counters.flows_read += 1
-        yield from admit(pairer.push(rec))
+        yield from admit(pairer.push(dataclasses.replace(rec, seq=arrival)))
     yield from admit(pairer.flush())
     for r in reorder.flush():
         ev = process(r)

@@ -270,28 +270,27 @@ def _step_farm_and_notary(st: State) -> None:
 
 
 def _step_workload(st: State) -> None:
-    from replay.ingest import ErrorLog, read_flows
-    from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
-    from replay.workload import read_name_map, read_targets, write_stages, write_workload
+    from replay import columnar
+    from replay.ingest import ErrorLog
+    from replay.workload import read_name_map, read_targets, write_stages
 
     out = st.cfg.out
     total = json.loads((out / "syn" / "synth.json").read_text())["summary"]["flows"]
-    counters = StageCounters()
     errors = ErrorLog()
-
-    def work() -> int:
-        records = read_flows([out / "syn" / "flows.csv"], errors)
-        events = build_workload(records, Namer(read_name_map(out / "syn" / "names.txt", errors)),
-                                WorkloadConfig(), counters, read_targets(out / "farm" /
-                                                                         "targets.csv"))
-        return write_workload(events, out / "wl.csv")
-
     p = Progress("workload (flows)", total)
-    rows = _watch(p, lambda: counters.flows_read, work)
-    counters.malformed = errors.count
+    read = [0]
+
+    def work() -> tuple[Any, int]:
+        progress = columnar.Progress(total, None, on_rows=lambda n: read.__setitem__(0, n))
+        return columnar.build([out / "syn" / "flows.csv"], out / "wl.csv",
+                              columnar.EngineConfig(jobs=os.cpu_count() or 1), errors,
+                              read_name_map(out / "syn" / "names.txt", errors),
+                              read_targets(out / "farm" / "targets.csv"), progress=progress)
+
+    counters, rows = _watch(p, lambda: read[0], work)
     write_stages(counters, out / "wl.csv.stages.json",
-                 {"inputs": [str(out / "syn" / "flows.csv")],
-                  "trace_seconds": st.cfg.duration})
+                 {"inputs": [str(out / "syn" / "flows.csv")], "trace_seconds": st.cfg.duration,
+                  "engine": "columnar (polars)"})
     p.finish(f"{rows:,} events, {counters.notary_requests:,} notary requests")
 
 

@@ -50,9 +50,53 @@ def write_workload(events: Iterable[WorkloadEvent], path: Path) -> int:
         return w.rows
 
 
+def _event(row: list[str] | tuple[object, ...]) -> WorkloadEvent:
+    """One workload row (text or typed values), checked."""
+    if len(row) != len(WORKLOAD_COLUMNS):
+        raise ValueError(f"expected {len(WORKLOAD_COLUMNS)} fields, got {len(row)}")
+    kind = str(row[1])
+    if kind not in (KIND_REQUEST, KIND_CLIENT_HIT):
+        raise ValueError(f"unknown kind {kind!r}")
+    host = parse_hostname(str(row[3] or ""))
+    if host is None:
+        raise ValueError("empty host")
+    port = int(str(row[4]))
+    if not 0 < port < 65536:
+        raise ValueError("port out of range")
+    offset = float(str(row[0]))
+    if offset < 0 or offset != offset:
+        raise ValueError("negative offset")
+    return WorkloadEvent(offset, kind, str(row[2] or ""), host, port,
+                         str(row[5] or "").strip(), int(str(row[6])))
+
+
+def _read_parquet_workload(path: Path, errors: ErrorLog) -> Iterator[WorkloadEvent]:
+    import polars as pl
+
+    try:
+        lf = pl.scan_parquet(path)
+        names = tuple(lf.collect_schema().names())
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise ReplayIOError(f"cannot read {path}: {exc}") from exc
+    if names[:len(WORKLOAD_COLUMNS)] != WORKLOAD_COLUMNS:
+        raise ReplayInputError(f"{path}: not a workload file (columns {names!r})")
+    row_number = 0
+    for batch in lf.select(WORKLOAD_COLUMNS).collect_batches(chunk_size=65_536):
+        for row in batch.iter_rows():
+            row_number += 1
+            try:
+                yield _event(row)
+            except (ValueError, TypeError) as exc:
+                errors.add(MalformedRow(str(path), row_number, str(exc)))
+
+
 def read_workload(path: Path, errors: ErrorLog | None = None) -> Iterator[WorkloadEvent]:
-    """Stream events; malformed rows go to ``errors`` (strict by default)."""
+    """Stream events from a CSV or (``.parquet``) Parquet workload file; malformed rows go
+    to ``errors`` (strict by default). Memory: one batch, whatever the file's size."""
     errors = errors or ErrorLog(strict=True)
+    if path.suffix.lower() == ".parquet":
+        yield from _read_parquet_workload(path, errors)
+        return
     with _open(path, "r") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
@@ -63,21 +107,7 @@ def read_workload(path: Path, errors: ErrorLog | None = None) -> Iterator[Worklo
             if not row:
                 continue
             try:
-                if len(row) != len(WORKLOAD_COLUMNS):
-                    raise ValueError(f"expected {len(WORKLOAD_COLUMNS)} fields, got {len(row)}")
-                kind = row[1]
-                if kind not in (KIND_REQUEST, KIND_CLIENT_HIT):
-                    raise ValueError(f"unknown kind {kind!r}")
-                host = parse_hostname(row[3])
-                if host is None:
-                    raise ValueError("empty host")
-                port = int(row[4])
-                if not 0 < port < 65536:
-                    raise ValueError("port out of range")
-                offset = float(row[0])
-                if offset < 0 or offset != offset:
-                    raise ValueError("negative offset")
-                ev = WorkloadEvent(offset, kind, row[2], host, port, row[5].strip(), int(row[6]))
+                ev = _event(row)
             except ValueError as exc:
                 errors.add(MalformedRow(str(path), line, str(exc)))
                 continue

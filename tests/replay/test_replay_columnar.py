@@ -1,0 +1,277 @@
+"""The columnar workload engine against the per-row pipeline, its test oracle: identical
+workload rows and stage counters on the synthetic hour (every CSV layout), on real nfcapd
+files, on rows in every unusual form, and on malformed inputs; plus what only the engine
+does (many files as one trace, Parquet, several cores, nothing half-written)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from replay_support import write_pcap_exchange
+
+from replay import columnar
+from replay.cli import (
+    LEGACY_HEADER,
+    main,
+    write_synthetic,
+)
+from replay.errors import MalformedRow, ReplayIOError
+from replay.flows import CANONICAL_COLUMNS, utc_offset_zone
+from replay.ingest import ErrorLog, read_flows
+from replay.pipeline import (
+    Namer,
+    StageCounters,
+    Target,
+    WorkloadConfig,
+    build_workload,
+)
+from replay.synth import SynthConfig, SyntheticTrace
+from replay.workload import read_name_map, read_workload, write_workload
+
+COMPARED = ("flows_read", "malformed", "paired", "reverse_only", "filtered_out",
+            "late_dropped", "kept", "named", "unnamed_dropped", "client_cache_hits",
+            "client_cache_evictions", "notary_requests", "ssl_bytes_kept", "ssl_bytes_named",
+            "first_start", "last_start", "named_by")
+needs_nfdump = pytest.mark.skipif(
+    shutil.which("nfpcapd") is None or shutil.which("nfdump") is None,
+    reason="nfdump/nfpcapd not installed (scripts/install-system-deps)")
+
+
+def reference(inputs: list[Path], out: Path, names: dict[str, str],
+              targets: dict[str, Target] | None = None, **kw: Any,
+              ) -> tuple[StageCounters, ErrorLog]:
+    tz = kw.pop("tz", None)
+    errors = ErrorLog()
+    counters = StageCounters()
+    records = read_flows(inputs, errors, tz=tz) if tz else read_flows(inputs, errors)
+    write_workload(build_workload(records, Namer(names), WorkloadConfig(**kw), counters,
+                                  targets or {}), out)
+    counters.malformed = errors.count
+    return counters, errors
+
+
+def engine(inputs: list[Path], out: Path, names: dict[str, str],
+           targets: dict[str, Target] | None = None, jobs: int = 1, **kw: Any,
+           ) -> tuple[StageCounters, ErrorLog]:
+    tz = kw.pop("tz", None)
+    errors = ErrorLog()
+    extra = {"tz": tz} if tz else {}
+    counters, _ = columnar.build(inputs, out, columnar.EngineConfig(jobs=jobs, **kw), errors,
+                                 names, targets or {}, **extra)
+    return counters, errors
+
+
+def same(a: StageCounters, b: StageCounters) -> dict[str, tuple[object, object]]:
+    da, db = a.as_dict(), b.as_dict()
+    return {k: (da[k], db[k]) for k in COMPARED if da[k] != db[k]}
+
+
+@pytest.fixture(scope="module")
+def hour(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic trace in all three CSV layouts (scale 0.05, ten minutes)."""
+    d = tmp_path_factory.mktemp("hour")
+    write_synthetic(SyntheticTrace(SynthConfig(seed=3, scale=0.05, duration=600)), d,
+                    ["canonical", "nfdump-legacy", "nfdump-new"])
+    return d
+
+
+@pytest.mark.parametrize("flows", ["flows.csv", "flows-nfdump-legacy.csv",
+                                   "flows-nfdump-new.csv"])
+def test_synthetic_trace_identical_rows_and_counters(hour: Path, tmp_path: Path,
+                                                     flows: str) -> None:
+    names = read_name_map(hour / "names.txt")
+    ref, eng = tmp_path / "ref.csv", tmp_path / "eng.csv"
+    c_ref, _ = reference([hour / flows], ref, names)
+    c_eng, _ = engine([hour / flows], eng, names)
+    assert c_ref.notary_requests > 1000
+    assert same(c_ref, c_eng) == {}
+    assert ref.read_bytes() == eng.read_bytes()
+
+
+def test_two_cores_give_the_same_workload(hour: Path, tmp_path: Path) -> None:
+    names = read_name_map(hour / "names.txt")
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    c1, _ = engine([hour / "flows.csv"], one, names, jobs=1)
+    c2, _ = engine([hour / "flows.csv"], two, names, jobs=2)
+    assert same(c1, c2) == {}
+    assert one.read_bytes() == two.read_bytes()
+
+
+def test_client_cache_lifetime(hour: Path, tmp_path: Path) -> None:
+    names = read_name_map(hour / "names.txt")
+    c_ref, _ = reference([hour / "flows.csv"], tmp_path / "r.csv", names,
+                         client_cache_lifetime=60.0)
+    c_eng, _ = engine([hour / "flows.csv"], tmp_path / "e.csv", names,
+                      client_cache_lifetime=60.0)
+    assert same(c_ref, c_eng) == {}
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    # twin: a lifetime makes more notary requests than the whole-trace cache
+    c_all, _ = engine([hour / "flows.csv"], tmp_path / "a.csv", names)
+    assert c_eng.notary_requests > c_all.notary_requests
+
+
+UNUSUAL = "\n".join([
+    ",".join(CANONICAL_COLUMNS),
+    "1366563600.250,1366563601.250,10.0.0.1,198.18.0.1,40000,443,6,4,260,",
+    "# a comment line",
+    "",
+    "2013-04-21T17:00:01+00:00,2013-04-21T17:00:02Z,10.0.0.2,198.18.0.2,40001,443,TCP,4,1.2 K,",
+    "1366563602000,1366563603000,10.0.0.3,198.18.0.1,40002,443,6,4,260,A.Test.",
+    "1366563603,1366563604,::FFFF:10.0.0.4,2001:DB8::1,40003,443,6,4,260,",
+    "1366563604,1366563605,10.0.0.5,198.18.0.2,40004,443,6,4,260,-",
+    "1366563605,1366563604,10.0.0.6,198.18.0.2,40005,443,6,4,260,",
+    "1366563606,1366563607,10.0.0.7,198.18.0.300,40006,443,6,4,260,",
+    "1366563607,1366563608,10.0.0.8,198.18.0.2,40007,443,6,4,260,bad_name!",
+    "1366563608,1366563609,10.0.0.9,198.18.0.2,99999,443,6,4,260,",
+    "1366563609,1366563610,10.0.0.10,198.18.0.2",
+    "1e9,1366563611,10.0.0.11,198.18.0.2,40010,443,6,4,260,",
+    "1366563612,1366563613,10.0.0.12,198.18.0.2,40011,443,6,01,0260,b.test",
+]) + "\n"
+UNUSUAL_NAMES = {"198.18.0.1": "one.test", "198.18.0.2": "two.test", "2001:db8::1": "v6.test"}
+
+
+def test_every_unusual_form_and_malformed_row_as_the_reference(tmp_path: Path) -> None:
+    path = tmp_path / "unusual.csv"
+    path.write_text(UNUSUAL)
+    c_ref, e_ref = reference([path], tmp_path / "r.csv", UNUSUAL_NAMES)
+    c_eng, e_eng = engine([path], tmp_path / "e.csv", UNUSUAL_NAMES)
+    assert same(c_ref, c_eng) == {}
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    assert e_ref.messages == e_eng.messages  # the same words, files and lines
+    assert e_eng.count == 5 and any(":10:" in m for m in e_eng.messages)
+
+
+def test_naive_times_in_another_zone(hour: Path, tmp_path: Path) -> None:
+    names = read_name_map(hour / "names.txt")
+    tz = utc_offset_zone(2.0)
+    c_ref, _ = reference([hour / "flows-nfdump-legacy.csv"], tmp_path / "r.csv", names, tz=tz)
+    c_eng, _ = engine([hour / "flows-nfdump-legacy.csv"], tmp_path / "e.csv", names, tz=tz)
+    assert same(c_ref, c_eng) == {}
+    assert c_eng.first_start is not None
+    # twin: the zone moves every time by two hours
+    c_utc, _ = engine([hour / "flows-nfdump-legacy.csv"], tmp_path / "u.csv", names)
+    assert c_utc.first_start == pytest.approx(c_eng.first_start + 7200)
+
+
+LEGACY_MALFORMED = ",".join(LEGACY_HEADER) + "\n" + "\n".join([
+    "2013-04-21 17:00:00,2013-04-21 17:00:01,1.250,10.0.0.1,93.184.216.34,40000,443,TCP,"
+    "...AP.SF,0,0,4,260,3,100" + ",0" * 33,
+    "2013-04-21 17:00:01,2013-04-21 17:00:02,1.000,10.0.0.1,93.184.216.34,40001,443,TCP",
+    "2013-04-21 17:00:02,2013-04-21 17:00:03,0:00:01.500,10.0.0.2,93.184.216.34,40002,443,"
+    "TCP,...AP.SF,0,0,4,260,3,100" + ",0" * 33,
+    "",
+    "Summary",
+    "flows,bytes,packets,avg_bps,avg_pps,avg_bpp",
+    "2,780,12,3115,5,65",
+]) + "\n"
+
+
+def test_legacy_layout_with_summary_block_and_malformed_row(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.csv"
+    path.write_text(LEGACY_MALFORMED)
+    names = {"93.184.216.34": "site.test"}
+    c_ref, e_ref = reference([path], tmp_path / "r.csv", names)
+    c_eng, e_eng = engine([path], tmp_path / "e.csv", names)
+    assert same(c_ref, c_eng) == {} and c_eng.flows_read == 2
+    assert e_ref.messages == e_eng.messages and e_eng.count == 1
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+
+
+def test_strict_stops_at_the_first_malformed_row_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "unusual.csv"
+    path.write_text(UNUSUAL)
+    out = tmp_path / "wl.csv"
+    with pytest.raises(MalformedRow) as first:  # the reference, strict
+        list(read_flows([path], ErrorLog(strict=True)))
+    with pytest.raises(MalformedRow) as info:
+        columnar.build([path], out, columnar.EngineConfig(), ErrorLog(strict=True),
+                       UNUSUAL_NAMES, {})
+    assert (info.value.source, info.value.line) == (str(path), first.value.line) == (
+        str(path), 9)
+    assert not out.exists() and list(tmp_path.iterdir()) == [path]
+
+
+def test_corrupt_capture_file_is_one_line_and_nothing_is_written(tmp_path: Path) -> None:
+    if shutil.which("nfdump") is None:
+        pytest.skip("nfdump not installed")
+    bad = tmp_path / "nfcapd.201304211700"
+    bad.write_bytes(b"\x0c\xa5" + b"\x00" * 300)  # nfdump's magic, then nonsense
+    out = tmp_path / "wl.csv"
+    with pytest.raises(ReplayIOError) as info:
+        columnar.build([bad], out, columnar.EngineConfig(), ErrorLog(), {}, {})
+    assert "\n" not in str(info.value)
+    assert not out.exists()
+
+
+def _pcap_dir(tmp_path: Path) -> tuple[list[Path], list[Path]]:
+    """Two 5-minute nfcapd files from nfpcapd, each a capture of one-way flows."""
+    t0 = 1366563600.0
+    files = []
+    for i in range(2):
+        pcap = tmp_path / f"part{i}.pcap"
+        write_pcap_exchange(pcap, [
+            (t0 + 300 * i + 10 + j, f"10.0.0.{j + 1}", "93.184.216.34", 40000 + 10 * i + j,
+             443, 800 + 100 * j) for j in range(3)])
+        out = tmp_path / f"out{i}"
+        out.mkdir()
+        subprocess.run(["nfpcapd", "-r", str(pcap), "-w", str(out)], check=True,
+                       capture_output=True, timeout=60)
+        files += sorted(p for p in out.rglob("nfcapd.*") if p.is_file())
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    copied = []
+    for i, f in enumerate(files):
+        dst = trace / f"nfcapd.2013042117{i * 5:02d}"
+        shutil.copy(f, dst)
+        copied.append(dst)
+    return files, copied
+
+
+@needs_nfdump
+def test_real_nfcapd_files_directory_as_one_trace(tmp_path: Path) -> None:
+    _, copied = _pcap_dir(tmp_path)
+    names = {"93.184.216.34": "site.test"}
+    c_ref, _ = reference(copied, tmp_path / "r.csv", names)
+    c_eng, _ = engine([tmp_path / "trace"], tmp_path / "e.csv", names)  # the directory
+    assert c_eng.flows_read == 12 and c_eng.paired == 6
+    assert same(c_ref, c_eng) == {}
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    c_glob, _ = engine([tmp_path / "trace" / "nfcapd.*"], tmp_path / "g.csv", names)
+    assert same(c_eng, c_glob) == {}
+    # twin: one file of the two is half the trace
+    c_one, _ = engine([copied[0]], tmp_path / "o.csv", names)
+    assert c_one.flows_read == 6
+
+
+def test_parquet_output_replays_like_csv(hour: Path, tmp_path: Path) -> None:
+    names = read_name_map(hour / "names.txt")
+    csv_out, pq_out = tmp_path / "wl.csv", tmp_path / "wl.parquet"
+    engine([hour / "flows.csv"], csv_out, names)
+    engine([hour / "flows.csv"], pq_out, names)
+    assert pq_out.read_bytes()[:4] == b"PAR1"
+    a, b = list(read_workload(csv_out)), list(read_workload(pq_out))
+    assert len(a) == len(b) > 1000
+    assert all(x.kind == y.kind and x.client == y.client and x.host == y.host
+               and x.port == y.port and abs(x.offset - y.offset) < 1e-6 for x, y in zip(
+                   a, b, strict=True))
+    assert pl.read_parquet(pq_out).columns[:2] == ["offset", "kind"]
+
+
+def test_cli_workload_progress_quiet_and_stages(hour: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "wl.csv"
+    assert main(["workload", str(hour / "flows.csv"), "--names", str(hour / "names.txt"),
+                 "-o", str(out), "--jobs", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "flows read" in err
+    stages = json.loads((tmp_path / "wl.csv.stages.json").read_text())
+    assert stages["engine"].startswith("columnar") and stages["jobs"] == 2
+    assert main(["workload", str(hour / "flows.csv"), "--names", str(hour / "names.txt"),
+                 "-o", str(tmp_path / "q.csv"), "-q"]) == 0
+    assert "workload:" not in capsys.readouterr().err  # quiet: no progress lines
