@@ -52,6 +52,9 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     ext = root / "bench" / "extended" / "bench_extended.py"
     out.append(("extended", [py, str(ext)] if ext.is_file() else None,
                 f"{ext.relative_to(root)} not found"))
+    ingest = root / "bench" / "replay" / "ingest.py"
+    out.append(("ingest", [py, "-m", "bench.replay.ingest"] if ingest.is_file() else None,
+                f"{ingest.relative_to(root)} not found"))
     for name in ("scale", "rootstore"):
         run = root / "bench" / name / "run.py"
         out.append((name, [py, "-m", f"bench.{name}.run"] if run.is_file() else None,

@@ -82,6 +82,28 @@ def _scale(d: dict[str, Any]) -> Iterator[Row]:
         yield ("scale: rate with metrics on / off", f"{mo['ratio_on_to_off']:.2f}x", "-", "-")
 
 
+def _ingest(d: dict[str, Any]) -> Iterator[Row]:
+    goals = d.get("goals") or {}
+    for name, v in (d.get("layouts") or {}).items():
+        fps = v["flows_per_s_one_core"]
+        yield (f"ingest {name}: flows/s on one core", f"{fps / 1e6:.2f} M",
+               ">= 1.00 M", "yes" if fps >= goals.get("flows_per_s_one_core", {}).get(
+                   "limit", 1e6) else "NO")
+        yield (f"ingest {name}: time / plain read+sort", f"{v['ratio_to_plain']:.2f}x",
+               "<= 1.50x", "yes" if v["ratio_to_plain"] <= 1.5 else "NO")
+    canon = (d.get("layouts") or {}).get("canonical")
+    if canon:
+        yield ("ingest: peak RSS, synthetic hour", f"{canon['peak_rss_mb']:.0f} MB",
+               "< 500 MB", "yes" if canon["peak_rss_mb"] < 500 else "NO")
+    two = d.get("two_cores") or {}
+    if "speedup" in two:
+        yield ("ingest: 2 cores / 1 core", f"{two['speedup']:.2f}x", "-", "-")
+    big = d.get("big")
+    if big:
+        yield (f"ingest: peak RSS, {big['flows'] / 1e6:.0f} M flows",
+               f"{big['peak_rss_mb']:.0f} MB", "< 2048 MB", "yes" if big["met"] else "NO")
+
+
 SOURCES: list[tuple[str, Callable[[dict[str, Any]], Iterator[Row]]]] = [
     ("bench/results/notary.json", _notary),
     ("bench/results/client.json", _client),
@@ -89,6 +111,7 @@ SOURCES: list[tuple[str, Callable[[dict[str, Any]], Iterator[Row]]]] = [
     ("bench/results/replay.json", _replay),
     ("bench/results/rootstore.json", _rootstore),
     ("bench/results/scale.json", _scale),
+    ("bench/results/ingest.json", _ingest),
 ]
 
 

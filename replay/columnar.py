@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -68,8 +69,8 @@ FILE_SHIFT = 40  # seq = file index << 40 | row index: arrival order across file
 
 EPOCH_RE = r"^\d+(\.\d+)?$"
 DATETIME_RE = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{3}|\.\d{6})?$"
-IPV4_OCTET = r"(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
-CANONICAL_IPV4_RE = rf"^{IPV4_OCTET}(\.{IPV4_OCTET}){{3}}$"
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+CANONICAL_IPV4_RE = rf"^{_OCTET}(\.{_OCTET}){{3}}$"
 
 FLOW_SCHEMA = {"seq": pl.Int64, "start": pl.Float64, "end": pl.Float64, "src": pl.String,
                "dst": pl.String, "sport": pl.Int64, "dport": pl.Int64, "proto": pl.Int64,
@@ -180,50 +181,96 @@ def plan_sources(paths: Iterable[Path], fmt: str, nfdump_output: str, work: Path
 # ------------------------------------------------------------------------ phase 1: parse
 
 
-def _s(name: str) -> pl.Expr:
-    return pl.col(name).str.strip_chars()
+@dataclass(frozen=True)
+class Forms:
+    """Which form of a field a file mostly uses (from a sample of its first rows): the fast
+    path parses that form only, and a row in another form is residue. ``strip``: fields are
+    padded (nfdump's ``fmt`` output)."""
+
+    epoch_times: bool = True
+    numeric_proto: bool = True
+    strip: bool = False
 
 
-def _time(name: str, offset: float) -> pl.Expr:
-    """Seconds since the epoch for the fast forms (epoch seconds or milliseconds, or a naive
-    ``YYYY-MM-DD HH:MM:SS[.fff|.ffffff]`` in the zone ``offset`` seconds east of UTC), else
-    null (residue)."""
-    t = _s(name)
-    epoch = t.cast(pl.Float64, strict=False)
-    ms = ~t.str.contains(".", literal=True) & (t.str.len_bytes() >= 13)
-    epoch = pl.when(ms).then(epoch / 1000.0).otherwise(epoch)
-    epoch = pl.when(t.str.contains(EPOCH_RE) & (epoch >= 0) & (epoch < 1e11)).then(epoch)
+def _text(name: str, forms: Forms) -> pl.Expr:
+    return pl.col(name).str.strip_chars() if forms.strip else pl.col(name)
+
+
+def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
+    """Seconds since the epoch for the file's form of time (epoch seconds or milliseconds,
+    or a naive ``YYYY-MM-DD HH:MM:SS[.fff|.ffffff]`` in the zone ``offset`` seconds east of
+    UTC), else null (residue). Exactly the values the reference gives those forms."""
+    t = _text(name, forms)
+    if forms.epoch_times:
+        v = t.cast(pl.Float64, strict=False)
+        ms = ~t.str.contains(".", literal=True) & (t.str.len_bytes() >= 13)
+        v = pl.when(ms).then(v / 1000.0).otherwise(v)
+        return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11)).then(v)
     naive = t.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False)
-    dt = pl.when(t.str.contains(DATETIME_RE)).then(
+    return pl.when(t.str.len_bytes().is_in([19, 23, 26])).then(
         naive.dt.epoch("us").cast(pl.Float64) / 1_000_000.0 - offset)
-    return pl.coalesce(epoch, dt)
 
 
-def _port(name: str) -> pl.Expr:
-    t = _s(name)
-    n = t.cast(pl.Int64, strict=False)
-    return (pl.when(t.str.contains(".", literal=True)).then(pl.lit(0, pl.Int64))
-            .when(t.str.contains(r"^\d{1,5}$") & (n <= 65535)).then(n))
+def _port(name: str, forms: Forms) -> pl.Expr:
+    # polars reads only what Python's int() reads the same way (digits, a sign); an ICMP
+    # type.code, spaces or underscores go to the reference
+    n = _text(name, forms).cast(pl.Int64, strict=False)
+    return pl.when((n >= 0) & (n <= 65535)).then(n)
 
 
-def _proto(name: str) -> pl.Expr:
-    t = _s(name).str.to_uppercase()
-    n = t.cast(pl.Int64, strict=False)
-    named = t.replace_strict(PROTO_NAMES, default=None, return_dtype=pl.Int64)
-    return pl.when(t.str.contains(r"^\d{1,3}$") & (n <= 255)).then(n).otherwise(named)
+def _proto(name: str, forms: Forms) -> pl.Expr:
+    t = _text(name, forms)
+    if forms.numeric_proto:
+        n = t.cast(pl.Int64, strict=False)
+        return pl.when((n >= 0) & (n <= 255) & ~t.str.starts_with("+")).then(n)
+    return t.str.to_uppercase().replace_strict(PROTO_NAMES, default=None,
+                                               return_dtype=pl.Int64)
 
 
-def _count(name: str) -> pl.Expr:
-    t = _s(name)
-    return pl.when(t.str.contains(r"^\d{1,18}$")).then(t.cast(pl.Int64, strict=False))
+def _count(name: str, forms: Forms) -> pl.Expr:
+    n = _text(name, forms).cast(pl.Int64, strict=False)
+    return pl.when(n >= 0).then(n)
 
 
-def _duration(name: str) -> pl.Expr:
-    t = _s(name)
+def _duration(name: str, forms: Forms) -> pl.Expr:
+    t = _text(name, forms)
     return pl.when(t.str.contains(EPOCH_RE)).then(t.cast(pl.Float64, strict=False))
 
 
-def _fast_columns(src: Source, offset: float,
+def _sum(terms: list[pl.Expr]) -> pl.Expr:
+    """A sum that is null when a term is (``sum_horizontal`` would skip it)."""
+    total = pl.lit(0, pl.Int64)
+    for t in terms:
+        total = total + t
+    return total
+
+
+SAMPLE_LINES = 1000
+
+
+def _forms(src: Source, time_col: int, proto_col: int) -> Forms:
+    """The forms of the file's first rows (at most :data:`SAMPLE_LINES`)."""
+    import csv as _csv
+    import itertools
+
+    times: list[str] = []
+    protos: list[str] = []
+    sep = "|" if src.layout == "nfdump-fmt" else ","
+    with src.text.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+        lines = itertools.islice(fh, 0 if src.layout == "nfdump-fmt" else 1, SAMPLE_LINES)
+        rows = (line.split(sep) for line in lines) if sep == "|" else _csv.reader(lines)
+        for row in rows:
+            if len(row) > max(time_col, proto_col):
+                times.append(row[time_col].strip())
+                protos.append(row[proto_col].strip())
+    epoch = sum(1 for t in times if re.fullmatch(EPOCH_RE, t))
+    numeric = sum(1 for p in protos if p.isdigit())
+    return Forms(epoch_times=epoch * 2 >= max(1, len(times)),
+                 numeric_proto=numeric * 2 >= max(1, len(protos)),
+                 strip=src.layout == "nfdump-fmt")
+
+
+def _fast_columns(src: Source, offset: float, forms: Forms,
                   ) -> tuple[list[pl.Expr], list[str], list[pl.Expr]]:
     """Expressions giving the flow columns (null where the fast path does not apply), the
     columns the row needs (all non-null), and further checks that must hold, for one
@@ -234,52 +281,63 @@ def _fast_columns(src: Source, offset: float,
     def col(name: str) -> str:
         return f"column_{idx[name] + 1}" if src.header else name
 
+    def text(c: str) -> pl.Expr:
+        return _text(c, forms)
+
+    def port(c: str) -> pl.Expr:
+        return _port(c, forms)
+
+    def count(c: str) -> pl.Expr:
+        return _count(c, forms)
+
+    def when(c: str) -> pl.Expr:
+        return _time(c, offset, forms)
+
     if src.layout == "canonical":
         cols = {n: col(n) for n in ("start", "end", "src", "dst", "sport", "dport", "proto",
                                     "packets", "bytes")}
-        exprs = [_time(cols["start"], offset).alias("start"),
-                 _time(cols["end"], offset).alias("end"),
-                 _s(cols["src"]).alias("src_raw"), _s(cols["dst"]).alias("dst_raw"),
-                 _port(cols["sport"]).alias("sport"), _port(cols["dport"]).alias("dport"),
-                 _proto(cols["proto"]).alias("proto"),
-                 _count(cols["packets"]).alias("packets"), _count(cols["bytes"]).alias("bytes"),
-                 (_s(col("sni")) if "sni" in idx else pl.lit(None, pl.String)).alias("sni_raw")]
+        exprs = [when(cols["start"]).alias("start"), when(cols["end"]).alias("end"),
+                 text(cols["src"]).alias("src_raw"), text(cols["dst"]).alias("dst_raw"),
+                 port(cols["sport"]).alias("sport"), port(cols["dport"]).alias("dport"),
+                 _proto(cols["proto"], forms).alias("proto"),
+                 count(cols["packets"]).alias("packets"), count(cols["bytes"]).alias("bytes"),
+                 (text(col("sni")) if "sni" in idx else pl.lit(None, pl.String))
+                 .alias("sni_raw")]
         needed = list(cols.values())
     elif src.layout == "nfdump-legacy":
-        ts = _time(col("ts"), offset)
-        end = _time(col("te"), offset)
+        ts = when(col("ts"))
+        end = when(col("te"))
         if "td" in idx:
-            td = _s(col("td"))
+            td = text(col("td"))
             absent = td.is_null() | (td == "")
             end = pl.when(absent).then(end).otherwise(
-                pl.max_horizontal(end, ts + _duration(col("td"))))
-            checks.append(absent | _duration(col("td")).is_not_null())
+                pl.max_horizontal(end, ts + _duration(col("td"), forms)))
+            checks.append(absent | _duration(col("td"), forms).is_not_null())
         opt = {n: col(n) for n in ("obyt", "ipkt", "opkt") if n in idx}
         zero = pl.lit(0, pl.Int64)
-        exprs = [ts.alias("start"), end.alias("end"), _s(col("sa")).alias("src_raw"),
-                 _s(col("da")).alias("dst_raw"), _port(col("sp")).alias("sport"),
-                 _port(col("dp")).alias("dport"), _proto(col("pr")).alias("proto"),
-                 ((_count(opt["ipkt"]) if "ipkt" in opt else zero)
-                  + (_count(opt["opkt"]) if "opkt" in opt else zero)).alias("packets"),
-                 (_count(col("ibyt")) + (_count(opt["obyt"]) if "obyt" in opt else zero))
+        exprs = [ts.alias("start"), end.alias("end"), text(col("sa")).alias("src_raw"),
+                 text(col("da")).alias("dst_raw"), port(col("sp")).alias("sport"),
+                 port(col("dp")).alias("dport"), _proto(col("pr"), forms).alias("proto"),
+                 ((count(opt["ipkt"]) if "ipkt" in opt else zero)
+                  + (count(opt["opkt"]) if "opkt" in opt else zero)).alias("packets"),
+                 (count(col("ibyt")) + (count(opt["obyt"]) if "obyt" in opt else zero))
                  .alias("bytes"), pl.lit(None, pl.String).alias("sni_raw")]
         needed = [col(n) for n in ("ts", "te", "sa", "da", "sp", "dp", "pr", "ibyt")]
         needed += list(opt.values())
     elif src.layout == "nfdump-new":
-        start = _time(col("firstSeen"), offset)
-        end = (_time(col("lastSeen"), offset) if "lastSeen" in idx
-               else start + _duration(col("duration")))
+        start = when(col("firstSeen"))
+        end = (when(col("lastSeen")) if "lastSeen" in idx
+               else start + _duration(col("duration"), forms))
         bytes_cols = [col(c) for c in ("bytes", "inBytes", "outBytes") if c in idx]
         pkt_cols = [col(c) for c in ("packets", "inPackets", "outPackets") if c in idx]
         sni = idx.get("sniName", idx.get("sni"))
-        exprs = [start.alias("start"), end.alias("end"), _s(col("srcAddr")).alias("src_raw"),
-                 _s(col("dstAddr")).alias("dst_raw"), _port(col("srcPort")).alias("sport"),
-                 _port(col("dstPort")).alias("dport"), _proto(col("proto")).alias("proto"),
-                 pl.sum_horizontal([_count(c) for c in pkt_cols]).alias("packets")
-                 if pkt_cols else pl.lit(0, pl.Int64).alias("packets"),
-                 pl.sum_horizontal([_count(c) for c in bytes_cols]).alias("bytes")
-                 if bytes_cols else pl.lit(0, pl.Int64).alias("bytes"),
-                 (_s(f"column_{sni + 1}") if sni is not None else pl.lit(None, pl.String))
+        exprs = [start.alias("start"), end.alias("end"),
+                 text(col("srcAddr")).alias("src_raw"), text(col("dstAddr")).alias("dst_raw"),
+                 port(col("srcPort")).alias("sport"), port(col("dstPort")).alias("dport"),
+                 _proto(col("proto"), forms).alias("proto"),
+                 _sum([count(c) for c in pkt_cols]).alias("packets"),
+                 _sum([count(c) for c in bytes_cols]).alias("bytes"),
+                 (text(f"column_{sni + 1}") if sni is not None else pl.lit(None, pl.String))
                  .alias("sni_raw")]
         needed = [col(n) for n in ("firstSeen", "proto", "srcAddr", "dstAddr", "srcPort",
                                    "dstPort")]
@@ -287,43 +345,77 @@ def _fast_columns(src: Source, offset: float,
         needed += pkt_cols + bytes_cols
     else:  # nfdump-fmt: 10 '|'-separated fields, no header
         c = [f"column_{i + 1}" for i in range(10)]
-        exprs = [_time(c[0], 0.0).alias("start"), _time(c[1], 0.0).alias("end"),
-                 _s(c[2]).alias("src_raw"), _s(c[3]).alias("dst_raw"),
-                 _port(c[4]).alias("sport"), _port(c[5]).alias("dport"),
-                 _proto(c[6]).alias("proto"), _count(c[7]).alias("packets"),
-                 (_count(c[8]) + _count(c[9])).alias("bytes"),
+        exprs = [_time(c[0], 0.0, forms).alias("start"), _time(c[1], 0.0, forms).alias("end"),
+                 _text(c[2], forms).alias("src_raw"), _text(c[3], forms).alias("dst_raw"),
+                 _port(c[4], forms).alias("sport"), _port(c[5], forms).alias("dport"),
+                 _proto(c[6], forms).alias("proto"), _count(c[7], forms).alias("packets"),
+                 (_count(c[8], forms) + _count(c[9], forms)).alias("bytes"),
                  pl.lit(None, pl.String).alias("sni_raw")]
         needed = c
     return exprs, needed, checks
 
 
-def _scan(src: Source) -> tuple[pl.LazyFrame, list[str]]:
-    """All the fields of every row as text, with the row index (0 = the first data line)."""
+def _key_columns(src: Source) -> tuple[int, int]:
+    """The fields whose form decides the fast path: the start time and the protocol."""
+    if src.layout == "nfdump-fmt":
+        return 0, 6
+    idx = {h.strip(): i for i, h in enumerate(src.header)}
+    t, p = {"canonical": ("start", "proto"), "nfdump-legacy": ("ts", "pr"),
+            "nfdump-new": ("firstSeen", "proto")}[src.layout]
+    return idx[t], idx[p]
+
+
+def _scan(src: Source, lossy: bool = False) -> tuple[pl.LazyFrame, list[str]]:
+    """All the fields of every row as text, with the row index (0 = the first data line).
+    ``lossy``: invalid UTF-8 replaced (the reference reads so; tried when strict fails)."""
     fmt = src.layout == "nfdump-fmt"
     width = 10 if fmt else len(src.header)
     names = [f"column_{i + 1}" for i in range(width)]
     lf = pl.scan_csv(src.text, has_header=False, skip_rows=0 if fmt else 1,
                      separator="|" if fmt else ",", infer_schema=False,
                      schema=dict.fromkeys(names, pl.String), truncate_ragged_lines=True,
-                     quote_char=None if fmt else '"', encoding="utf8-lossy",
+                     quote_char=None if fmt else '"',
+                     encoding="utf8-lossy" if lossy else "utf8",
                      raise_if_empty=False)
     return lf.with_row_index("row"), names
 
 
 @dataclass
 class Canonical:
-    """Distinct raw addresses and names checked once by the reference functions."""
+    """Distinct raw addresses and names, checked once each by the reference functions.
+    Only the values that change (``changed``: raw -> canonical) or fail (``invalid``) are
+    kept apart: most addresses are already canonical and cost nothing per row."""
 
-    addresses: dict[str, str | None] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    changed: dict[str, str] = field(default_factory=dict)
+    invalid: set[str] = field(default_factory=set)
     names: dict[str, str | None] = field(default_factory=dict)
 
-    def map_addresses(self, raw: pl.Series) -> None:
-        for value in raw.unique().drop_nulls().to_list():
-            if value not in self.addresses:
-                try:
-                    self.addresses[value] = parse_address(value)
-                except ValueError:
-                    self.addresses[value] = None
+    def learn_addresses(self, raw: pl.Series) -> None:
+        values = raw.unique().drop_nulls()
+        # a dotted quad without leading zeros is its own canonical form: no Python needed
+        values = values.filter(~values.str.contains(CANONICAL_IPV4_RE))
+        for value in values.to_list():
+            if value in self.seen:
+                continue
+            self.seen.add(value)
+            try:
+                canonical = parse_address(value)
+            except ValueError:
+                self.invalid.add(value)
+                continue
+            if canonical != value:
+                self.changed[value] = canonical
+
+    def address(self, raw: str) -> pl.Expr:
+        """The canonical form of column ``raw`` (null for an invalid address)."""
+        e = pl.col(raw)
+        if self.changed:
+            e = e.replace(self.changed)
+        if self.invalid:
+            e = pl.when(pl.col(raw).is_in(list(self.invalid))).then(pl.lit(None, pl.String))\
+                .otherwise(e)
+        return e
 
     def map_names(self, raw: pl.Series) -> None:
         for value in raw.unique().drop_nulls().to_list():
@@ -341,16 +433,24 @@ def _hostname_fast(raw: pl.Expr) -> pl.Expr:
         .otherwise(raw)
 
 
-class Partitions:
-    """Parquet chunks of flows, by partition (a hash of the client address)."""
+MEMORY_BUDGET = 256 * 1024 * 1024  # bytes of parsed flows held before spilling to disk
 
-    def __init__(self, root: Path, count: int, flow_filter: FlowFilter) -> None:
+
+class Partitions:
+    """Parsed flows by partition (a hash of the client address): in memory while they fit
+    :data:`MEMORY_BUDGET`, then spilled to Parquet chunks, so memory stays bounded whatever
+    the trace's size."""
+
+    def __init__(self, root: Path, count: int, flow_filter: FlowFilter,
+                 budget: int = MEMORY_BUDGET) -> None:
         self.root = root
         self.count = count
         self.filter = flow_filter
+        self.budget = budget
         self.chunks = 0
-        for p in range(count):
-            (root / f"p{p}").mkdir(parents=True, exist_ok=True)
+        self.held: list[list[pl.DataFrame]] = [[] for _ in range(count)]
+        self.held_bytes = 0
+        self.spilled = False
 
     def client_expr(self) -> pl.Expr:
         """The client's address: the destination of a server half (from a kept port to
@@ -364,16 +464,44 @@ class Partitions:
     def write(self, df: pl.DataFrame) -> None:
         if df.height == 0:
             return
-        df = df.select(list(FLOW_SCHEMA)).with_columns(
-            (self.client_expr().hash(seed=1) % self.count).cast(pl.Int64).alias("_part"))
-        for (part,), chunk in df.partition_by("_part", as_dict=True).items():
-            self.chunks += 1
-            chunk.drop("_part").write_parquet(
-                self.root / f"p{part}" / f"c{self.chunks}.parquet", compression="lz4",
-                statistics=False)
+        df = df.select(list(FLOW_SCHEMA))
+        if self.count == 1:
+            pieces = {0: df}
+        else:
+            df = df.with_columns((self.client_expr().hash(seed=1) % self.count)
+                                 .cast(pl.Int64).alias("_part"))
+            pieces = {int(k[0]): v.drop("_part")
+                      for k, v in df.partition_by("_part", as_dict=True).items()}
+        for part, chunk in pieces.items():
+            self.held[part].append(chunk)
+            self.held_bytes += int(chunk.estimated_size())
+        if self.held_bytes > self.budget:
+            self.spill()
 
-    def files(self, p: int) -> list[Path]:
-        return sorted((self.root / f"p{p}").glob("*.parquet"))
+    def spill(self) -> None:
+        for part, frames in enumerate(self.held):
+            if frames:
+                (self.root / f"p{part}").mkdir(parents=True, exist_ok=True)
+                self.chunks += 1
+                pl.concat(frames).write_parquet(
+                    self.root / f"p{part}" / f"c{self.chunks}.parquet", compression="lz4",
+                    statistics=False)
+        self.held = [[] for _ in range(self.count)]
+        self.held_bytes = 0
+        self.spilled = True
+
+    def frame(self, p: int) -> pl.DataFrame:
+        """Partition ``p``'s flows (read back from disk when spilled)."""
+        files = sorted((self.root / f"p{p}").glob("*.parquet"))
+        frames = ([pl.read_parquet(files)] if files else []) + self.held[p]
+        return pl.concat(frames) if frames else pl.DataFrame(schema=FLOW_SCHEMA)
+
+    def scan(self) -> pl.LazyFrame:
+        """Every flow, lazily (for the reverse-DNS pass)."""
+        files = sorted(self.root.glob("p*/*.parquet"))
+        frames = [pl.scan_parquet(files)] if files else []
+        frames += [f.lazy() for held in self.held for f in held]
+        return pl.concat(frames) if frames else pl.LazyFrame(schema=FLOW_SCHEMA)
 
 
 def _residue(src: Source, rows: set[int], tz: tzinfo, errors: ErrorLog,
@@ -429,16 +557,38 @@ def _records_frame(src: Source, recs: list[tuple[int, FlowRecord]]) -> pl.DataFr
          "sni": [x.sni for _, x in recs]}, schema=FLOW_SCHEMA)
 
 
+class NotUtf8(Exception):
+    """An input is not valid UTF-8 where the strict (faster) decoder read it."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
+def _batches(src: Source, parsed: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    try:
+        yield from parsed.collect_batches(chunk_size=BATCH_ROWS)
+    except pl.exceptions.ComputeError as exc:
+        if "utf" in str(exc).lower():
+            raise NotUtf8(src.index) from exc
+        raise ReplayInputError(f"{src.display}: {str(exc).splitlines()[0]}") from exc
+
+
 def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
-                  errors: ErrorLog, progress: Callable[[int], None]) -> int:
-    """Phase 1 for one input; returns the number of flow records (``flows_read``)."""
+                  errors: ErrorLog, progress: Callable[[int], None], lossy: bool = False,
+                  ) -> int:
+    """Phase 1 for one input; returns the number of flow records (``flows_read``).
+    ``lossy``: decode invalid UTF-8 as replacement characters (slower; the reference's
+    reading), else raise :class:`NotUtf8` at the first invalid byte."""
     offset = 0.0
     if src.layout != "nfdump-fmt":
         probe = tz.utcoffset(None)
         offset = probe.total_seconds() if probe is not None else 0.0
-    lf, names = _scan(src)
-    exprs, needed, checks = _fast_columns(src, offset)
-    lengths = [pl.col(c).str.len_bytes().fill_null(0) for c in names]
+    lf, names = _scan(src, lossy)
+    forms = _forms(src, *_key_columns(src))
+    exprs, needed, checks = _fast_columns(src, offset, forms)
+    # field and line bounds, over the fields the layout uses (the others are never read)
+    lengths = [pl.col(c).str.len_bytes().fill_null(0) for c in needed]
     too_long = (pl.max_horizontal(lengths) > MAX_FIELD_CHARS) | (
         pl.sum_horizontal(lengths) + len(names) > MAX_LINE_CHARS)
     complete = pl.all_horizontal([pl.col(c).is_not_null() for c in needed] + checks) & ~too_long
@@ -455,36 +605,34 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     flows = 0
     stop: int | None = None
     base = src.index << FILE_SHIFT
-    for batch in parsed.collect_batches(chunk_size=BATCH_ROWS):
+    for batch in _batches(src, parsed):
         hits = batch.filter(pl.col("_summary"))
         if hits.height:
             stop = int(hits["row"][0])
             batch = batch.filter(pl.col("row") < stop)
         progress(batch.height)
-        ok = batch.filter(pl.col("_ok"))
-        residue.update(batch.filter(~pl.col("_ok"))["row"].to_list())
+        if batch["_ok"].all():
+            ok = batch
+        else:
+            ok = batch.filter(pl.col("_ok"))
+            residue.update(batch.filter(~pl.col("_ok"))["row"].to_list())
         if ok.height:
-            v4 = pl.col("src_raw").str.contains(CANONICAL_IPV4_RE)
-            d4 = pl.col("dst_raw").str.contains(CANONICAL_IPV4_RE)
-            canon.map_addresses(ok.filter(~v4)["src_raw"])
-            canon.map_addresses(ok.filter(~d4)["dst_raw"])
-            canon.map_names(ok["sni_raw"])
-            ok = ok.with_columns(
-                pl.when(v4).then(pl.col("src_raw"))
-                .otherwise(pl.col("src_raw").replace_strict(canon.addresses, default=None,
-                                                             return_dtype=pl.String))
-                .alias("src"),
-                pl.when(d4).then(pl.col("dst_raw"))
-                .otherwise(pl.col("dst_raw").replace_strict(canon.addresses, default=None,
-                                                             return_dtype=pl.String))
-                .alias("dst"),
-                pl.col("sni_raw").replace_strict(canon.names, default=None,
-                                                 return_dtype=pl.String).alias("sni"))
-            bad = (pl.col("src").is_null() | pl.col("dst").is_null()
-                   | (pl.col("sni_raw").is_not_null() & pl.col("sni").is_null()))
-            residue.update(ok.filter(bad)["row"].to_list())
-            ok = ok.filter(~bad).with_columns((pl.col("row").cast(pl.Int64) + base)
-                                              .alias("seq"))
+            canon.learn_addresses(ok["src_raw"])
+            canon.learn_addresses(ok["dst_raw"])
+            sni = pl.lit(None, pl.String)
+            named = ok["sni_raw"].null_count() < ok.height
+            if named:
+                canon.map_names(ok["sni_raw"])
+                sni = pl.col("sni_raw").replace_strict(canon.names, default=None,
+                                                       return_dtype=pl.String)
+            ok = ok.with_columns(canon.address("src_raw").alias("src"),
+                                 canon.address("dst_raw").alias("dst"), sni.alias("sni"),
+                                 (pl.col("row").cast(pl.Int64) + base).alias("seq"))
+            if canon.invalid or named:
+                bad = (pl.col("src").is_null() | pl.col("dst").is_null()
+                       | (pl.col("sni_raw").is_not_null() & pl.col("sni").is_null()))
+                residue.update(ok.filter(bad)["row"].to_list())
+                ok = ok.filter(~bad)
             parts.write(ok)
             flows += ok.height
         if stop is not None:
@@ -515,6 +663,8 @@ def _pair(df: pl.DataFrame, flt: FlowFilter) -> tuple[pl.DataFrame, int, int]:
     client = is_proto & pl.col("dport").is_in(ports)
     server = is_proto & pl.col("sport").is_in(ports) & ~pl.col("dport").is_in(ports)
     df = df.with_columns(client.alias("_c"), server.alias("_s"))
+    if not df["_s"].any():  # no server halves: nothing to pair (bidirectional records)
+        return df.drop("_c", "_s"), 0, 0
     halves_c = df.filter(pl.col("_c"))
     halves_s = df.filter(pl.col("_s")).rename(
         {"src": "dst", "dst": "src", "sport": "dport", "dport": "sport"})
@@ -552,7 +702,7 @@ def _client_cache(df: pl.DataFrame, lifetime: float | None) -> pl.Series:
     """``True`` where a flow is a client-cache hit (``df`` sorted by time, then arrival)."""
     key = ["client", "host", "port"]
     if lifetime is None:  # the first flow of each (client, host, port) asks the notary
-        return df.select((pl.int_range(pl.len()).over(key) > 0).alias("hit"))["hit"]
+        return df.select((~pl.struct(key).is_first_distinct()).alias("hit"))["hit"]
     order = df.with_row_index("_i").sort([*key, "start", "seq"])
     times = order["start"].to_list()
     groups = order.select(pl.struct(key).rank("dense").alias("g"))["g"].to_list()
@@ -569,42 +719,42 @@ def _client_cache(df: pl.DataFrame, lifetime: float | None) -> pl.Series:
     return (order.select("_i").with_columns(pl.Series("hit", hits)).sort("_i")["hit"])
 
 
-def partition_events(files: list[Path], out: Path, cfg: EngineConfig,
-                     names: pl.DataFrame, rdns: pl.DataFrame, targets: pl.DataFrame,
-                     pseudonyms: Callable[[list[str]], dict[str, str]]) -> StageCounters:
-    """Phase 2 for one partition: its events sorted by (start, seq) into ``out``."""
+def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
+                     rdns: pl.DataFrame, targets: pl.DataFrame,
+                     pseudonyms: Callable[[pl.Series], pl.DataFrame],
+                     ) -> tuple[pl.DataFrame, StageCounters]:
+    """Phase 2 for one partition's flows: its events sorted by (start, seq)."""
     c = StageCounters()
-    if not files:
-        pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(out)
-        return c
-    df = pl.read_parquet(files)
+    empty = pl.DataFrame(schema=EVENT_SCHEMA)
+    if df.height == 0:
+        return empty, c
     flows, c.paired, c.reverse_only = _pair(df, cfg.flow_filter)
     ports, protos = sorted(cfg.flow_filter.ports), sorted(cfg.flow_filter.protocols)
     keep = pl.col("proto").is_in(protos) & pl.col("dport").is_in(ports)
-    c.filtered_out = flows.filter(~keep).height
     kept = flows.filter(keep).sort(["start", "seq"])
+    c.filtered_out = flows.height - kept.height
     c.kept = kept.height
     if kept.height == 0:
-        pl.DataFrame(schema=EVENT_SCHEMA).write_parquet(out)
-        return c
+        return empty, c
     c.ssl_bytes_kept = int(kept["bytes"].sum())
     c.first_start = float(kept["start"][0])
     c.last_start = float(kept["start"][-1])
-    named = (kept.join(names, left_on="dst", right_on="address", how="left")
-             .join(rdns, left_on="dst", right_on="address", how="left", suffix="_rdns")
-             .with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"),
-                           pl.when(pl.col("sni").is_not_null()).then(pl.lit("sni"))
-                           .when(pl.col("name").is_not_null()).then(pl.lit("map"))
-                           .when(pl.col("name_rdns").is_not_null()).then(pl.lit("rdns"))
-                           .alias("named_by")))
-    c.unnamed_dropped = named.filter(pl.col("host").is_null()).height
+    named = kept.join(names, left_on="dst", right_on="address", how="left")
+    if rdns.height:
+        named = named.join(rdns, left_on="dst", right_on="address", how="left",
+                           suffix="_rdns")
+    else:
+        named = named.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
+    named = named.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"),
+                               pl.when(pl.col("sni").is_not_null()).then(pl.lit("sni"))
+                               .when(pl.col("name").is_not_null()).then(pl.lit("map"))
+                               .otherwise(pl.lit("rdns")).alias("named_by"))
+    c.unnamed_dropped = int(named["host"].null_count())
     named = named.filter(pl.col("host").is_not_null())
     c.named = named.height
-    c.named_by = {str(k): int(v) for k, v in named.group_by("named_by").len().iter_rows()}
+    c.named_by = {str(k): int(v) for k, v in named["named_by"].value_counts().iter_rows()}
     c.ssl_bytes_named = int(named["bytes"].sum()) if named.height else 0
-    mapping = pseudonyms(named["src"].unique().to_list())
-    named = (named.with_columns(pl.col("src").replace_strict(mapping, return_dtype=pl.String)
-                                .alias("client"))
+    named = (named.join(pseudonyms(named["src"].unique()), on="src", how="left")
              .join(targets, on="host", how="left")
              .with_columns(pl.coalesce("target_port", "dport").alias("port"),
                            pl.col("target_fingerprint").fill_null("").alias("fingerprint")))
@@ -616,8 +766,7 @@ def partition_events(files: list[Path], out: Path, cfg: EngineConfig,
         .alias("kind"), pl.col("bytes").alias("ssl_bytes"))
     if not cfg.include_client_hits:
         events = events.filter(~pl.col("hit"))
-    events.select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA).write_parquet(out)  # type: ignore[arg-type]
-    return c
+    return events.select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA), c  # type: ignore[arg-type]
 
 
 def _sum_counters(parts: Iterable[StageCounters]) -> StageCounters:
@@ -641,31 +790,69 @@ def _sum_counters(parts: Iterable[StageCounters]) -> StageCounters:
 # ------------------------------------------------------------------------ phase 3
 
 
-def _write_events(event_files: list[Path], out: Path, t0: float, parquet: bool) -> int:
-    """Merge the partitions' sorted events by (start, seq) into ``out`` (via a temporary
-    file in the same directory, renamed at the end)."""
-    lf = pl.concat([pl.scan_parquet(f) for f in event_files]) if event_files else \
-        pl.LazyFrame(schema=EVENT_SCHEMA)
-    # the CSV writer rounds to 6 decimals itself (as the reference's round(x, 6) does)
+WINDOW_EVENTS = 4_000_000  # events sorted in memory at once when merging spilled partitions
+
+
+def _output_frame(events: pl.DataFrame, t0: float, parquet: bool) -> pl.DataFrame:
+    # the CSV writer rounds to 6 decimals itself (as the reference's round(x, 6) does); an
+    # empty fingerprint is an empty CSV field (as Python's csv writes it), not ""
     offset = pl.col("start") - t0
-    lf = lf.sort(["start", "seq"]).select(
-        (offset.round(6) if parquet else offset).alias("offset"),
-        "kind", "client", "host", "port",
-        # an empty value is an empty CSV field (as Python's csv writes it), not ""
-        (pl.col("fingerprint") if parquet else pl.when(pl.col("fingerprint") != "")
-         .then(pl.col("fingerprint"))).alias("fingerprint"), "ssl_bytes")
+    return events.select(
+        (offset.round(6) if parquet else offset).alias("offset"), "kind", "client", "host",
+        "port", (pl.col("fingerprint") if parquet else pl.when(pl.col("fingerprint") != "")
+                 .then(pl.col("fingerprint"))).alias("fingerprint"), "ssl_bytes")
+
+
+def _write_events(parts: list[pl.DataFrame | Path], out: Path, t0: float,
+                  bounds: tuple[float, float], total: int) -> None:
+    """Merge the partitions' events, each sorted by (start, seq), into ``out`` in that
+    order, through a temporary file in the same directory renamed at the end. Events held in
+    memory are sorted at once; spilled ones (Parquet files) are merged window by window of
+    start time, each window sorted in memory, so memory stays bounded."""
+    parquet = out.suffix.lower() == ".parquet"
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
-        if parquet:
-            lf.sink_parquet(tmp, engine="streaming")
+        if all(isinstance(p, pl.DataFrame) for p in parts):
+            frames = [p for p in parts if isinstance(p, pl.DataFrame) and p.height]
+            if len(frames) == 1:
+                merged = frames[0]  # one partition: already in order
+            else:
+                merged = (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)
+                          ).sort(["start", "seq"])
+            frame = _output_frame(merged, t0, parquet)
+            if parquet:
+                frame.write_parquet(tmp)
+            else:
+                frame.write_csv(tmp, float_precision=6)
         else:
-            lf.sink_csv(tmp, float_precision=6, engine="streaming")
-        rows = pl.scan_parquet(tmp).select(pl.len()).collect().item() if parquet else None
+            lf = pl.concat([pl.scan_parquet(p) if isinstance(p, Path) else p.lazy()
+                            for p in parts])
+            first, last = bounds
+            windows = max(1, math.ceil(total / WINDOW_EVENTS))
+            step = (last - first) / windows if last > first else 1.0
+            edges = [first + i * step for i in range(windows)] + [math.inf]
+            pieces: list[Path] = []
+            with tmp.open("wb") as fh:
+                for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+                    lo_expr = pl.col("start") >= lo if i else pl.lit(True)
+                    window = lf.filter(lo_expr & (pl.col("start") < hi)).collect()
+                    frame = _output_frame(window.sort(["start", "seq"]), t0, parquet)
+                    if parquet:  # windows as pieces, concatenated in order below
+                        pieces.append(tmp.with_name(f"{tmp.name}.{i}"))
+                        frame.write_parquet(pieces[-1])
+                    else:
+                        frame.write_csv(fh, float_precision=6, include_header=i == 0)
+            if parquet:
+                pl.scan_parquet(pieces).sink_parquet(tmp, maintain_order=True)
+                for piece in pieces:
+                    piece.unlink(missing_ok=True)
         tmp.replace(out)
     except (OSError, pl.exceptions.PolarsError) as exc:
         tmp.unlink(missing_ok=True)
         raise ReplayIOError(f"cannot write {out}: {exc}") from exc
-    return int(rows) if rows is not None else -1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # ------------------------------------------------------------------------ the whole
@@ -726,13 +913,22 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
         sources = plan_sources(inputs, fmt, nfdump_output, work, tz, nfdump_filter)
         total = sum(s.size for s in sources)
         count = max(cfg.jobs, min(MAX_PARTITIONS, math.ceil(total / PART_BYTES) or 1))
-        parts = Partitions(work / "flows", count, cfg.flow_filter)
-        canon = Canonical()
         if progress is None:
             progress = Progress(sum(_estimated_rows(src) for src in sources), emit)
         counters = StageCounters()
-        for src in sources:
-            counters.flows_read += ingest_source(src, parts, canon, tz, errors, progress.add)
+        lossy: set[int] = set()
+        while True:  # again, decoding leniently, when an input is not valid UTF-8
+            saved = (errors.count, list(errors.messages))
+            parts = Partitions(work / f"flows-{len(lossy)}", count, cfg.flow_filter)
+            canon = Canonical()
+            try:
+                counters.flows_read = sum(
+                    ingest_source(src, parts, canon, tz, errors, progress.add,
+                                  src.index in lossy) for src in sources)
+                break
+            except NotUtf8 as exc:
+                lossy.add(exc.index)
+                errors.count, errors.messages = saved[0], saved[1]
         counters.malformed = errors.count
         rdns_map: Mapping[str, str | None] = {}
         if rdns is not None:
@@ -749,42 +945,47 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
                     "target_fingerprint": pl.String})
         cache: dict[str, str] = {}
 
-        def pseudonyms(srcs: list[str]) -> dict[str, str]:
-            for s in srcs:
-                if s not in cache:
-                    cache[s] = anonymise(s, cfg.salt)
-            return {s: cache[s] for s in srcs}
+        def pseudonyms(srcs: pl.Series) -> pl.DataFrame:
+            values = srcs.to_list()
+            for v in values:
+                if v not in cache:
+                    cache[v] = anonymise(v, cfg.salt)
+            return pl.DataFrame({"src": values, "client": [cache[v] for v in values]},
+                                schema={"src": pl.String, "client": pl.String})
 
-        outs = [work / f"events-{p}.parquet" for p in range(count)]
+        def one(p: int) -> tuple[pl.DataFrame | Path, StageCounters]:
+            events, c = partition_events(parts.frame(p), cfg, names_df, rdns_df, targets_df,
+                                         pseudonyms)
+            if not parts.spilled:
+                return events, c
+            path = work / f"events-{p}.parquet"
+            events.write_parquet(path, compression="lz4")
+            return path, c
+
         with ThreadPoolExecutor(max_workers=cfg.jobs) as pool:
-            results = list(pool.map(
-                lambda p: partition_events(parts.files(p), outs[p], cfg, names_df, rdns_df,
-                                           targets_df, pseudonyms), range(count)))
-        total_c = _sum_counters(results)
+            results = list(pool.map(one, range(count)))
+        total_c = _sum_counters(c for _, c in results)
         for name in ("paired", "reverse_only", "filtered_out", "kept", "named",
                      "unnamed_dropped", "client_cache_hits", "notary_requests",
                      "ssl_bytes_kept", "ssl_bytes_named", "first_start", "last_start",
                      "named_by"):
             setattr(counters, name, getattr(total_c, name))
         t0 = cfg.trace_start if cfg.trace_start is not None else (counters.first_start or 0.0)
+        rows = counters.notary_requests + (counters.client_cache_hits
+                                           if cfg.include_client_hits else 0)
         if emit is not None:
             emit(f"workload: {counters.flows_read:,} flows in "
-                 f"{time.monotonic() - progress.t0:.1f} s; writing {out}")
-        rows = _write_events(outs, out, t0, out.suffix.lower() == ".parquet")
-        if rows < 0:
-            rows = counters.notary_requests + (counters.client_cache_hits
-                                               if cfg.include_client_hits else 0)
+                 f"{time.monotonic() - progress.t0:.1f} s; writing {rows:,} events to {out}")
+        _write_events([e for e, _ in results], out, t0,
+                      (counters.first_start or 0.0, counters.last_start or 0.0), rows)
         return counters, rows
 
 
 def _unnamed_destinations(parts: Partitions, name_map: Mapping[str, str]) -> list[str]:
     """Destinations of kept flows with neither SNI nor a map entry (for reverse DNS)."""
-    files = [f for p in range(parts.count) for f in parts.files(p)]
-    if not files:
-        return []
     ports, protos = sorted(parts.filter.ports), sorted(parts.filter.protocols)
     known = pl.Series(list(name_map), dtype=pl.String)
-    lf = (pl.scan_parquet(files)
+    lf = (parts.scan()
           .filter(pl.col("proto").is_in(protos) & pl.col("dport").is_in(ports)
                   & pl.col("sni").is_null() & ~pl.col("dst").is_in(known))
           .select(pl.col("dst").unique()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -204,3 +205,20 @@ def test_bench_summary_lists_figures_against_goals(monkeypatch: pytest.MonkeyPat
     # twin: with nothing recorded yet every suite says so, nothing raises
     monkeypatch.setattr(summary, "results_path", lambda rel: Path("/nonexistent") / rel)
     assert all("no results" in r[0] for r in summary.rows())
+
+
+@pytest.mark.timeout(600)
+def test_ingest_benchmark_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "ingest.json"
+    r = subprocess.run([sys.executable, "-m", "bench.replay.ingest", "--quick", "--work",
+                        str(tmp_path / "work"), "--out", str(out)], capture_output=True,
+                       text=True, timeout=580, cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["layouts"]) == {"canonical", "nfdump-legacy", "nfdump-new"}
+    for v in doc["layouts"].values():
+        assert v["flows"] > 10_000 and v["flows_per_s_one_core"] > 0
+        assert v["ratio_to_plain"] > 0 and v["peak_rss_mb"] > 0
+    assert doc["two_cores"]["speedup"] > 0 and doc["per_row_oracle"]["flows"] > 10_000
+    assert set(doc["goals"]) == {"flows_per_s_one_core", "ratio_to_plain_read_sort",
+                                 "peak_rss_mb"}

@@ -275,3 +275,18 @@ def test_cli_workload_progress_quiet_and_stages(hour: Path, tmp_path: Path,
     assert main(["workload", str(hour / "flows.csv"), "--names", str(hour / "names.txt"),
                  "-o", str(tmp_path / "q.csv"), "-q"]) == 0
     assert "workload:" not in capsys.readouterr().err  # quiet: no progress lines
+
+
+def test_a_file_that_is_not_utf8_is_read_as_the_reference_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    rows = [",".join(CANONICAL_COLUMNS)]
+    rows += [f"{1366563600 + i},{1366563601 + i},10.0.0.{i},198.18.0.1,4000{i},443,6,4,260,"
+             for i in range(5)]
+    data = ("\n".join(rows) + "\n").encode()
+    data = data.replace(b"10.0.0.3", b"10.0.0.\xe93")  # one invalid UTF-8 byte
+    path.write_bytes(data)
+    c_ref, e_ref = reference([path], tmp_path / "r.csv", UNUSUAL_NAMES)
+    c_eng, e_eng = engine([path], tmp_path / "e.csv", UNUSUAL_NAMES)
+    assert same(c_ref, c_eng) == {} and e_eng.count == e_ref.count == 1
+    assert e_ref.messages == e_eng.messages  # counted once, not once per attempt
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()

@@ -1,0 +1,211 @@
+"""Trace ingest: ``replay workload`` on the columnar engine against a plain read+sort of the
+same file by the same engine, measured in one run.
+
+    python -m bench.replay.ingest [--scale 0.1] [--trials 3] [--big-flows N] [--quick]
+
+For each layout of the synthetic hour (canonical CSV, nfdump's legacy and new CSV): the
+engine on one core (``--jobs 1``, ``POLARS_MAX_THREADS=1``) in a fresh process, its flows/s
+and peak RSS (``wait4``), and the baseline, ``pl.scan_csv(FILE).sort(start).collect()`` on
+one core; then the engine on two cores (the speedup), and the per-row pipeline (the test
+oracle) once, for scale. ``--big-flows N`` also builds a trace of N flows (several synthetic
+hours in one file) and records the engine's peak RSS on it. Every child is bounded in time.
+Results: ``bench/results/ingest.json`` (``var/results/`` unless recording).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.paths import results_path  # noqa: E402
+
+CHILD_TIMEOUT = 1800.0
+LAYOUTS = {"canonical": "flows.csv", "nfdump-legacy": "flows-nfdump-legacy.csv",
+           "nfdump-new": "flows-nfdump-new.csv"}
+START = {"canonical": "start", "nfdump-legacy": "ts", "nfdump-new": "firstSeen"}
+GOAL_FLOWS_PER_S = 1_000_000
+GOAL_RATIO = 1.5
+GOAL_RSS_MB = 500
+GOAL_BIG_RSS_MB = 2048
+
+
+def _python() -> str:
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def child(argv: list[str], threads: int) -> dict[str, Any]:
+    """Run this module in ``child`` mode in a fresh process; its JSON line, wall time and
+    peak RSS."""
+    env = dict(os.environ, POLARS_MAX_THREADS=str(threads), PYTHONHASHSEED="0")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([_python(), "-m", "bench.replay.ingest", "child", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    deadline = t0 + CHILD_TIMEOUT
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            proc.kill()
+            raise SystemExit(f"child {argv} ran over {CHILD_TIMEOUT} s")
+        time.sleep(0.02)
+    wall = time.perf_counter() - t0
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"child {argv} failed: {err[-2000:]}")
+    doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    doc["wall_s"] = wall
+    doc["peak_rss_mb"] = usage.ru_maxrss / 1024.0
+    return doc
+
+
+def run_child(mode: str, path: Path, layout: str, jobs: int, out: Path) -> None:
+    """``child`` mode: one measurement, printed as a JSON line."""
+    t0 = time.perf_counter()
+    if mode == "engine":
+        from replay import columnar
+        from replay.ingest import ErrorLog
+        from replay.workload import read_name_map
+
+        names = read_name_map(path.parent / "names.txt")
+        t0 = time.perf_counter()  # the name map is read before, as the CLI does
+        counters, rows = columnar.build([path], out, columnar.EngineConfig(jobs=jobs),
+                                        ErrorLog(), names, {})
+        doc = {"flows": counters.flows_read, "rows": rows}
+    elif mode == "plain":
+        import polars as pl
+
+        df = pl.scan_csv(path).sort(START[layout]).collect()
+        doc = {"flows": df.height, "rows": df.height}
+    else:  # the per-row pipeline, the oracle
+        from replay.ingest import ErrorLog, read_flows
+        from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
+        from replay.workload import read_name_map, write_workload
+
+        names = read_name_map(path.parent / "names.txt")
+        t0 = time.perf_counter()
+        c = StageCounters()
+        rows = write_workload(build_workload(read_flows([path], ErrorLog()), Namer(names),
+                                             WorkloadConfig(), c), out)
+        doc = {"flows": c.flows_read, "rows": rows}
+    doc["seconds"] = time.perf_counter() - t0
+    print(json.dumps(doc))
+
+
+def synth(work: Path, scale: float, duration: float, formats: list[str]) -> Path:
+    from replay.cli import write_synthetic
+    from replay.synth import SynthConfig, SyntheticTrace
+
+    tag = work / f"syn-{scale}-{duration:g}"
+    if not (tag / "synth.json").exists() or any(not (tag / LAYOUTS[f]).exists()
+                                                for f in formats):
+        print(f"bench/ingest: synthesising scale {scale}, {duration:g} s ...", flush=True)
+        write_synthetic(SyntheticTrace(SynthConfig(seed=3, scale=scale, duration=duration)),
+                        tag, formats)
+    return tag
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["child"]:
+        run_child(args[1], Path(args[2]), args[3], int(args[4]), Path(args[5]))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=0.1)
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--big-flows", type=int, default=0,
+                    help="also measure peak RSS on a trace of this many flows (0: skip)")
+    ap.add_argument("--quick", action="store_true", help="scale 0.02, one trial")
+    ap.add_argument("--work", type=Path, default=ROOT / "var" / "bench-ingest")
+    ap.add_argument("--out", type=Path, default=results_path("bench/results/ingest.json"))
+    a = ap.parse_args(args)
+    if a.quick:
+        a.scale, a.trials = 0.02, 1
+    a.work.mkdir(parents=True, exist_ok=True)
+    data = synth(a.work, a.scale, 3600.0, list(LAYOUTS))
+    scratch = a.work / "out.csv"
+    layouts: dict[str, Any] = {}
+    for layout, name in LAYOUTS.items():
+        path = data / name
+        eng, plain = [], []
+        for trial in range(a.trials):
+            order = ("engine", "plain") if trial % 2 == 0 else ("plain", "engine")
+            for mode in order:
+                r = child([mode, str(path), layout, "1", str(scratch)], threads=1)
+                (eng if mode == "engine" else plain).append(r)
+        e_s = statistics.median(r["seconds"] for r in eng)
+        p_s = statistics.median(r["seconds"] for r in plain)
+        flows = eng[0]["flows"]
+        layouts[layout] = {
+            "file_mb": path.stat().st_size / 1e6, "flows": flows,
+            "engine_s": e_s, "plain_read_sort_s": p_s,
+            "flows_per_s_one_core": flows / e_s, "ratio_to_plain": e_s / p_s,
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in eng),
+            "plain_peak_rss_mb": max(r["peak_rss_mb"] for r in plain),
+            "trials": {"engine": eng, "plain": plain},
+        }
+        print(f"bench/ingest: {layout}: {flows:,} flows, engine {e_s:.2f} s "
+              f"({flows / e_s:,.0f} flows/s, peak RSS {layouts[layout]['peak_rss_mb']:.0f} MB),"
+              f" plain read+sort {p_s:.2f} s, ratio {e_s / p_s:.2f}", flush=True)
+    canon = data / LAYOUTS["canonical"]
+    two = [child(["engine", str(canon), "canonical", "2", str(scratch)], threads=2)
+           for _ in range(a.trials)]
+    two_s = statistics.median(r["seconds"] for r in two)
+    speedup = layouts["canonical"]["engine_s"] / two_s
+    print(f"bench/ingest: canonical on 2 cores {two_s:.2f} s: speedup {speedup:.2f}x",
+          flush=True)
+    oracle = child(["rows", str(canon), "canonical", "1", str(scratch)], threads=1)
+    print(f"bench/ingest: the per-row pipeline (test oracle) {oracle['seconds']:.2f} s "
+          f"({oracle['flows'] / oracle['seconds']:,.0f} flows/s)", flush=True)
+    big: dict[str, Any] | None = None
+    if a.big_flows:
+        hours = max(1.0, a.big_flows / (layouts["canonical"]["flows"] / a.scale))
+        bdata = synth(a.work, 1.0, min(86400.0, 3600.0 * hours), ["canonical"])
+        flows_file = bdata / LAYOUTS["canonical"]
+        r = child(["engine", str(flows_file), "canonical", str(os.cpu_count() or 1),
+                   str(a.work / "big.csv")], threads=os.cpu_count() or 1)
+        big = {"flows": r["flows"], "file_gb": flows_file.stat().st_size / 1e9,
+               "seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"],
+               "flows_per_s": r["flows"] / r["seconds"], "goal_rss_mb": GOAL_BIG_RSS_MB,
+               "met": r["peak_rss_mb"] < GOAL_BIG_RSS_MB}
+        print(f"bench/ingest: big trace {r['flows']:,} flows ({big['file_gb']:.1f} GB): "
+              f"{r['seconds']:.0f} s, peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    scratch.unlink(missing_ok=True)
+    canon_row = layouts["canonical"]
+    doc = {
+        "suite": "ingest", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "load_average": os.getloadavg()},
+        "scale": a.scale, "trials": a.trials, "layouts": layouts,
+        "two_cores": {"seconds": two_s, "speedup": speedup, "trials": two},
+        "per_row_oracle": oracle, "big": big,
+        "goals": {
+            "flows_per_s_one_core": {"limit": GOAL_FLOWS_PER_S, "met": all(
+                v["flows_per_s_one_core"] >= GOAL_FLOWS_PER_S for v in layouts.values())},
+            "ratio_to_plain_read_sort": {"limit": GOAL_RATIO, "met": all(
+                v["ratio_to_plain"] <= GOAL_RATIO for v in layouts.values())},
+            "peak_rss_mb": {"limit": GOAL_RSS_MB,
+                            "met": canon_row["peak_rss_mb"] < GOAL_RSS_MB},
+        },
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"bench/ingest: wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
