@@ -196,6 +196,12 @@ def _text(name: str, forms: Forms) -> pl.Expr:
     return pl.col(name).str.strip_chars() if forms.strip else pl.col(name)
 
 
+def _short(name: str) -> pl.Expr:
+    """The reference refuses a field over MAX_FIELD_CHARS characters (e.g. a number padded
+    with zeros, which a cast would read)."""
+    return pl.col(name).str.len_bytes() <= MAX_FIELD_CHARS
+
+
 def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
     """Seconds since the epoch for the file's form of time (epoch seconds or milliseconds,
     or a naive ``YYYY-MM-DD HH:MM:SS[.fff|.ffffff]`` in the zone ``offset`` seconds east of
@@ -205,36 +211,46 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
         v = t.cast(pl.Float64, strict=False)
         ms = ~t.str.contains(".", literal=True) & (t.str.len_bytes() >= 13)
         v = pl.when(ms).then(v / 1000.0).otherwise(v)
-        return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11)).then(v)
-    naive = t.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S%.f", strict=False)
-    return pl.when(t.str.len_bytes().is_in([19, 23, 26])).then(
-        naive.dt.epoch("us").cast(pl.Float64) / 1_000_000.0 - offset)
+        return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11) & _short(name)).then(v)
+    # the seconds part has few distinct values (about one per second of trace): parsed once
+    # each (strptime's cache); the fraction is plain digits
+    n = t.str.len_bytes()
+    seconds = t.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S",
+                                               strict=False, cache=True).dt.epoch("us")
+    dot = t.str.slice(19, 1) == "."
+    frac = (pl.when(n == 19).then(pl.lit(0, pl.Int64))
+            .when((n == 23) & dot).then(t.str.slice(20, 3).cast(pl.Int64, strict=False) * 1000)
+            .when((n == 26) & dot).then(t.str.slice(20, 6).cast(pl.Int64, strict=False)))
+    # integer microseconds, the offset included, then seconds: the reference's arithmetic
+    us = pl.when(frac >= 0).then(seconds + frac - int(round(offset * 1_000_000)))
+    return us.cast(pl.Float64) / 1_000_000.0
 
 
 def _port(name: str, forms: Forms) -> pl.Expr:
     # polars reads only what Python's int() reads the same way (digits, a sign); an ICMP
     # type.code, spaces or underscores go to the reference
     n = _text(name, forms).cast(pl.Int64, strict=False)
-    return pl.when((n >= 0) & (n <= 65535)).then(n)
+    return pl.when((n >= 0) & (n <= 65535) & _short(name)).then(n)
 
 
 def _proto(name: str, forms: Forms) -> pl.Expr:
     t = _text(name, forms)
     if forms.numeric_proto:
         n = t.cast(pl.Int64, strict=False)
-        return pl.when((n >= 0) & (n <= 255) & ~t.str.starts_with("+")).then(n)
-    return t.str.to_uppercase().replace_strict(PROTO_NAMES, default=None,
-                                               return_dtype=pl.Int64)
+        return pl.when((n >= 0) & (n <= 255) & ~t.str.starts_with("+") & _short(name)).then(n)
+    # the names as exporters print them (upper case); other spellings go to the reference
+    return t.replace_strict(PROTO_NAMES, default=None, return_dtype=pl.Int64)
 
 
 def _count(name: str, forms: Forms) -> pl.Expr:
     n = _text(name, forms).cast(pl.Int64, strict=False)
-    return pl.when(n >= 0).then(n)
+    return pl.when((n >= 0) & _short(name)).then(n)
 
 
 def _duration(name: str, forms: Forms) -> pl.Expr:
-    t = _text(name, forms)
-    return pl.when(t.str.contains(EPOCH_RE)).then(t.cast(pl.Float64, strict=False))
+    # what polars reads as a float, Python's float() reads the same (HH:MM:SS: residue)
+    v = _text(name, forms).cast(pl.Float64, strict=False)
+    return pl.when(v.is_finite() & (v >= 0) & _short(name)).then(v)
 
 
 def _sum(terms: list[pl.Expr]) -> pl.Expr:
@@ -587,11 +603,11 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     lf, names = _scan(src, lossy)
     forms = _forms(src, *_key_columns(src))
     exprs, needed, checks = _fast_columns(src, offset, forms)
-    # field and line bounds, over the fields the layout uses (the others are never read)
-    lengths = [pl.col(c).str.len_bytes().fill_null(0) for c in needed]
-    too_long = (pl.max_horizontal(lengths) > MAX_FIELD_CHARS) | (
-        pl.sum_horizontal(lengths) + len(names) > MAX_LINE_CHARS)
-    complete = pl.all_horizontal([pl.col(c).is_not_null() for c in needed] + checks) & ~too_long
+    # No length checks here: a value the fast path accepts is short by construction (a
+    # number, a time, an address or name the reference accepted), so an over-long field or
+    # line of the fields the layout uses always ends in the residue, where the reference
+    # checks it. The layout's other columns are never read.
+    complete = pl.all_horizontal([pl.col(c).is_not_null() for c in needed] + checks)
     # nfdump <= 1.7.4 ends its CSV with a "Summary" block: the reference stops there
     summary = (pl.col(names[0]).str.starts_with("Summary") if src.layout.startswith("nfdump")
                else pl.lit(False))

@@ -150,9 +150,11 @@ def test_every_unusual_form_and_malformed_row_as_the_reference(tmp_path: Path) -
 def test_naive_times_in_another_zone(hour: Path, tmp_path: Path) -> None:
     names = read_name_map(hour / "names.txt")
     tz = utc_offset_zone(2.0)
-    c_ref, _ = reference([hour / "flows-nfdump-legacy.csv"], tmp_path / "r.csv", names, tz=tz)
-    c_eng, _ = engine([hour / "flows-nfdump-legacy.csv"], tmp_path / "e.csv", names, tz=tz)
-    assert same(c_ref, c_eng) == {}
+    for flows in ("flows-nfdump-legacy.csv", "flows-nfdump-new.csv"):
+        c_ref, _ = reference([hour / flows], tmp_path / "r.csv", names, tz=tz)
+        c_eng, _ = engine([hour / flows], tmp_path / "e.csv", names, tz=tz)
+        assert same(c_ref, c_eng) == {}
+        assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
     assert c_eng.first_start is not None
     # twin: the zone moves every time by two hours
     c_utc, _ = engine([hour / "flows-nfdump-legacy.csv"], tmp_path / "u.csv", names)
@@ -290,3 +292,19 @@ def test_a_file_that_is_not_utf8_is_read_as_the_reference_reads_it(tmp_path: Pat
     assert same(c_ref, c_eng) == {} and e_eng.count == e_ref.count == 1
     assert e_ref.messages == e_eng.messages  # counted once, not once per attempt
     assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+
+
+def test_line_and_field_bounds_as_the_reference(tmp_path: Path) -> None:
+    from replay.ingest import MAX_LINE_CHARS
+
+    def row(total: int) -> str:  # a valid row whose bytes are padded with leading zeros
+        base = "1366563600,1366563601,10.0.0.1,198.18.0.1,1,443,6,1,1"
+        return base[:-1] + "0" * (total - len(base)) + "1"
+
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join([",".join(CANONICAL_COLUMNS[:9]), row(600), row(500),
+                               row(MAX_LINE_CHARS + 1)]) + "\n")
+    c_ref, e_ref = reference([path], tmp_path / "r.csv", UNUSUAL_NAMES)
+    c_eng, e_eng = engine([path], tmp_path / "e.csv", UNUSUAL_NAMES)
+    assert same(c_ref, c_eng) == {} and c_eng.flows_read == 1  # the 500-character row
+    assert e_ref.messages == e_eng.messages and e_eng.count == 2
