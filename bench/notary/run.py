@@ -28,7 +28,7 @@ from bench.notary import report, stime, wrk
 from bench.notary.certs import CertFiles, make_rsa_cert
 from bench.notary.floor import signature_cpu_us
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port, http_request
-from bench.paths import results_path
+from bench.paths import keep_sections, results_path
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -491,7 +491,7 @@ def write_outputs(doc: dict[str, Any], out_json: Path | None, out_md: Path | Non
         _log(f"wrote {out_json}")
     if out_md is not None:
         out_md.parent.mkdir(parents=True, exist_ok=True)
-        out_md.write_text(report.render_markdown(doc))
+        out_md.write_text(keep_sections(out_md, report.render_markdown(doc)))
         _log(f"wrote {out_md}")
 
 

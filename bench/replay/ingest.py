@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.paths import results_path  # noqa: E402
+from bench.paths import results_path, write_section  # noqa: E402
 
 CHILD_TIMEOUT = 1800.0
 LAYOUTS = {"canonical": "flows.csv", "nfdump-legacy": "flows-nfdump-legacy.csv",
@@ -84,7 +84,7 @@ def run_child(mode: str, path: Path, layout: str, jobs: int, out: Path) -> None:
         t0 = time.perf_counter()  # the name map is read before, as the CLI does
         counters, rows = columnar.build([path], out, columnar.EngineConfig(jobs=jobs),
                                         ErrorLog(), names, {})
-        doc = {"flows": counters.flows_read, "rows": rows}
+        doc: dict[str, Any] = {"flows": counters.flows_read, "rows": rows}
     elif mode == "plain":
         import polars as pl
 
@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="scale 0.02, one trial")
     ap.add_argument("--work", type=Path, default=ROOT / "var" / "bench-ingest")
     ap.add_argument("--out", type=Path, default=results_path("bench/results/ingest.json"))
+    ap.add_argument("--md", type=Path, default=None,
+                    help="Markdown file for the ingest section (default: docs/benchmarks.md "
+                         "when recording, else under var/results/)")
     a = ap.parse_args(args)
     if a.quick:
         a.scale, a.trials = 0.02, 1
@@ -140,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     layouts: dict[str, Any] = {}
     for layout, name in LAYOUTS.items():
         path = data / name
-        eng, plain = [], []
+        eng: list[dict[str, Any]] = []
+        plain: list[dict[str, Any]] = []
         for trial in range(a.trials):
             order = ("engine", "plain") if trial % 2 == 0 else ("plain", "engine")
             for mode in order:
@@ -204,7 +208,56 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"bench/ingest: wrote {a.out}")
+    md = a.md if a.md is not None else results_path("docs/benchmarks.md")
+    write_section(md, "ingest", "bench/replay/ingest.py", render_markdown(doc))
+    print(f"bench/ingest: wrote its section of {md}")
     return 0
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The ingest section of docs/benchmarks.md."""
+    m = doc["machine"]
+    lines = [
+        "## Trace ingest (`replay workload`)",
+        "",
+        f"Run {doc['when']} on {m['cpus']} CPUs, Python {m['python']}, load average "
+        f"{', '.join(f'{x:.2f}' for x in m['load_average'])}; the synthetic hour at scale "
+        f"{doc['scale']:g}, median of {doc['trials']} trials, each in a fresh process. "
+        "`bench/results/ingest.json` has every trial.",
+        "",
+        "| Layout | File MB | Flows | Engine s | Flows/s, 1 core | Plain read+sort s "
+        "| Ratio | Peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, v in doc["layouts"].items():
+        lines.append(
+            f"| {name} | {v['file_mb']:.0f} | {v['flows']:,} | {v['engine_s']:.2f} | "
+            f"{v['flows_per_s_one_core']:,.0f} | {v['plain_read_sort_s']:.2f} | "
+            f"{v['ratio_to_plain']:.2f} | {v['peak_rss_mb']:.0f} |")
+    two = doc["two_cores"]
+    oracle = doc["per_row_oracle"]
+    g = doc["goals"]
+    lines += [
+        "",
+        "Ratio: the engine's time over polars' own plain read of the same file sorted by start "
+        "time, measured in the same run (goal <= "
+        f"{g['ratio_to_plain_read_sort']['limit']:g}: "
+        f"{'met' if g['ratio_to_plain_read_sort']['met'] else 'NOT met'}). Goal of "
+        f"{g['flows_per_s_one_core']['limit']:,} flows/s on one core in every layout: "
+        f"{'met' if g['flows_per_s_one_core']['met'] else 'NOT met'}; peak RSS under "
+        f"{g['peak_rss_mb']['limit']} MB: {'met' if g['peak_rss_mb']['met'] else 'NOT met'}.",
+        "",
+        f"Two cores (`--jobs 2`, canonical): {two['seconds']:.2f} s, "
+        f"{two['speedup']:.2f}x one core. The per-row pipeline that is now the tests' oracle: "
+        f"{oracle['seconds']:.2f} s ({oracle['flows'] / oracle['seconds']:,.0f} flows/s).",
+    ]
+    big = doc.get("big")
+    if big:
+        lines += ["", f"A long trace: {big['flows']:,} flows ({big['file_gb']:.1f} GB of CSV) in "
+                  f"{big['seconds']:.0f} s on every core ({big['flows_per_s']:,.0f} flows/s), peak "
+                  f"RSS {big['peak_rss_mb']:.0f} MB (goal < {big['goal_rss_mb']} MB: "
+                  f"{'met' if big['met'] else 'NOT met'})."]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

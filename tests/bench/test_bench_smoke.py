@@ -211,7 +211,8 @@ def test_bench_summary_lists_figures_against_goals(monkeypatch: pytest.MonkeyPat
 def test_ingest_benchmark_quick_run(tmp_path: Path) -> None:
     out = tmp_path / "ingest.json"
     r = subprocess.run([sys.executable, "-m", "bench.replay.ingest", "--quick", "--work",
-                        str(tmp_path / "work"), "--out", str(out)], capture_output=True,
+                        str(tmp_path / "work"), "--out", str(out), "--md",
+                        str(tmp_path / "benchmarks.md")], capture_output=True,
                        text=True, timeout=580, cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(out.read_text())
@@ -222,3 +223,26 @@ def test_ingest_benchmark_quick_run(tmp_path: Path) -> None:
     assert doc["two_cores"]["speedup"] > 0 and doc["per_row_oracle"]["flows"] > 10_000
     assert set(doc["goals"]) == {"flows_per_s_one_core", "ratio_to_plain_read_sort",
                                  "peak_rss_mb"}
+    md = (tmp_path / "benchmarks.md").read_text()
+    assert "## Trace ingest" in md and "| canonical | " in md
+    assert f"{doc['layouts']['nfdump-new']['flows']:,}" in md
+
+
+def test_sections_of_a_shared_markdown_file_survive_each_other(tmp_path: Path) -> None:
+    from bench.paths import keep_sections, write_section
+
+    md = tmp_path / "benchmarks.md"
+    md.write_text("# Benchmarks\n\nnotary table v1\n")
+    write_section(md, "ingest", "bench/replay/ingest.py", "## Trace ingest\n\nrun 1\n")
+    write_section(md, "ingest", "bench/replay/ingest.py", "## Trace ingest\n\nrun 2\n")
+    text = md.read_text()
+    assert "run 2" in text and "run 1" not in text and text.count("## Trace ingest") == 1
+    assert text.startswith("# Benchmarks\n\nnotary table v1")
+    # the notary suite regenerates the whole file: the ingest section is kept...
+    regenerated = keep_sections(md, "# Benchmarks\n\nnotary table v2\n")
+    assert "notary table v2" in regenerated and "run 2" in regenerated
+    assert "notary table v1" not in regenerated
+    # ...and twin: a file without sections gives the new text unchanged
+    plain = tmp_path / "plain.md"
+    plain.write_text("# Benchmarks\n\nold\n")
+    assert keep_sections(plain, "# new\n") == "# new\n"
