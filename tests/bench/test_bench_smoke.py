@@ -200,7 +200,7 @@ def test_bench_summary_lists_figures_against_goals(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("CONVERGE_RECORD", "1")  # the recorded results in the repository
     rows = summary.rows()
     probes = [r for r in rows if r[0].startswith("notary forced_probes:")]
-    assert probes and probes[0][2] == "70%" and probes[0][3] in ("yes", "NO")
+    assert probes and probes[0][2] == "80%" and probes[0][3] in ("yes", "NO")
     assert "no results" not in summary.render(rows)
     # twin: with nothing recorded yet every suite says so, nothing raises
     monkeypatch.setattr(summary, "results_path", lambda rel: Path("/nonexistent") / rel)
