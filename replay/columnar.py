@@ -62,7 +62,9 @@ from replay.ingest import MAX_LINE_CHARS, NFDUMP_MAGIC, ErrorLog, nfdump_command
 from replay.pipeline import KIND_CLIENT_HIT, KIND_REQUEST, FlowFilter, StageCounters, anonymise
 
 BATCH_ROWS = 1_000_000
-PART_BYTES = 256 * 1024 * 1024  # input bytes per partition (about 2.5 M flows of CSV)
+# flows per partition: phase 2 holds a partition and its joins and sorts (a few times its
+# size) per job, so this bounds memory (bench/replay/ingest.py --big-flows)
+PART_ROWS = 1_000_000
 MAX_PARTITIONS = 4096
 PAIR_SLACK = 2.0
 FILE_SHIFT = 40  # seq = file index << 40 | row index: arrival order across files
@@ -806,7 +808,7 @@ def _sum_counters(parts: Iterable[StageCounters]) -> StageCounters:
 # ------------------------------------------------------------------------ phase 3
 
 
-WINDOW_EVENTS = 4_000_000  # events sorted in memory at once when merging spilled partitions
+WINDOW_EVENTS = 2_000_000  # events sorted in memory at once when merging spilled partitions
 
 
 def _output_frame(events: pl.DataFrame, t0: float, parquet: bool) -> pl.DataFrame:
@@ -927,10 +929,10 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
     with tempfile.TemporaryDirectory(prefix="replay-workload-", dir=work_dir) as tmpname:
         work = Path(tmpname)
         sources = plan_sources(inputs, fmt, nfdump_output, work, tz, nfdump_filter)
-        total = sum(s.size for s in sources)
-        count = max(cfg.jobs, min(MAX_PARTITIONS, math.ceil(total / PART_BYTES) or 1))
+        estimated = sum(_estimated_rows(src) for src in sources)
+        count = max(cfg.jobs, min(MAX_PARTITIONS, math.ceil(estimated / PART_ROWS) or 1))
         if progress is None:
-            progress = Progress(sum(_estimated_rows(src) for src in sources), emit)
+            progress = Progress(estimated, emit)
         counters = StageCounters()
         lossy: set[int] = set()
         while True:  # again, decoding leniently, when an input is not valid UTF-8

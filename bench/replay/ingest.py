@@ -88,6 +88,7 @@ def run_child(mode: str, path: Path, layout: str, jobs: int, out: Path) -> None:
     elif mode == "plain":
         import polars as pl
 
+        t0 = time.perf_counter()  # as for the engine: the import is not timed
         df = pl.scan_csv(path).sort(START[layout]).collect()
         doc = {"flows": df.height, "rows": df.height}
     else:  # the per-row pipeline, the oracle
@@ -157,13 +158,19 @@ def main(argv: list[str] | None = None) -> int:
             "file_mb": path.stat().st_size / 1e6, "flows": flows,
             "engine_s": e_s, "plain_read_sort_s": p_s,
             "flows_per_s_one_core": flows / e_s, "ratio_to_plain": e_s / p_s,
+            # whole commands, interpreter start and imports included (what a user waits for)
+            "engine_wall_s": statistics.median(r["wall_s"] for r in eng),
+            "plain_wall_s": statistics.median(r["wall_s"] for r in plain),
+            "wall_ratio_to_plain": (statistics.median(r["wall_s"] for r in eng)
+                                    / statistics.median(r["wall_s"] for r in plain)),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in eng),
             "plain_peak_rss_mb": max(r["peak_rss_mb"] for r in plain),
             "trials": {"engine": eng, "plain": plain},
         }
         print(f"bench/ingest: {layout}: {flows:,} flows, engine {e_s:.2f} s "
               f"({flows / e_s:,.0f} flows/s, peak RSS {layouts[layout]['peak_rss_mb']:.0f} MB),"
-              f" plain read+sort {p_s:.2f} s, ratio {e_s / p_s:.2f}", flush=True)
+              f" plain read+sort {p_s:.2f} s, ratio {e_s / p_s:.2f} (whole commands: "
+              f"{layouts[layout]['wall_ratio_to_plain']:.2f})", flush=True)
     canon = data / LAYOUTS["canonical"]
     two = [child(["engine", str(canon), "canonical", "2", str(scratch)], threads=2)
            for _ in range(a.trials)]
@@ -226,23 +233,29 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "`bench/results/ingest.json` has every trial.",
         "",
         "| Layout | File MB | Flows | Engine s | Flows/s, 1 core | Plain read+sort s "
-        "| Ratio | Peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| Ratio | Ratio, whole commands | Peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, v in doc["layouts"].items():
         lines.append(
             f"| {name} | {v['file_mb']:.0f} | {v['flows']:,} | {v['engine_s']:.2f} | "
             f"{v['flows_per_s_one_core']:,.0f} | {v['plain_read_sort_s']:.2f} | "
-            f"{v['ratio_to_plain']:.2f} | {v['peak_rss_mb']:.0f} |")
+            f"{v['ratio_to_plain']:.2f} | {v.get('wall_ratio_to_plain', float('nan')):.2f} | "
+            f"{v['peak_rss_mb']:.0f} |")
     two = doc["two_cores"]
     oracle = doc["per_row_oracle"]
     g = doc["goals"]
     lines += [
         "",
         "Ratio: the engine's time over polars' own plain read of the same file sorted by start "
-        "time, measured in the same run (goal <= "
+        "time, measured in the same run, each in a fresh process with its imports done before "
+        "the clock starts; whole commands: the same two processes' wall times, interpreter start "
+        "and imports included. The engine does much more than read and sort: it checks every "
+        "field as the reference parser would, pairs directions, joins names, pseudonymises "
+        "clients, simulates the client cache and writes the workload (the CSV write alone is "
+        "about 0.04 s here). Goal <= "
         f"{g['ratio_to_plain_read_sort']['limit']:g}: "
-        f"{'met' if g['ratio_to_plain_read_sort']['met'] else 'NOT met'}). Goal of "
+        f"{'met' if g['ratio_to_plain_read_sort']['met'] else 'NOT met'}. Goal of "
         f"{g['flows_per_s_one_core']['limit']:,} flows/s on one core in every layout: "
         f"{'met' if g['flows_per_s_one_core']['met'] else 'NOT met'}; peak RSS under "
         f"{g['peak_rss_mb']['limit']} MB: {'met' if g['peak_rss_mb']['met'] else 'NOT met'}.",
