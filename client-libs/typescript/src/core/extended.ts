@@ -1,0 +1,244 @@
+/**
+ * The extended answer format `converge-answer/1`, client side: verification of a signed
+ * answer in the documented order with each failure named, the request, and the reduction of
+ * a response to a vote.
+ *
+ * @module
+ */
+import { bytesEqual, fromBase64Url, fromUtf8, toBase64Url, utf8 } from "./bytes.js";
+import { EXTENDED_FORMAT, type SigningKey } from "./bundle.js";
+import type { CryptoProvider } from "./crypto.js";
+import { AnswerRejected } from "./errors.js";
+import type { Fingerprint } from "./fingerprint.js";
+import { asInt, asString, canonicalJson, isObject, parseJson, type JsonValue } from "./json.js";
+import { checkIp, checkTarget, isIpLiteral, type HttpResponse, type Outcome } from "./legacy.js";
+import type { Vote } from "./policy.js";
+
+const MAX_ANSWER_BYTES = 64 * 1024;
+/** Seconds an answer's time may differ from the client's clock by default. */
+export const DEFAULT_MAX_SKEW = 300;
+/** The Content-Type of a signed answer. */
+export const ANSWER_MEDIA_TYPE = "application/vnd.converge.answer+json";
+/** The request path of the extended format. */
+export const ANSWER_PATH = "/v2/answer";
+
+/** The `extended` configuration modes. */
+export type ExtendedMode = "off" | "prefer" | "fallback" | "require";
+
+const VERDICTS = new Set(["match", "mismatch", "unreachable", "refused"]);
+/** The status a notary sends with each signed verdict. */
+export const VERDICT_STATUS: Readonly<Record<string, number>> = { match: 200, mismatch: 409, unreachable: 503, refused: 403 };
+/** Statuses meaning "this notary does not speak the extended format here". */
+export const NOT_OFFERED = new Set([400, 404, 405, 501]);
+
+/** Whether a key is trusted at `now`: a current key always, a retired one until valid_until. */
+export function trustedAt(k: SigningKey, now: number): boolean {
+  return k.status === "current" || (k.status === "retired" && now <= (k.validUntil ?? 0));
+}
+
+/** The bundle's signing keys trusted at `now`, by key id. */
+export function trustedKeys(keys: readonly SigningKey[], now: number): Map<string, Uint8Array> {
+  const out = new Map<string, Uint8Array>();
+  for (const k of keys) if (trustedAt(k, now)) out.set(k.keyId, k.publicKey);
+  return out;
+}
+
+/**
+ * The host as a notary names it in `target.host`: an IP literal in its compressed form, a
+ * DNS name in lower case without a trailing dot.
+ */
+export function expectedHost(host: string): string {
+  const bare = host.replace(/^\[+|\]+$/g, "");
+  if (isIpLiteral(bare)) return checkIp(bare);
+  const name = host.toLowerCase();
+  return name.endsWith(".") ? name.slice(0, -1) : name;
+}
+
+/** A verified answer. */
+export interface ExtendedAnswer {
+  verdict: "match" | "mismatch" | "unreachable" | "refused";
+  detail: string;
+  keyId: string;
+  answeredAt: number;
+  cache: string;
+  observations: { sha256: string; sha1: string; firstSeen: number; lastSeen: number }[];
+}
+
+/**
+ * What an answer is bound to. An empty `host` skips the target check, no `fingerprint` the
+ * fingerprint check, an empty `nonce` the nonce check, no `now` the freshness check.
+ */
+export interface Expect {
+  host?: string;
+  port?: number;
+  fingerprint?: Fingerprint;
+  nonce?: string;
+  now?: number;
+  maxSkew?: number;
+  /** Check `target.ip`: it must be `ip` (or absent when `ip` is empty: the client named none). */
+  bindIp?: boolean;
+  ip?: string;
+}
+
+/**
+ * Checks an extended answer body in the documented order: malformed / non-canonical,
+ * malformed (type, alg, key ids), unknown-key, bad-signature, wrong-target,
+ * nonce-mismatch, stale.
+ *
+ * @throws {@link AnswerRejected}
+ */
+export async function verifyAnswer(
+  crypto: CryptoProvider,
+  raw: Uint8Array,
+  keys: ReadonlyMap<string, Uint8Array>,
+  exp: Expect,
+): Promise<ExtendedAnswer> {
+  if (raw.length > MAX_ANSWER_BYTES) throw new AnswerRejected("malformed", "answer too large");
+  const text = fromUtf8(raw);
+  const doc = text === undefined ? undefined : parseJson(text);
+  if (doc === undefined) throw new AnswerRejected("malformed", "answer is not JSON");
+  if (!isObject(doc) || doc.size !== 2 || !doc.has("statement") || !doc.has("signature")) {
+    throw new AnswerRejected("malformed", "answer must have exactly statement and signature");
+  }
+  const stmt = doc.get("statement");
+  const sig = doc.get("signature");
+  if (!isObject(stmt) || !isObject(sig)) throw new AnswerRejected("malformed", "statement and signature must be objects");
+  const canon = canonicalJson(doc);
+  if (canon === undefined) throw new AnswerRejected("malformed", "answer holds values canonical JSON cannot encode");
+  if (!bytesEqual(utf8(canon), raw)) throw new AnswerRejected("non-canonical", "answer bytes are not canonical JSON");
+  if (asString(stmt.get("type")) !== EXTENDED_FORMAT || asString(sig.get("alg")) !== "ed25519") {
+    throw new AnswerRejected("malformed", `not a ${EXTENDED_FORMAT} answer signed with ed25519`);
+  }
+  const kid = asString(sig.get("key_id"));
+  const skid = asString(stmt.get("key_id"));
+  if (kid === undefined || skid === undefined || kid !== skid) {
+    throw new AnswerRejected("malformed", "key ids of statement and signature differ");
+  }
+  const pub = keys.get(kid);
+  if (pub === undefined) throw new AnswerRejected("unknown-key", `signing key ${kid} is not trusted`);
+  const value = asString(sig.get("value"));
+  const signature = value === undefined ? undefined : fromBase64Url(value);
+  const stmtBytes = utf8(canonicalJson(stmt)!);
+  if (signature === undefined || signature.length !== 64 || pub.length !== 32 ||
+      !(await crypto.verifyEd25519(pub, stmtBytes, signature))) {
+    throw new AnswerRejected("bad-signature", "signature does not verify");
+  }
+  const verdict = asString(stmt.get("verdict"));
+  const target = stmt.get("target");
+  if (verdict === undefined || !VERDICTS.has(verdict) || !isObject(target)) {
+    throw new AnswerRejected("malformed", "statement lacks a verdict or target");
+  }
+  if (exp.host) {
+    const th = asString(target.get("host"));
+    const tp = asInt(target.get("port"));
+    if (th === undefined || tp === undefined || th !== expectedHost(exp.host) || tp !== exp.port) {
+      throw new AnswerRejected("wrong-target", `answer is about another target, not ${exp.host}:${exp.port}`);
+    }
+  }
+  if (exp.bindIp) {
+    const tip = target.get("ip");
+    if (!exp.ip) {
+      if (tip !== undefined && tip !== null) {
+        throw new AnswerRejected("wrong-target", "answer is about a probe of an address the client did not name");
+      }
+    } else if (asString(tip) !== expectedHost(exp.ip)) {
+      throw new AnswerRejected("wrong-target", `answer is about a probe of another address, not ${exp.ip}`);
+    }
+  }
+  const request = stmt.get("request");
+  const req = isObject(request) ? request : undefined;
+  if (exp.fingerprint !== undefined) {
+    if (req === undefined || asString(req.get("alg")) !== exp.fingerprint.algorithm ||
+        asString(req.get("fingerprint")) !== exp.fingerprint.colonHex()) {
+      throw new AnswerRejected("wrong-target", "answer is about another certificate fingerprint");
+    }
+  }
+  if (exp.nonce) {
+    if (req === undefined || asString(req.get("nonce")) !== exp.nonce) {
+      throw new AnswerRejected("nonce-mismatch", "answer does not echo our nonce");
+    }
+  }
+  const at = asInt(stmt.get("answered_at"));
+  if (at === undefined) throw new AnswerRejected("malformed", "answered_at must be an integer");
+  if (exp.now !== undefined) {
+    const skew = exp.maxSkew ?? DEFAULT_MAX_SKEW;
+    if (Math.abs(exp.now - at) > skew) {
+      throw new AnswerRejected("stale", `answer time is ${exp.now - at} s from now (max skew ${skew} s)`);
+    }
+  }
+  const observations: ExtendedAnswer["observations"] = [];
+  const obs = stmt.get("observations");
+  if (Array.isArray(obs)) {
+    for (const o of obs) {
+      const m = isObject(o) ? o : new Map<string, JsonValue>();
+      observations.push({
+        sha256: asString(m.get("sha256")) ?? "", sha1: asString(m.get("sha1")) ?? "",
+        firstSeen: asInt(m.get("first_seen")) ?? 0, lastSeen: asInt(m.get("last_seen")) ?? 0,
+      });
+    }
+  }
+  return {
+    verdict: verdict as ExtendedAnswer["verdict"], detail: asString(stmt.get("detail")) ?? "", keyId: kid,
+    answeredAt: at, cache: asString(stmt.get("cache")) ?? "", observations,
+  };
+}
+
+/** Unpadded base64url of 16 random bytes. */
+export function newNonce(crypto: CryptoProvider): string {
+  return toBase64Url(crypto.randomBytes(16));
+}
+
+/** The whole HTTP/1.0 request of the extended format. */
+export function extendedRequestBytes(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string): Uint8Array {
+  checkTarget(host, port);
+  let body = `{"host":${JSON.stringify(host)},"port":${port},"fingerprint":"${fp.colonHex()}","alg":"${fp.algorithm}"`;
+  if (ip) body += `,"ip":"${checkIp(ip)}"`;
+  if (nonce) body += `,"nonce":"${nonce}"`;
+  body += "}";
+  const head =
+    `POST ${ANSWER_PATH} HTTP/1.0\r\nContent-Type: application/json\r\nAccept: ${ANSWER_MEDIA_TYPE}\r\n` +
+    `Connection: close\r\nContent-Length: ${utf8(body).length}\r\n\r\n`;
+  return utf8(head + body);
+}
+
+/** The fingerprint form to ask about: SHA-256 when known, else the first. */
+export function requestFingerprint(forms: readonly Fingerprint[]): Fingerprint {
+  return forms.find((f) => f.algorithm === "sha256") ?? forms[0]!;
+}
+
+const EXT_VOTES: Record<string, [Vote, string]> = {
+  match: ["success", "match"],
+  mismatch: ["failure", "mismatch"],
+  unreachable: ["unreachable", "target-unreachable"],
+  refused: ["unreachable", "refused"], // it says nothing about the certificate
+};
+
+/**
+ * Reduces one extended response to a vote: a verification failure is a failure of the kind
+ * it names; a status that does not fit the signed verdict is a `response` failure; a
+ * response without a signed answer is an unreachable `status`.
+ */
+export async function evaluateExtended(
+  crypto: CryptoProvider,
+  resp: HttpResponse,
+  keys: ReadonlyMap<string, Uint8Array>,
+  exp: Expect,
+): Promise<Outcome> {
+  const ctype = (resp.headers.get("content-type") ?? "").split(";", 1)[0]!.trim().toLowerCase();
+  const signed = Object.values(VERDICT_STATUS).includes(resp.status);
+  if (!signed || ctype !== ANSWER_MEDIA_TYPE) {
+    return { vote: "unreachable", kind: "status", status: resp.status, detail: `HTTP status ${resp.status}` };
+  }
+  let v: ExtendedAnswer;
+  try {
+    v = await verifyAnswer(crypto, resp.body, keys, exp);
+  } catch (err) {
+    if (err instanceof AnswerRejected) return { vote: "failure", kind: err.reason, status: resp.status, detail: err.message };
+    throw err;
+  }
+  if (VERDICT_STATUS[v.verdict] !== resp.status) {
+    return { vote: "failure", kind: "response", status: resp.status, detail: `status ${resp.status} with signed verdict ${v.verdict}` };
+  }
+  const [vote, kind] = EXT_VOTES[v.verdict]!;
+  return { vote, kind, status: resp.status, detail: v.detail, answer: resp.body };
+}
