@@ -12,6 +12,7 @@ export * from "./crypto.js";
 export * from "./errors.js";
 export * from "./extended.js";
 export * from "./fingerprint.js";
+export * from "./gather.js";
 export * from "./json.js";
 export * from "./legacy.js";
 export * from "./policy.js";

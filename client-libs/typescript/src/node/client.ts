@@ -9,11 +9,12 @@ import { EXTENDED_FORMAT, offersExtended, type Bundle } from "../core/bundle.js"
 import { ConfigError, FingerprintError } from "../core/errors.js";
 import { Fingerprint, parseFingerprint } from "../core/fingerprint.js";
 import { checkIp, checkTarget, location } from "../core/legacy.js";
-import { cacheDecision, decide, settled, type Policy, type Vote } from "../core/policy.js";
+import { gather, sample } from "../core/gather.js";
+import { cacheDecision, type Policy, type Vote } from "../core/policy.js";
 import { LocalCache } from "./cache.js";
 import { CONFIG_ENV_VAR, enabledNotaries, loadConfig, whereNotariesAreRead, type Config } from "./config.js";
 import { sha1Sync, sha256Sync } from "./crypto.js";
-import { askNotary, deadline, type Dialer, type NotaryResult, type QueryOptions } from "./notaryio.js";
+import { askNotary, type Dialer, type NotaryResult, type QueryOptions } from "./notaryio.js";
 
 /** The decision for one (host, port, fingerprint). */
 export interface Verdict {
@@ -210,75 +211,29 @@ export class Client {
       notaries = [...notaries.slice(0, i), ...notaries.slice(i + 1)];
     }
     // a random sample of quorum notaries, reported in configuration order
-    const idx = notaries.map((_, i) => i);
-    const k = Math.min(cfg.quorum, notaries.length);
-    for (let i = 0; i < k; i++) {
-      const j = i + this.randomIntFn(idx.length - i);
-      [idx[i], idx[j]] = [idx[j]!, idx[i]!];
-    }
-    const chosen = idx.slice(0, k).sort((a, b) => a - b).map((i) => notaries[i]!);
-
-    const outer = options.signal ?? new AbortController().signal;
-    const total = deadline(outer, cfg.totalTimeout * 1000);
+    const chosen = sample(notaries, cfg.quorum, this.randomIntFn);
+    const k = chosen.length;
     const base: QueryOptions = {
       connectTimeoutMs: cfg.connectTimeout * 1000, maxBytes: cfg.maxResponseBytes, bouncePort: cfg.bouncePort,
       ...(relay === undefined ? {} : { relay }),
       ...(options.ip ? { ip: options.ip } : {}),
       ...(this.dial === undefined ? {} : { dial: this.dial }),
     };
-    const results: (NotaryResult | undefined)[] = new Array(k).fill(undefined);
-    let verdict: boolean | undefined;
-    let timedOut = false;
-    await new Promise<void>((resolve) => {
-      let pending = k;
-      let done = false;
-      const end = (): void => {
-        if (done) return;
-        done = true;
-        total.signal.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      const onAbort = (): void => {
-        timedOut = true;
-        end();
-      };
-      total.signal.addEventListener("abort", onAbort, { once: true });
-      chosen.forEach((b, i) => {
-        const o: QueryOptions = cfg.extended !== "off" && offersExtended(b)
-          ? { ...base, ext: { keys: b.signingKeys, nonce: cfg.extendedNonce, maxSkew: cfg.maxSkew, fallback: cfg.extended === "fallback", now: this.nowFn } }
-          : base;
-        askNotary(b, host, port, fps, cfg.notaryTimeout * 1000, o, total.signal).then((r) => {
-          if (done) return;
-          results[i] = r;
-          pending--;
-          if (cfg.earlyReturn) {
-            const votes = results.filter((x): x is NotaryResult => x !== undefined).map((x) => x.vote);
-            verdict = settled(cfg.agreement, votes, pending, cfg.standAside);
-            if (verdict !== undefined) end();
-          }
-          if (pending === 0) end();
-        }, () => {
-          pending--;
-          if (pending === 0) end();
-        });
-      });
+    const g = await gather(k, (i, signal) => {
+      const b = chosen[i]!;
+      const o: QueryOptions = cfg.extended !== "off" && offersExtended(b)
+        ? { ...base, ext: { keys: b.signingKeys, nonce: cfg.extendedNonce, maxSkew: cfg.maxSkew, fallback: cfg.extended === "fallback", now: this.nowFn } }
+        : base;
+      return askNotary(b, host, port, fps, cfg.notaryTimeout * 1000, o, signal);
+    }, {
+      policy: cfg.agreement, standAside: cfg.standAside, earlyReturn: cfg.earlyReturn,
+      totalTimeoutMs: cfg.totalTimeout * 1000, ...(options.signal ? { signal: options.signal } : {}),
     });
-    // stop what is still running (the verdict is settled, or time is up)
-    total.abort();
-    if (outer.aborted) throw outer.reason instanceof Error ? outer.reason : new Error("aborted");
-    const ordered: NotaryResult[] = [];
-    const votes: Vote[] = [];
-    results.forEach((r, i) => {
-      let x = r;
-      if (x === undefined) {
-        x = timedOut
-          ? { name: chosen[i]!.name, vote: "unreachable", kind: "timeout", status: null, host: "", detail: `no answer within ${cfg.totalTimeout} s`, elapsedMs: performance.now() - t0, cacheStatus: "", protocol: null }
-          : { name: chosen[i]!.name, vote: "skipped", kind: "settled", status: null, host: "", detail: "verdict settled before this notary answered", elapsedMs: 0, cacheStatus: "", protocol: null };
-      }
-      ordered.push(x);
-      if (x.vote !== "skipped") votes.push(x.vote);
-    });
-    if (verdict === undefined || timedOut) verdict = decide(cfg.agreement, votes, cfg.standAside);
+    const ordered: NotaryResult[] = g.results.map((r, i) => r ?? (g.timedOut
+      ? { name: chosen[i]!.name, vote: "unreachable", kind: "timeout", status: null, host: "", detail: `no answer within ${cfg.totalTimeout} s`, elapsedMs: performance.now() - t0, cacheStatus: "", protocol: null }
+      : { name: chosen[i]!.name, vote: "skipped", kind: "settled", status: null, host: "", detail: "verdict settled before this notary answered", elapsedMs: 0, cacheStatus: "", protocol: null }));
+    const votes: Vote[] = ordered.map((r) => r.vote).filter((v) => v !== "skipped");
+    const verdict = g.trusted;
     const s = votes.filter((v) => v === "success").length;
     const aside = cfg.standAside ? "unreachable stand aside" : "unreachable count as failure";
     if (verdict) this.remember(location(host, port), fps, this.nowFn());

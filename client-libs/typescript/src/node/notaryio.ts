@@ -18,6 +18,7 @@ import {
 import type { Fingerprint } from "../core/fingerprint.js";
 import { outcomeFromHttp, parseHttpResponse, pyStrip, requestBytes, type HttpResponse, type Outcome } from "../core/legacy.js";
 import type { Vote } from "../core/policy.js";
+import { deadline } from "../core/gather.js";
 import { nodeCrypto, sha1Sync } from "./crypto.js";
 
 /** What one logical notary said. */
@@ -74,34 +75,6 @@ export interface QueryOptions {
 }
 
 const MAX_RELAY_HEAD = 8192;
-
-/** A signal that aborts with `signal` or after `ms`; call `done` to release the timer. */
-export function deadline(signal: AbortSignal, ms: number): {
-  signal: AbortSignal; done: () => void; timedOut: () => boolean; abort: () => void;
-} {
-  const ctl = new AbortController();
-  let expired = false;
-  const timer = setTimeout(() => {
-    expired = true;
-    ctl.abort(new Error(`timed out after ${ms} ms`));
-  }, ms);
-  const onAbort = (): void => ctl.abort(signal.reason);
-  if (signal.aborted) ctl.abort(signal.reason);
-  else signal.addEventListener("abort", onAbort, { once: true });
-  return {
-    signal: ctl.signal,
-    done: () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-    },
-    timedOut: () => expired,
-    abort: () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-      ctl.abort(new Error("no longer needed"));
-    },
-  };
-}
 
 function onceSettled<T>(socket: Socket, signal: AbortSignal, start: (resolve: (v: T) => void, reject: (e: Error) => void) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fromHex, pemToDer, utf8 } from "../core/bytes.js";
 import { offersExtended, parseBundle, parseSigningKeys } from "../core/bundle.js";
-import type { CertificateKey } from "../core/crypto.js";
+import type { CertificateKey, CryptoProvider } from "../core/crypto.js";
 import { AnswerRejected, ConvergeError, TargetError } from "../core/errors.js";
 import { canonicalJson, fromPlain, parseJson } from "../core/json.js";
 import { DEFAULT_MAX_SKEW, trustedKeys, verifyAnswer, type Expect } from "../core/extended.js";
@@ -57,10 +57,10 @@ function str(c: VectorCase | undefined, name: string): string {
   return typeof s === "string" ? s : "";
 }
 
-async function vectorKey(doc: VectorCase, name: string): Promise<CertificateKey> {
+async function vectorKey(crypto: CryptoProvider, doc: VectorCase, name: string): Promise<CertificateKey> {
   const certs = doc["certificates"] as Record<string, string> | undefined;
   const der = pemToDer(certs?.[name] ?? "");
-  const key = der === undefined ? undefined : await nodeCrypto.certificateKey(der);
+  const key = der === undefined ? undefined : await crypto.certificateKey(der);
   if (key === undefined) throw new Error(`vector certificate ${JSON.stringify(name)} missing`);
   return key;
 }
@@ -75,7 +75,7 @@ function invalid(out: VectorOutput, err: unknown): VectorOutput {
  * exception means the case itself is unusable (a harness problem), never a rule violation,
  * which is reported in the output.
  */
-export async function runVectorCase(doc: VectorCase, c: VectorCase): Promise<VectorOutput> {
+export async function runVectorCase(doc: VectorCase, c: VectorCase, crypto: CryptoProvider = nodeCrypto): Promise<VectorOutput> {
   const schema = doc["schema"];
   const out: VectorOutput = { id: c["id"] };
   switch (schema) {
@@ -100,10 +100,10 @@ export async function runVectorCase(doc: VectorCase, c: VectorCase): Promise<Vec
     }
     case "converge-vectors/legacy-signatures/1": {
       const body = bytesOf(c, "body");
-      const key = await vectorKey(doc, str(c, "certificate"));
+      const key = await vectorKey(crypto, doc, str(c, "certificate"));
       try {
         const signed = parseSignedList(body, MAX_RESPONSE_BYTES);
-        await verifySignedList(nodeCrypto, signed, key);
+        await verifySignedList(crypto, signed, key);
         const dec = new TextDecoder();
         return {
           ...out, result: "valid",
@@ -122,13 +122,13 @@ export async function runVectorCase(doc: VectorCase, c: VectorCase): Promise<Vec
         return invalid(out, err);
       }
       const raw = bytesOf(c, "raw");
-      const key = await vectorKey(doc, str(c, "certificate"));
-      const { outcome } = await outcomeFromHttp(nodeCrypto, raw, wanted, key, MAX_RESPONSE_BYTES);
+      const key = await vectorKey(crypto, doc, str(c, "certificate"));
+      const { outcome } = await outcomeFromHttp(crypto, raw, wanted, key, MAX_RESPONSE_BYTES);
       return { ...out, result: outcome.vote, kind: outcome.kind };
     }
     case "converge-vectors/bundles/1": {
       try {
-        const b = await parseBundle(nodeCrypto, bytesOf(c, "bundle"));
+        const b = await parseBundle(crypto, bytesOf(c, "bundle"));
         return {
           ...out, result: "valid", name: b.name, version: b.version,
           hosts: b.hosts.map((h) => ({ host: h.host, ssl_port: h.sslPort, http_port: h.httpPort, pin: h.pin.colonHex() })),
@@ -160,7 +160,7 @@ export async function runVectorCase(doc: VectorCase, c: VectorCase): Promise<Vec
       return { ...out, result: cacheDecision(ts, now, lifetime) };
     }
     case "converge-vectors/extended-answers/1":
-      return extendedCase(doc, c, out);
+      return extendedCase(crypto, doc, c, out);
     case "converge-vectors/config/1": {
       try {
         return { ...out, result: "valid", enabled: await configCase(c) };
@@ -194,11 +194,11 @@ async function configCase(c: VectorCase): Promise<string[]> {
   }
 }
 
-async function extendedCase(doc: VectorCase, c: VectorCase, out: VectorOutput): Promise<VectorOutput> {
+async function extendedCase(crypto: CryptoProvider, doc: VectorCase, c: VectorCase, out: VectorOutput): Promise<VectorOutput> {
   const type = str(c, "type");
   if (type === "bundle") {
     try {
-      const b = await parseBundle(nodeCrypto, bytesOf(c, "bundle"));
+      const b = await parseBundle(crypto, bytesOf(c, "bundle"));
       return { ...out, result: "valid", extended: offersExtended(b) };
     } catch (err) {
       if (err instanceof ConvergeError) return { ...out, result: "invalid", kind: err.kind };
@@ -216,7 +216,7 @@ async function extendedCase(doc: VectorCase, c: VectorCase, out: VectorOutput): 
   const entries = ((c["bundle_keys"] as unknown[] | undefined) ?? []).map((n) => all[String(n)]);
   let keys;
   try {
-    keys = await parseSigningKeys(nodeCrypto, fromPlain(entries));
+    keys = await parseSigningKeys(crypto, fromPlain(entries));
   } catch (err) {
     return invalid(out, err);
   }
@@ -236,7 +236,7 @@ async function extendedCase(doc: VectorCase, c: VectorCase, out: VectorOutput): 
     }
   }
   try {
-    const v = await verifyAnswer(nodeCrypto, bytesOf(c, "answer"), trustedKeys(keys, now), e);
+    const v = await verifyAnswer(crypto, bytesOf(c, "answer"), trustedKeys(keys, now), e);
     return { ...out, result: "valid", verdict: v.verdict };
   } catch (err) {
     if (err instanceof AnswerRejected) return { ...out, result: "rejected", kind: err.reason };
