@@ -27,7 +27,7 @@ run: setup
 
 ## Every test suite (installs the system packages the tests need).
 test: setup system-deps
-	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests bench fuzz
+	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance client-libs/webextension loadtests bench fuzz
 	$(BIN)/mypy
 	scripts/test-all
 
@@ -35,7 +35,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -x -q -m 'not slow'
 
 lint: setup
-	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance loadtests bench fuzz
+	$(BIN)/ruff check notary replay tests client-libs/python client-libs/conformance client-libs/webextension loadtests bench fuzz
 	$(BIN)/mypy
 
 ## Benchmarks (long). Results go to var/results/ (ignored); bench-record writes the tracked

@@ -188,13 +188,18 @@ export function newNonce(crypto: CryptoProvider): string {
   return toBase64Url(crypto.randomBytes(16));
 }
 
-/** The whole HTTP/1.0 request of the extended format. */
-export function extendedRequestBytes(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string): Uint8Array {
+/** The JSON body of an extended request (what a browser POSTs to `/v2/answer`). */
+export function extendedRequestBody(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string): string {
   checkTarget(host, port);
   let body = `{"host":${JSON.stringify(host)},"port":${port},"fingerprint":"${fp.colonHex()}","alg":"${fp.algorithm}"`;
   if (ip) body += `,"ip":"${checkIp(ip)}"`;
   if (nonce) body += `,"nonce":"${nonce}"`;
-  body += "}";
+  return body + "}";
+}
+
+/** The whole HTTP/1.0 request of the extended format. */
+export function extendedRequestBytes(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string): Uint8Array {
+  const body = extendedRequestBody(host, port, fp, nonce, ip);
   const head =
     `POST ${ANSWER_PATH} HTTP/1.0\r\nContent-Type: application/json\r\nAccept: ${ANSWER_MEDIA_TYPE}\r\n` +
     `Connection: close\r\nContent-Length: ${utf8(body).length}\r\n\r\n`;

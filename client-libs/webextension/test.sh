@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build and test the Firefox extension: npm ci, tsc (extension and tests), the build (esbuild;
+# the core is the TypeScript library's, bundled), node --test (every shared vector on the
+# extension's WebCrypto provider, the decision engine), web-ext lint (warnings are errors) and
+# web-ext build (the .xpi), then the extension in a real headless Firefox (tests/, pytest +
+# Selenium + geckodriver built once with cargo): a genuine site, a compromised CA, notaries
+# unreachable, a cached verdict, a replayed answer. Screenshots: var/results/webextension/.
+#   client-libs/webextension/test.sh [--build-only]
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(cd ../.. && pwd)
+command -v node >/dev/null || { echo "node is not installed (scripts/install-system-deps)" >&2; exit 1; }
+echo "== webextension: node $(node --version)"
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+npx --no-install tsc -p tsconfig.json
+npx --no-install tsc -p tsconfig.test.json
+node build.mjs
+npx --no-install web-ext lint --source-dir dist/extension --warnings-as-errors --output text 2>&1 | grep -E "errors|notices|warnings" || true
+npx --no-install web-ext lint --source-dir dist/extension --warnings-as-errors >/dev/null
+npx --no-install web-ext build --source-dir dist/extension --artifacts-dir dist --overwrite-dest \
+  --filename "converge-{version}.xpi" | tail -n 1
+if [ "${1:-}" = --build-only ]; then exit 0; fi
+echo "== node --test"
+node --test --test-concurrency=1 --test-reporter=spec dist-test/*.test.mjs 2>&1 | tail -n 9
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] || exit "$rc"
+echo "== the extension in headless Firefox ($(firefox-esr --version 2>/dev/null || firefox --version))"
+GECKODRIVER=$("$ROOT/scripts/install-geckodriver")
+echo "   geckodriver: $GECKODRIVER"
+(cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/webextension/tests)
+echo "   screenshots: $ROOT/var/results/webextension/"
