@@ -14,8 +14,13 @@ export PATH="$(dirname "$CARGO"):$PATH"
 echo "== rust: $("$CARGO" --version), $(rustc --version)"
 "$CARGO" fmt --check
 "$CARGO" clippy --quiet --all-targets -- -D warnings
-"$CARGO" test --quiet 2>&1 | grep -E "^test result|FAILED|panicked|^failures|^---- " ; rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] || { "$CARGO" test 2>&1 | tail -40; exit "$rc"; }
+log=$(mktemp)
+"$CARGO" test --quiet > "$log" 2>&1 || rc=$?
+grep -E "^test result|FAILED|panicked|^failures|^---- " "$log" || true
+# one count line for the make test summary
+read -r passed failed ignored < <(awk '/^test result/ {p+=$4; f+=$6; i+=$8} END {print p+0, f+0, i+0}' "$log")
+rm -f "$log"
+[ "${rc:-0}" = 0 ] || { echo "rust: $passed passed, $failed failed, $ignored skipped"; exit "$rc"; }
 RUSTDOCFLAGS="-D warnings" "$CARGO" doc --quiet --no-deps
 "$CARGO" build --quiet --bin converge-conformance --example fetch
 echo "== the README example against a real notary"
@@ -28,3 +33,4 @@ else
   echo "== conformance runner, Rust CLI"
   (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/conformance -k "rust]")
 fi
+echo "rust: $passed passed, $failed failed, $ignored skipped"

@@ -23,9 +23,13 @@ npx --no-install tsc -p tsconfig.json
 npx --no-install tsc -p tsconfig.core.json
 npx --no-install typedoc --logLevel Warn >/dev/null
 echo "== node --test"
-node --test --test-concurrency=1 --test-reporter=spec dist/test/*.test.js 2>&1 | tail -n 12
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] || exit "$rc"
+log=$(mktemp)
+node --test --test-concurrency=1 --test-reporter=spec dist/test/*.test.js > "$log" 2>&1 || rc=$?
+tail -n 12 "$log"
+# one count line for the make test summary: tests (each vector file is one), failures, skips
+passed=$(sed -n 's/^ℹ pass //p' "$log"); failed=$(sed -n 's/^ℹ fail //p' "$log"); skipped=$(sed -n 's/^ℹ skipped //p' "$log")
+rm -f "$log"
+[ "${rc:-0}" = 0 ] || { echo "typescript: ${passed:-0} passed, ${failed:-1} failed, ${skipped:-0} skipped"; exit "$rc"; }
 echo "== the README example through the package name, against a real notary"
 consumer=$(mktemp -d)
 trap 'rm -rf "$consumer"' EXIT
@@ -39,5 +43,6 @@ if [ "${CONVERGE_SKIP_CONFORMANCE:-}" = 1 ]; then
   echo "== conformance runner skipped here (CONVERGE_SKIP_CONFORMANCE is 1)"
 else
   echo "== conformance runner, TypeScript CLI"
-  (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/conformance -k typescript)
+  (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/conformance -k "typescript]")
 fi
+echo "typescript: $((passed + 2)) passed, $failed failed, $skipped skipped"

@@ -23,11 +23,17 @@ npx --no-install web-ext build --source-dir dist/extension --artifacts-dir dist 
   --filename "converge-{version}.xpi" | tail -n 1
 if [ "${1:-}" = --build-only ]; then exit 0; fi
 echo "== node --test"
-node --test --test-concurrency=1 --test-reporter=spec dist-test/*.test.mjs 2>&1 | tail -n 9
-rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] || exit "$rc"
+log=$(mktemp)
+node --test --test-concurrency=1 --test-reporter=spec dist-test/*.test.mjs > "$log" 2>&1 || rc=$?
+tail -n 9 "$log"
+passed=$(sed -n 's/^ℹ pass //p' "$log"); failed=$(sed -n 's/^ℹ fail //p' "$log")
+rm -f "$log"
+[ "${rc:-0}" = 0 ] || { echo "webextension: ${passed:-0} passed, ${failed:-1} failed"; exit "$rc"; }
 echo "== the extension in headless Firefox ($(firefox-esr --version 2>/dev/null || firefox --version))"
 GECKODRIVER=$("$ROOT/scripts/install-geckodriver")
 echo "   geckodriver: $GECKODRIVER"
-(cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/webextension/tests)
+(cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/webextension/tests) || rc=$?
 echo "   screenshots: $ROOT/var/results/webextension/"
+# one count line for the make test summary (node tests, the Firefox story, lint and build)
+if [ "${rc:-0}" = 0 ]; then echo "webextension: $((passed + 3)) passed, $failed failed"; else
+  echo "webextension: $((passed + 2)) passed, $((failed + 1)) failed"; exit "$rc"; fi
