@@ -1,0 +1,126 @@
+# frozen_string_literal: true
+
+require "json"
+require "tmpdir"
+require "fileutils"
+
+module Converge
+  # The shared test vectors through this library: run_case computes this implementation's
+  # output for one case, in the fields CLIENT-CLI.md names.
+  module Vectors
+    SCHEMAS = %w[converge-vectors/fingerprints/1 converge-vectors/requests/1 converge-vectors/legacy-signatures/1
+                 converge-vectors/notary-responses/1 converge-vectors/bundles/1 converge-vectors/consensus/1
+                 converge-vectors/cache/1 converge-vectors/extended-answers/1 converge-vectors/config/1].freeze
+    COMPARED = %w[result error kind algorithm canonical request signed_bytes signed_bytes_reserialised name version
+                  hosts verdict extended enabled].freeze
+
+    module_function
+
+    def bytes(c, name)
+      return [c["#{name}_hex"]].pack("H*") if c["#{name}_hex"].is_a?(String)
+      raise ArgumentError, "case has no #{name}" unless c[name].is_a?(String)
+
+      c[name].b
+    end
+
+    def certificate(doc, name)
+      OpenSSL::X509::Certificate.new(doc.dig("certificates", name) || raise(ArgumentError, "certificate #{name} missing"))
+    end
+
+    def invalid(out, err) = out.merge("result" => "invalid", "error" => err.kind)
+
+    # This implementation's output for one case of a vector file (doc: the whole file).
+    def run_case(doc, c)
+      out = { "id" => c["id"] }
+      case doc["schema"]
+      when "converge-vectors/fingerprints/1"
+        fp = Fingerprint.parse(c["input"])
+        out.merge("result" => "valid", "algorithm" => fp.algorithm, "canonical" => fp.colon_hex)
+      when "converge-vectors/requests/1"
+        fp = Fingerprint.parse(c["fingerprint"])
+        req = Legacy.request_bytes(c["host"], c["port"], fp, c["ip"])
+        out.merge("result" => "valid", "request" => req.dup.force_encoding(Encoding::UTF_8))
+      when "converge-vectors/legacy-signatures/1"
+        s = Legacy.parse_signed_list(bytes(c, "body"))
+        Legacy.verify_signed_list(s, certificate(doc, c["certificate"]))
+        out.merge("result" => "valid", "signed_bytes" => s.signed_bytes_cut&.dup&.force_encoding(Encoding::UTF_8),
+                  "signed_bytes_reserialised" => s.signed_bytes_reserialised.dup.force_encoding(Encoding::UTF_8))
+      when "converge-vectors/notary-responses/1"
+        wanted = (c["fingerprints"] || []).map { |x| Fingerprint.parse(x) }
+        o, = Legacy.outcome_from_http(bytes(c, "raw"), wanted, certificate(doc, c["certificate"]))
+        out.merge("result" => o.vote, "kind" => o.kind)
+      when "converge-vectors/bundles/1"
+        b = Bundles.parse(bytes(c, "bundle"))
+        out.merge("result" => "valid", "name" => b.name, "version" => b.version,
+                  "hosts" => b.hosts.map { |h| { "host" => h.host, "ssl_port" => h.ssl_port, "http_port" => h.http_port, "pin" => h.pin.colon_hex } })
+      when "converge-vectors/consensus/1"
+        policy = Policy.parse(c["policy"])
+        votes = c["votes"] || []
+        pending = c["pending"] || 0
+        word = ->(t) { t ? "trusted" : "untrusted" }
+        r = if pending.positive?
+              v = Policy.settled(policy, votes, pending, c["stand_aside"] == true)
+              v.nil? ? "unsettled" : word.(v)
+            else
+              word.(Policy.decide(policy, votes, c["stand_aside"] == true))
+            end
+        out.merge("result" => r)
+      when "converge-vectors/cache/1"
+        out.merge("result" => Policy.cache_decision(c["timestamp"], c["now"], c["lifetime"]))
+      when "converge-vectors/extended-answers/1"
+        extended_case(doc, c, out)
+      when "converge-vectors/config/1"
+        out.merge("result" => "valid", "enabled" => config_case(c))
+      else raise ArgumentError, "unknown vector schema #{doc['schema'].inspect}"
+      end
+    rescue Error => e
+      invalid(out, e)
+    end
+
+    def config_case(c)
+      Dir.mktmpdir("converge-vector-") do |root|
+        (c["files"] || {}).each do |rel, text|
+          p = File.join(root, rel)
+          FileUtils.mkdir_p(File.dirname(p))
+          File.write(p, text)
+        end
+        (c["links"] || {}).each do |rel, target|
+          p = File.join(root, rel)
+          FileUtils.mkdir_p(File.dirname(p))
+          File.symlink(target, p)
+        end
+        Configuration.load(root, {}).notaries.map(&:name).sort
+      end
+    end
+
+    def extended_case(doc, c, out)
+      case c["type"]
+      when "bundle"
+        begin
+          out.merge("result" => "valid", "extended" => Bundles.parse(bytes(c, "bundle")).offers_extended?)
+        rescue Error => e
+          out.merge("result" => "invalid", "kind" => e.kind)
+        end
+      when "canonical"
+        v = PyJSON.parse(c["input"])
+        text = v.nil? && c["input"].strip != "null" ? nil : PyJSON.canonical(v)
+        text.nil? ? out.merge("result" => "invalid", "kind" => "canonical") : out.merge("result" => "valid", "canonical" => text)
+      when "answer"
+        exp = c["expect"] || {}
+        entries = (c["bundle_keys"] || []).map { |n| doc.dig("signing_keys", n) }
+        keys = Bundles.parse_signing_keys(PyJSON.parse(JSON.generate(entries)))
+        now = exp["now"] || 0
+        e = Extended::Expect.new(host: exp["host"] || "", port: exp["port"], nonce: exp["nonce"] || "", now: now,
+                                 max_skew: exp["max_skew"] || Extended::DEFAULT_MAX_SKEW, bind_ip: exp.key?("ip"), ip: exp["ip"] || "")
+        e.fingerprint = Fingerprint.parse(exp["fingerprint"]) if exp["fingerprint"].is_a?(String)
+        begin
+          v = Extended.verify_answer(bytes(c, "answer"), Extended.trusted_keys(keys, now), e)
+          out.merge("result" => "valid", "verdict" => v.verdict)
+        rescue AnswerRejected => r
+          out.merge("result" => "rejected", "kind" => r.reason)
+        end
+      else raise ArgumentError, "unknown case type #{c['type'].inspect}"
+      end
+    end
+  end
+end

@@ -1,0 +1,82 @@
+# frozen_string_literal: true
+
+# JSON as Python reads and writes it, canonical JSON, framing, policies; and a fixed-seed fuzz
+# of the response parser (never raises, never votes success unless signed).
+require_relative "helpers"
+
+class TestCore < Minitest::Test
+  J = Converge::PyJSON
+
+  def test_json_is_read_as_python_reads_it
+    v = J.parse('{"b": 1, "2": 2.0, "1": 1e2, "big": 123456789012345678901, "n": NaN, "b": -0}')
+    assert_equal %w[b 2 1 big n], v.keys
+    assert_equal '{"b": 0, "2": 2.0, "1": 100.0, "big": 123456789012345678901, "n": NaN}', J.dumps(v)
+    assert_equal '["\u00e9\u2028\ud83d\ude00"]', J.dumps(J.parse('["é\u2028😀"]'))
+    assert_nil J.parse("{") # not JSON
+    assert_nil J.parse("[" * 600 + "]" * 600) # deeper than 512
+  end
+
+  def test_pythons_float_repr
+    { 1.0 => "1.0", 0.1 => "0.1", 1e16 => "1e+16", 1.5e-5 => "1.5e-05", 123_456.789 => "123456.789",
+      -0.0 => "-0.0", 1e-4 => "0.0001", 5e-324 => "5e-324" }.each { |f, want| assert_equal want, J.float_repr(f), f.to_s }
+  end
+
+  def test_canonical_json
+    assert_equal '{"a":{"x":true,"y":null},"b":[1,"é"]}', J.canonical(J.parse('{"b": [1, "\u00e9"], "a": {"y": null, "x": true}}'))
+    ["[1.0]", "[1e2]", "[9007199254740992]", '{"é": 1}'].each { |bad| assert_nil J.canonical(J.parse(bad)), bad }
+  end
+
+  def test_ip_literals_in_the_notarys_form
+    assert_equal "2001:db8::1", Converge::Legacy.check_ip("2001:0db8:0:0:0:0:0:1")
+    assert_equal "::ffff:102:304", Converge::Legacy.check_ip("::ffff:1.2.3.4")
+    assert_raises(Converge::TargetError) { Converge::Legacy.check_ip("01.2.3.4") }
+    assert_raises(Converge::TargetError) { Converge::Legacy.check_ip("fe80::1%eth0") }
+  end
+
+  def test_framing_refuses_what_a_notary_must_not_send
+    assert_raises(Converge::ResponseError) { Converge::Legacy.parse_http_response("HTTP/1.0 200 X\r\nContent-Length: 10\r\n\r\nshort") }
+    assert_raises(Converge::ResponseError) { Converge::Legacy.parse_http_response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") }
+    r = Converge::Legacy.parse_http_response("HTTP/1.0 200 X\r\nA: 1\r\na: 2\r\nContent-Length: 2\r\n\r\nokEXTRA")
+    assert_equal "1, 2", r.headers["a"]
+    assert_equal "ok", r.body
+  end
+
+  def test_policies
+    assert Converge::Policy.decide("consensus", %w[success unreachable], true)
+    refute Converge::Policy.decide("consensus", %w[success unreachable], false)
+    assert_equal false, Converge::Policy.settled("consensus", %w[failure], 2, true)
+    assert_nil Converge::Policy.settled("majority", %w[success], 2, true)
+  end
+
+  def test_fuzz_the_response_parser_with_a_fixed_seed
+    cert = OpenSSL::X509::Certificate.new(Helpers::NOTARY_CERT)
+    key = OpenSSL::PKey.read(Helpers::NOTARY_KEY)
+    list = %({"fingerprintList": [{"timestamp": {"start": "1323389219", "finish": "1324691510"}, "fingerprint": "#{Helpers::GENUINE}"}]})
+    body = %(#{list[0..-2]}, "signature": "#{[key.sign(OpenSSL::Digest.new('SHA1'), list)].pack('m0')}"})
+    good = "HTTP/1.0 200 X\r\nContent-Type: application/json\r\nContent-Length: #{body.bytesize}\r\n\r\n#{body}".b
+    wanted = [Converge::Fingerprint.parse(Helpers::GENUINE)]
+    assert_equal "listed", Converge::Legacy.outcome_from_http(good, wanted, cert).first.kind
+    rng = Random.new(20_111_206)
+    tokens = ["{", "}", "[", "]", '"', ",", ":", "\\", "\r\n", "NaN", "1e999", "-0", "\xff".b]
+    kinds = Hash.new(0)
+    3000.times do
+      b = good.dup
+      (1 + rng.rand(4)).times do
+        at = rng.rand(b.bytesize)
+        case rng.rand(10)
+        when 0..2 then b.setbyte(at, rng.rand(256))
+        when 3..4 then b[at, 1 + rng.rand(8)] = ""
+        when 5..7 then b.insert(at, tokens.sample(random: rng).b)
+        else
+          x, y = [rng.rand(b.bytesize), rng.rand(b.bytesize)].sort
+          b.insert(at, b[x...y])
+        end
+        b = "x".b if b.empty?
+      end
+      o, r = Converge::Legacy.outcome_from_http(b, wanted, cert)
+      kinds[o.kind] += 1
+      assert_equal 200, r.status, "only a signed 200 may vote success" if o.vote == "success"
+    end
+    assert kinds["response"] > 100 && kinds["signature"] > 10, kinds.inspect
+  end
+end

@@ -1,0 +1,34 @@
+# frozen_string_literal: true
+
+# Every shared vector file through Converge::Vectors.run_case, compared the way the
+# conformance runner compares (each field the case states); no expected failures.
+require_relative "helpers"
+
+class TestVectors < Minitest::Test
+  def load(name) = JSON.parse(File.read(File.join(Helpers::VECTORS, name)))
+
+  def diff(c, out) = Converge::Vectors::COMPARED.select { |f| c.key?(f) && c[f] != out[f] }
+
+  Dir.children(Helpers::VECTORS).select { |n| n.end_with?(".json") }.sort.each do |name|
+    define_method("test_vectors_#{name.tr('.-', '__')}") do
+      doc = load(name)
+      assert_includes Converge::Vectors::SCHEMAS, doc["schema"]
+      refute_empty doc["tests"]
+      failures = doc["tests"].filter_map do |c|
+        out = Converge::Vectors.run_case(doc, c)
+        d = diff(c, out)
+        "case #{c['id']} (#{c['comment']}): #{d}: #{out}" unless d.empty?
+      end
+      assert_empty failures
+    end
+  end
+
+  def test_the_comparison_catches_a_wrong_output
+    doc = load("fingerprints.json")
+    c = doc["tests"][0]
+    out = Converge::Vectors.run_case(doc, c)
+    assert_empty diff(c, out)
+    assert_equal ["canonical"], diff(c, out.merge("canonical" => "00"))
+    assert_raises(ArgumentError) { Converge::Vectors.run_case({ "schema" => "converge-vectors/unknown/1" }, c) }
+  end
+end
