@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Benchmark of the PHP client beside the C library's, in the same run, against one real
+# `notary serve` on loopback (client-libs/conformance/bench_language.py). Bounded.
+#   client-libs/php/bench.sh [CACHE_ITERATIONS] [ROUND_TRIPS]
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(cd ../.. && pwd)
+exec "$ROOT/.venv/bin/python" "$ROOT/client-libs/conformance/bench_language.py" php \
+  --cache-iterations "${1:-20000}" --round-trips "${2:-300}" -- php "$PWD/bin/converge-bench"

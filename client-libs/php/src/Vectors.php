@@ -1,0 +1,147 @@
+<?php
+declare(strict_types=1);
+
+namespace Converge;
+
+/** The shared test vectors through this library: runCase() gives this implementation's output. */
+final class Vectors
+{
+    public const SCHEMAS = ['converge-vectors/fingerprints/1', 'converge-vectors/requests/1', 'converge-vectors/legacy-signatures/1',
+        'converge-vectors/notary-responses/1', 'converge-vectors/bundles/1', 'converge-vectors/consensus/1',
+        'converge-vectors/cache/1', 'converge-vectors/extended-answers/1', 'converge-vectors/config/1'];
+    public const COMPARED = ['result', 'error', 'kind', 'algorithm', 'canonical', 'request', 'signed_bytes',
+        'signed_bytes_reserialised', 'name', 'version', 'hosts', 'verdict', 'extended', 'enabled'];
+
+    /** @param array<string,mixed> $c */
+    private static function bytes(array $c, string $name): string
+    {
+        if (is_string($c["{$name}_hex"] ?? null)) {
+            return hex2bin($c["{$name}_hex"]);
+        }
+        if (!is_string($c[$name] ?? null)) {
+            throw new \InvalidArgumentException("case has no {$name}");
+        }
+        return $c[$name];
+    }
+
+    /** @param array<string,mixed> $doc */
+    private static function certificate(array $doc, string $name): string
+    {
+        $der = Bundle::pemToDer($doc['certificates'][$name] ?? '');
+        if ($der === null) {
+            throw new \InvalidArgumentException("certificate {$name} missing");
+        }
+        return $der;
+    }
+
+    /**
+     * This implementation's output for one case of a vector file ($doc: the whole file, decoded
+     * as arrays).
+     *
+     * @param array<string,mixed> $doc @param array<string,mixed> $c @return array<string,mixed>
+     */
+    public static function runCase(array $doc, array $c): array
+    {
+        $out = ['id' => $c['id'] ?? null];
+        try {
+            switch ($doc['schema'] ?? '') {
+                case 'converge-vectors/fingerprints/1':
+                    $fp = Fingerprint::parse($c['input'] ?? null);
+                    return $out + ['result' => 'valid', 'algorithm' => $fp->algorithm, 'canonical' => $fp->colonHex()];
+                case 'converge-vectors/requests/1':
+                    $fp = Fingerprint::parse($c['fingerprint'] ?? null);
+                    return $out + ['result' => 'valid', 'request' => Legacy::requestBytes($c['host'] ?? null, $c['port'] ?? null, $fp, $c['ip'] ?? null)];
+                case 'converge-vectors/legacy-signatures/1':
+                    $s = Legacy::parseSignedList(self::bytes($c, 'body'));
+                    Legacy::verifySignedList($s, self::certificate($doc, $c['certificate']));
+                    return $out + ['result' => 'valid', 'signed_bytes' => $s['cut'], 'signed_bytes_reserialised' => $s['reserialised']];
+                case 'converge-vectors/notary-responses/1':
+                    $wanted = array_map([Fingerprint::class, 'parse'], $c['fingerprints'] ?? []);
+                    [$o] = Legacy::outcomeFromHttp(self::bytes($c, 'raw'), $wanted, self::certificate($doc, $c['certificate']));
+                    return $out + ['result' => $o->vote, 'kind' => $o->kind];
+                case 'converge-vectors/bundles/1':
+                    $b = Bundle::parse(self::bytes($c, 'bundle'));
+                    return $out + ['result' => 'valid', 'name' => $b->name, 'version' => $b->version, 'hosts' => array_map(
+                        static fn (NotaryHost $h) => ['host' => $h->host, 'ssl_port' => $h->sslPort, 'http_port' => $h->httpPort, 'pin' => $h->pin->colonHex()],
+                        $b->hosts,
+                    )];
+                case 'converge-vectors/consensus/1':
+                    $policy = Policy::parse($c['policy'] ?? '');
+                    $aside = ($c['stand_aside'] ?? false) === true;
+                    $pending = $c['pending'] ?? 0;
+                    if ($pending > 0) {
+                        $v = Policy::settled($policy, $c['votes'] ?? [], $pending, $aside);
+                        return $out + ['result' => $v === null ? 'unsettled' : ($v ? 'trusted' : 'untrusted')];
+                    }
+                    return $out + ['result' => Policy::decide($policy, $c['votes'] ?? [], $aside) ? 'trusted' : 'untrusted'];
+                case 'converge-vectors/cache/1':
+                    $l = $c['lifetime'] ?? null;
+                    return $out + ['result' => Policy::cacheDecision($c['timestamp'] ?? null, (float) $c['now'], $l === null ? null : (float) $l)];
+                case 'converge-vectors/extended-answers/1':
+                    return self::extended($doc, $c, $out);
+                case 'converge-vectors/config/1':
+                    return $out + ['result' => 'valid', 'enabled' => self::config($c)];
+                default:
+                    throw new \InvalidArgumentException('unknown vector schema ' . json_encode($doc['schema'] ?? null));
+            }
+        } catch (ConvergeException $e) {
+            return $out + ['result' => 'invalid', 'error' => $e->getKind()];
+        }
+    }
+
+    /** @return list<string> */
+    private static function config(array $c): array
+    {
+        $root = sys_get_temp_dir() . '/converge-vector-' . bin2hex(random_bytes(6));
+        mkdir($root);
+        try {
+            foreach ($c['files'] ?? [] as $rel => $text) {
+                @mkdir(dirname("{$root}/{$rel}"), 0o755, true);
+                file_put_contents("{$root}/{$rel}", $text);
+            }
+            foreach ($c['links'] ?? [] as $rel => $target) {
+                @mkdir(dirname("{$root}/{$rel}"), 0o755, true);
+                symlink($target, "{$root}/{$rel}");
+            }
+            $names = array_map(static fn (Bundle $b) => $b->name, Config::load($root, [])->notaries());
+            sort($names, SORT_STRING);
+            return $names;
+        } finally {
+            exec('rm -rf ' . escapeshellarg($root));
+        }
+    }
+
+    private static function extended(array $doc, array $c, array $out): array
+    {
+        switch ($c['type'] ?? '') {
+            case 'bundle':
+                try {
+                    return $out + ['result' => 'valid', 'extended' => Bundle::parse(self::bytes($c, 'bundle'))->offersExtended()];
+                } catch (ConvergeException $e) {
+                    return $out + ['result' => 'invalid', 'kind' => $e->getKind()];
+                }
+            case 'canonical':
+                $v = PyJson::parse($c['input']);
+                $t = $v === PyJson::invalid() ? null : PyJson::canonical($v);
+                return $t === null ? $out + ['result' => 'invalid', 'kind' => 'canonical'] : $out + ['result' => 'valid', 'canonical' => $t];
+            case 'answer':
+                $exp = $c['expect'] ?? [];
+                $entries = array_map(static fn ($n) => $doc['signing_keys'][$n] ?? null, $c['bundle_keys'] ?? []);
+                $keys = Bundle::parseSigningKeys(PyJson::parse(json_encode($entries)));
+                $now = $exp['now'] ?? 0;
+                $e = ['host' => $exp['host'] ?? '', 'port' => $exp['port'] ?? null, 'nonce' => $exp['nonce'] ?? '', 'now' => $now,
+                    'max_skew' => $exp['max_skew'] ?? Extended::DEFAULT_MAX_SKEW, 'bind_ip' => array_key_exists('ip', $exp), 'ip' => $exp['ip'] ?? ''];
+                if (is_string($exp['fingerprint'] ?? null)) {
+                    $e['fingerprint'] = Fingerprint::parse($exp['fingerprint']);
+                }
+                try {
+                    $v = Extended::verifyAnswer(self::bytes($c, 'answer'), Extended::trustedKeys($keys, $now), $e);
+                    return $out + ['result' => 'valid', 'verdict' => $v['verdict']];
+                } catch (AnswerRejected $r) {
+                    return $out + ['result' => 'rejected', 'kind' => $r->reason];
+                }
+            default:
+                throw new \InvalidArgumentException('unknown case type ' . json_encode($c['type'] ?? null));
+        }
+    }
+}

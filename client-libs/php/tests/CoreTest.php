@@ -1,0 +1,105 @@
+<?php
+declare(strict_types=1);
+
+namespace Converge\Tests;
+
+use Converge\Fingerprint;
+use Converge\Legacy;
+use Converge\Policy;
+use Converge\PyJson;
+use Converge\ResponseException;
+use Converge\TargetException;
+use PHPUnit\Framework\TestCase;
+
+/** JSON as Python reads and writes it, canonical JSON, framing, policies; a fixed-seed fuzz. */
+final class CoreTest extends TestCase
+{
+    public function testJsonIsReadAsPythonReadsIt(): void
+    {
+        $v = PyJson::parse('{"b": 1, "2": 2.0, "1": 1e2, "b": -0, "e": {}, "a": []}');
+        $this->assertSame('{"b": 0, "2": 2.0, "1": 100.0, "e": {}, "a": []}', PyJson::dumps($v));
+        $this->assertSame('["\u00e9\u2028\ud83d\ude00"]', PyJson::dumps(PyJson::parse("[\"é\u{2028}😀\"]")));
+        $this->assertSame(PyJson::invalid(), PyJson::parse('{'));
+        $this->assertSame(PyJson::invalid(), PyJson::parse(str_repeat('[', 600) . str_repeat(']', 600)));
+    }
+
+    public function testPythonsFloatRepr(): void
+    {
+        foreach ([[1.0, '1.0'], [0.1, '0.1'], [1e16, '1e+16'], [1.5e-5, '1.5e-05'], [-0.0, '-0.0'], [1e-4, '0.0001'], [5e-324, '5e-324']] as [$f, $want]) {
+            $this->assertSame($want, PyJson::floatRepr($f));
+        }
+    }
+
+    public function testCanonicalJson(): void
+    {
+        $this->assertSame('{"a":{"x":true,"y":null},"b":[1,"é"],"e":{},"l":[]}',
+            PyJson::canonical(PyJson::parse('{"b": [1, "\u00e9"], "a": {"y": null, "x": true}, "l": [], "e": {}}')));
+        foreach (['[1.0]', '[1e2]', '[9007199254740992]', '{"é": 1}'] as $bad) {
+            $this->assertNull(PyJson::canonical(PyJson::parse($bad)), $bad);
+        }
+    }
+
+    public function testIpLiteralsInTheNotarysForm(): void
+    {
+        $this->assertSame('2001:db8::1', Legacy::checkIp('2001:0db8:0:0:0:0:0:1'));
+        $this->assertSame('::ffff:102:304', Legacy::checkIp('::ffff:1.2.3.4'));
+        $this->expectException(TargetException::class);
+        Legacy::checkIp('01.2.3.4');
+    }
+
+    public function testFramingRefusesWhatANotaryMustNotSend(): void
+    {
+        $r = Legacy::parseHttpResponse("HTTP/1.0 200 X\r\nA: 1\r\na: 2\r\nContent-Length: 2\r\n\r\nokEXTRA");
+        $this->assertSame('1, 2', $r->headers['a']);
+        $this->assertSame('ok', $r->body);
+        $this->expectException(ResponseException::class);
+        Legacy::parseHttpResponse("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    }
+
+    public function testPolicies(): void
+    {
+        $this->assertTrue(Policy::decide('consensus', ['success', 'unreachable'], true));
+        $this->assertFalse(Policy::decide('consensus', ['success', 'unreachable'], false));
+        $this->assertFalse(Policy::settled('consensus', ['failure'], 2, true));
+        $this->assertNull(Policy::settled('majority', ['success'], 2, true));
+    }
+
+    public function testFuzzTheResponseParserWithAFixedSeed(): void
+    {
+        $cert = (string) file_get_contents(__DIR__ . '/../../vectors/keys/test-notary-cert.pem');
+        $key = openssl_pkey_get_private((string) file_get_contents(__DIR__ . '/../../vectors/keys/test-notary-key.pem'));
+        $der = \Converge\Bundle::pemToDer($cert);
+        $fp = Fingerprint::of($der)->colonHex();
+        $list = '{"fingerprintList": [{"timestamp": {"start": "1323389219", "finish": "1324691510"}, "fingerprint": "' . $fp . '"}]}';
+        openssl_sign($list, $sig, $key, OPENSSL_ALGO_SHA1);
+        $body = substr($list, 0, -1) . ', "signature": "' . base64_encode($sig) . '"}';
+        $good = "HTTP/1.0 200 X\r\nContent-Type: application/json\r\nContent-Length: " . strlen($body) . "\r\n\r\n" . $body;
+        $wanted = [Fingerprint::parse($fp)];
+        $this->assertSame('listed', Legacy::outcomeFromHttp($good, $wanted, $der)[0]->kind);
+        mt_srand(20111206);
+        $tokens = ['{', '}', '[', ']', '"', ',', ':', '\\', "\r\n", 'NaN', '1e999', '-0', "\xff"];
+        $kinds = [];
+        for ($i = 0; $i < 3000; $i++) {
+            $b = $good;
+            for ($e = 0, $n = mt_rand(1, 4); $e < $n; $e++) {
+                $at = mt_rand(0, strlen($b) - 1);
+                $b = match (mt_rand(0, 9)) {
+                    0, 1, 2 => substr_replace($b, chr(mt_rand(0, 255)), $at, 1),
+                    3, 4 => substr_replace($b, '', $at, mt_rand(1, 8)),
+                    5, 6, 7 => substr_replace($b, $tokens[mt_rand(0, count($tokens) - 1)], $at, 0),
+                    default => substr_replace($b, substr($b, mt_rand(0, strlen($b) - 1), mt_rand(0, 40)), $at, 0),
+                };
+                if ($b === '') {
+                    $b = 'x';
+                }
+            }
+            [$o, $r] = Legacy::outcomeFromHttp($b, $wanted, $der);
+            $kinds[$o->kind] = ($kinds[$o->kind] ?? 0) + 1;
+            if ($o->vote === 'success') {
+                $this->assertSame(200, $r->status, 'only a signed 200 may vote success');
+            }
+        }
+        $this->assertGreaterThan(100, $kinds['response'] ?? 0, json_encode($kinds));
+        $this->assertGreaterThan(10, $kinds['signature'] ?? 0, json_encode($kinds));
+    }
+}

@@ -1,0 +1,56 @@
+<?php
+declare(strict_types=1);
+
+namespace Converge\Tests;
+
+use Converge\Vectors;
+use PHPUnit\Framework\TestCase;
+
+/** Every shared vector file through Vectors::runCase, compared as the conformance runner compares. */
+final class VectorsTest extends TestCase
+{
+    private const DIR = __DIR__ . '/../../vectors';
+
+    /** @return array<string, array{string}> */
+    public static function files(): array
+    {
+        $out = [];
+        foreach (glob(self::DIR . '/*.json') as $f) {
+            $out[basename($f)] = [$f];
+        }
+        return $out;
+    }
+
+    private static function diff(array $c, array $out): array
+    {
+        return array_values(array_filter(Vectors::COMPARED, static fn ($f) => array_key_exists($f, $c) && $c[$f] !== ($out[$f] ?? null)));
+    }
+
+    /** @dataProvider files */
+    public function testEveryCaseOfTheFilePasses(string $file): void
+    {
+        $doc = json_decode((string) file_get_contents($file), true, 512, JSON_THROW_ON_ERROR);
+        $this->assertContains($doc['schema'], Vectors::SCHEMAS);
+        $this->assertNotEmpty($doc['tests']);
+        $failures = [];
+        foreach ($doc['tests'] as $c) {
+            $out = Vectors::runCase($doc, $c);
+            $d = self::diff($c, $out);
+            if ($d !== []) {
+                $failures[] = "case {$c['id']} ({$c['comment']}): " . implode(',', $d) . ': ' . json_encode($out);
+            }
+        }
+        $this->assertSame([], $failures);
+    }
+
+    public function testTheComparisonCatchesAWrongOutput(): void
+    {
+        $doc = json_decode((string) file_get_contents(self::DIR . '/fingerprints.json'), true);
+        $c = $doc['tests'][0];
+        $out = Vectors::runCase($doc, $c);
+        $this->assertSame([], self::diff($c, $out));
+        $this->assertSame(['canonical'], self::diff($c, ['canonical' => '00'] + $out));
+        $this->expectException(\InvalidArgumentException::class);
+        Vectors::runCase(['schema' => 'converge-vectors/unknown/1'], $c);
+    }
+}
