@@ -63,6 +63,10 @@ module Converge
       l
     end
 
+    # The kind of a failed exchange: "timeout" once the notary's own deadline has passed (so the
+    # answer does not depend on which thread noticed the deadline first), else "unreachable".
+    def lapsed(deadline) = now_mono >= deadline ? "timeout" : "unreachable"
+
     def dial(host, port, deadline)
       Socket.tcp(host, port, connect_timeout: left(deadline)).tap { |s| s.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1) }
     rescue Errno::ETIMEDOUT
@@ -200,7 +204,7 @@ module Converge
         end
       rescue Unreachable => e
         detail = now_mono >= connect_deadline ? "#{label}: timed out" : e.message
-        return answer.(Outcome.new(vote: "unreachable", kind: "unreachable", status: nil, detail: detail), label)
+        return answer.(Outcome.new(vote: "unreachable", kind: lapsed(deadline), status: nil, detail: detail), label)
       end
       begin
         peer = ssl.peer_cert
@@ -213,7 +217,7 @@ module Converge
       rescue ResponseError => e
         return answer.(Legacy.failure_of(e, nil), label)
       rescue Error, Unreachable, SystemCallError, OpenSSL::SSL::SSLError => e
-        return answer.(Outcome.new(vote: "unreachable", kind: "unreachable", status: nil, detail: "#{label}: #{e.message}"), label)
+        return answer.(Outcome.new(vote: "unreachable", kind: lapsed(deadline), status: nil, detail: "#{label}: #{e.message}"), label)
       ensure
         ssl&.close
       end
