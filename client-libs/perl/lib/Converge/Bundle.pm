@@ -227,3 +227,25 @@ sub valid_until { $_[0]{valid_until} }
 sub trusted_at  { $_[0]{current} || $_[1] <= $_[0]{valid_until} }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Bundle - a notary bundle (.notary file, v0 and v1)
+
+=head1 SYNOPSIS
+
+    my $b = Converge::Bundle->parse($bytes);
+    print $b->name, ': ', join(', ', map { $_->host . ':' . $_->ssl_port } $b->hosts), "\n";
+    print "extended\n" if $b->offers_extended;
+
+=head1 DESCRIPTION
+
+C<parse> validates a bundle of at most 64 KiB: v0 (one host) or v1 (C<name>, up to 16
+C<hosts> each with C<host>, C<ssl_port>, C<http_port> and its PEM C<certificate>, whose SHA-1
+is the pin; C<bundle_location>, C<region>, C<protocols>, C<signing_keys>), dying with a
+L<Converge::Error> of kind C<bundle> on anything else. C<offers_extended> is true when the
+bundle lists C<converge-answer/1> and carries its Ed25519 signing keys.
+
+=cut

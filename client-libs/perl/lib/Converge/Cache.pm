@@ -77,3 +77,23 @@ sub close {
 }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Cache - the local cache in the 2011 add-on's SQLite schema
+
+=head1 SYNOPSIS
+
+    my $cache = Converge::Cache->new($path);            # or ->new($path, 1): read-only
+    $cache->store('www.example.org:443', $fp->colon_hex, time);
+    my $ts = $cache->lookup('www.example.org:443', $fp->colon_hex);
+
+=head1 DESCRIPTION
+
+One table C<fingerprints(id, location, fingerprint, timestamp)> with a unique index on
+C<(location, fingerprint)>, WAL mode and a busy timeout, so that every client and process
+shares one file. IO failures die with a L<Converge::Error> of kind C<cache-io>.
+
+=cut

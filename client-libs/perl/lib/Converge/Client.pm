@@ -207,3 +207,34 @@ for my $f (qw(trusted host port fingerprint policy stand_aside from_cache reason
 sub results { @{ $_[0]{results} } }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Client - a configuration, its caches, and the question to the notaries
+
+=head1 SYNOPSIS
+
+    my $client = Converge::Client->load('/etc/converge');     # undef: discovered
+    my $v = $client->check('www.example.org', 443, $fingerprint);
+    my $v = $client->check_certificate('www.example.org', 443, $der);
+    my $v = $client->check('10.0.0.5', 8443, $fp, ip => '10.0.0.5');
+    print $v->trusted ? 'trusted' : 'refused', ': ', $v->reason, "\n";
+    $client->close;
+
+=head1 DESCRIPTION
+
+Keep one client per configuration: it holds the SQLite connections (a cache hit is one
+indexed lookup). C<check> validates its input (dying with a L<Converge::Error>), answers from
+the local cache when it can, else picks C<quorum> notaries at random, asks them all at once
+and applies the policy; a trusted verdict is written to the cache. C<new(config =E<gt> $cfg,
+clock =E<gt> sub {...}, random =E<gt> sub {...})> takes a L<Converge::Config> and, for tests,
+a clock and a random source. C<shared($dir)> is the client C<converge()> uses.
+
+=head2 Converge::Verdict
+
+C<trusted>, C<reason>, C<from_cache>, C<results> (the notaries' parts, in file order),
+C<relay>, C<host>, C<port>, C<fingerprint>, C<policy>, C<stand_aside>, C<elapsed>.
+
+=cut

@@ -2,6 +2,7 @@ package Converge::Config;
 use strict;
 use warnings;
 use Cwd ();
+use Time::HiRes ();
 use Converge::Error;
 use Converge::Bundle;
 use Converge::Policy;
@@ -212,14 +213,56 @@ sub list_notaries {
     return @out;
 }
 
-# The enabled logical notaries, de-duplicated by name (the first file wins).
+# What list_notaries read from $dir depends on: the folders and every .notary file in them
+# (names, sizes, modification times, link targets).
+sub _signature {
+    my ($dir) = @_;
+    my @paths = ($dir, "$dir/notaries-enabled", "$dir/notaries-available");
+    push @paths, map { _notary_files($_) } @paths;
+    return join "\0", map { my @st = Time::HiRes::stat($_); join ':', $_, @st ? @st[1, 7, 9] : '-' } @paths;
+}
+
+# The enabled logical notaries, de-duplicated by name (the first file wins). The bundles are
+# parsed again only when a file or folder changed.
 sub notaries {
     my ($self) = @_;
-    my @found = $self->{bundles} ? @{ $self->{bundles} }
-        : defined $self->{notaries_dir} ? map { $_->{bundle} } grep { $_->{enabled} } list_notaries($self->{notaries_dir})
-        : ();
+    my @found;
+    if ($self->{bundles}) {
+        @found = @{ $self->{bundles} };
+    } elsif (defined(my $dir = $self->{notaries_dir})) {
+        my $sig = _signature($dir);
+        unless (defined $self->{_read} && $self->{_read}[0] eq $sig) {
+            $self->{_read} = [ $sig, [ map { $_->{bundle} } grep { $_->{enabled} } list_notaries($dir) ] ];
+        }
+        @found = @{ $self->{_read}[1] };
+    }
     my %seen;
     return grep { !$seen{ $_->name }++ } @found;
 }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Config - the configuration directory shared by every converge client
+
+=head1 SYNOPSIS
+
+    my $cfg = Converge::Config->load('/etc/converge');   # undef: discovered
+    print $cfg->agreement, ' ', $cfg->quorum, "\n";
+    my @bundles = $cfg->notaries;                          # the enabled ones
+
+=head1 DESCRIPTION
+
+Discovery: an explicit directory; C<$CONVERGE_CONFIG_DIR>; C<$XDG_CONFIG_HOME/converge> or
+C<~/.config/converge>; C</usr/local/etc/converge>. C<converge.config> is JSON with the keys
+C<db>, C<userdb>, C<notaries-dir>, C<notary-agreement>, C<quorum>, C<connect-timeout>,
+C<notary-timeout>, C<total-timeout>, C<cache-lifetime>, C<stand-aside>, C<early-return>,
+C<bounce>, C<bounce-port>, C<max-response-bytes>, C<extended>, C<extended-nonce>,
+C<max-skew>; an unknown key or a wrong type dies with a L<Converge::Error> of kind C<config>.
+Bundles live in C<notaries-available/> and are enabled by symlinks in C<notaries-enabled/>;
+the 2014 layout (C<notaries-dir> naming a folder of C<.notary> files) is read too.
+
+=cut

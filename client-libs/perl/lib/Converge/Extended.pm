@@ -168,3 +168,19 @@ sub reason  { $_[0]{reason} }
 sub message { $_[0]{message} }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Extended - the converge-answer/1 format, client side
+
+=head1 DESCRIPTION
+
+C<verify_answer($raw, \%keys, \%expect)> checks a signed answer in the documented order
+(malformed, non-canonical, unknown-key, bad-signature, wrong-target, nonce-mismatch, stale)
+and dies with a C<Converge::Extended::Rejected> (C<reason>, C<message>) on the first failure;
+C<request_bytes> builds the request with a fresh nonce (C<new_nonce>); C<evaluate> reduces a
+response to a vote.
+
+=cut

@@ -57,3 +57,24 @@ sub parse {
 }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Fingerprint - a certificate digest (SHA-1 or SHA-256)
+
+=head1 SYNOPSIS
+
+    my $fp = Converge::Fingerprint->parse('ab:cd:...');    # 40 or 64 hex digits, colons optional
+    my $fp = Converge::Fingerprint->of($der, 'sha256');
+    print $fp->colon_hex, ' ', $fp->algorithm;
+
+=head1 DESCRIPTION
+
+C<parse> accepts 40 (SHA-1) or 64 (SHA-256) hex digits in any case, either bare or with a
+colon between every pair, surrounding whitespace ignored, and dies with a
+L<Converge::Error> of kind C<fingerprint> otherwise. C<colon_hex> is the canonical form
+(upper case, colons), C<equals> compares algorithm and digest.
+
+=cut

@@ -219,3 +219,20 @@ sub detail { $_[0]{detail} }
 sub answer { $_[0]{answer} }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Legacy - the Convergence v1 protocol, client side
+
+=head1 DESCRIPTION
+
+Pure functions: C<request_bytes($host, $port, $fp, $ip)> (the exact 2011 request),
+C<parse_http_response($raw, $max)> (strict framing), C<parse_signed_list($body)> and
+C<verify_signed_list($signed, $der)> (RSA/SHA-1 over the bytes before C<, "signature">, or
+over Python's C<json.dumps> of the body without the signature), C<evaluate> and
+C<outcome_from_http> (a response reduced to a L<Converge::Outcome>: C<vote>, C<kind>,
+C<status>, C<detail>).
+
+=cut

@@ -253,15 +253,26 @@ sub expire {
     return;
 }
 
+# One client context for every notary connection: IO::Socket::SSL would otherwise build one per
+# connection and load the system's CA store into it each time (~25 ms), which the pin makes moot.
+my $CTX;
+
+sub _context {
+    return $CTX //= IO::Socket::SSL::SSL_Context->new(
+        SSL_verify_mode => IO::Socket::SSL::SSL_VERIFY_NONE(),    # the bundle's pin decides, before sending
+        SSL_version     => 'SSLv23:!SSLv3:!TLSv1:!TLSv1_1',
+        SSL_ca_file     => undef,
+        SSL_ca_path     => undef,
+    ) // die 'TLS context: ' . IO::Socket::SSL::errstr() . "\n";
+}
+
 sub _start_tls {
     my ($self) = @_;
     my $host = $self->{nh}->host;
-    my $name = $host =~ /\A[0-9.]+\z|:/ ? undef : $host;
     my $ssl = IO::Socket::SSL->start_SSL($self->{sock},
         SSL_startHandshake => 0,
-        SSL_verify_mode    => IO::Socket::SSL::SSL_VERIFY_NONE(),    # the bundle's pin decides, before sending
-        SSL_version        => 'SSLv23:!SSLv3:!TLSv1:!TLSv1_1',
-        (defined $name ? (SSL_hostname => $name) : (SSL_hostname => '')),
+        SSL_reuse_ctx      => _context(),
+        SSL_hostname       => ($host =~ /\A[0-9.]+\z|:/ ? '' : $host),
     );
     return $self->_unreachable("$self->{label}: TLS: " . IO::Socket::SSL::errstr()) unless $ssl;
     $self->{sock} = $ssl;
@@ -390,3 +401,21 @@ sub legacy_twin {
 }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::NotaryIO - asking notaries over the network, all at once
+
+=head1 DESCRIPTION
+
+Every host of every chosen notary is asked at once from one Perl thread: a non-blocking
+state machine per host (C<Converge::NotaryIO::HostQuery>: connect, the bounce relay's CONNECT,
+TLS, the pin checked before anything is sent, the request, the response read until the server
+closes) driven by C<select>. Within a notary the first definitive answer wins; C<run> returns
+as soon as no pending answer can change the verdict. Each notary's part is a
+C<Converge::NotaryResult> (C<name>, C<vote>, C<kind>, C<status>, C<host>, C<detail>,
+C<elapsed>, C<protocol>).
+
+=cut

@@ -76,3 +76,20 @@ sub cache_decision {
 }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Policy - votes, consensus policies and the local-cache rule
+
+=head1 DESCRIPTION
+
+Pure functions. C<decide($policy, \@votes, $stand_aside)> gives the verdict for complete
+votes (C<success>, C<failure>, C<unreachable>, C<skipped>); C<settled($policy, \@votes,
+$pending, $stand_aside)> the verdict when no pending answer can change it, else C<undef>;
+C<cache_decision($timestamp, $now, $lifetime)> C<hit>, C<stale> or C<miss>. With stand-aside
+on, unreachable notaries do not count; consensus needs every counted notary, majority at least
+half, minority one; never trusted without a success.
+
+=cut

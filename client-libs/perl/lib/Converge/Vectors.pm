@@ -157,3 +157,16 @@ sub _extended {
 }
 
 1;
+
+__END__
+
+=head1 NAME
+
+Converge::Vectors - the shared test vectors through this library
+
+=head1 DESCRIPTION
+
+C<run_case($doc, $case)> computes this implementation's output for one case of a vector file
+of C<client-libs/vectors/>, in the fields the conformance runner compares.
+
+=cut
