@@ -1,0 +1,157 @@
+--- The extended answer format converge-answer/1, client side: verification of a signed answer
+-- in the documented order, each failure named; the request; the reduction to a vote.
+-- @module converge.extended
+local json = require "converge.json"
+local crypto = require "converge.crypto"
+local bundle = require "converge.bundle"
+local legacy = require "converge.legacy"
+
+local M = {}
+M.DEFAULT_MAX_SKEW = 300
+M.MEDIA_TYPE = "application/vnd.converge.answer+json"
+M.PATH = "/v2/answer"
+M.MAX_ANSWER_BYTES = 65536
+local VERDICT_STATUS = { match = 200, mismatch = 409, unreachable = 503, refused = 403 }
+local VOTES = { match = { "success", "match" }, mismatch = { "failure", "mismatch" },
+  unreachable = { "unreachable", "target-unreachable" }, refused = { "unreachable", "refused" } }
+
+--- The bundle's signing keys trusted at `now`: {key_id = raw public key}.
+function M.trusted_keys(keys, now)
+  local out = {}
+  for _, k in ipairs(keys) do
+    if bundle.key_trusted_at(k, now) then out[k.key_id] = k.public_key end
+  end
+  return out
+end
+
+--- The host as a notary names it in target.host.
+function M.expected_host(host)
+  local ok, ip = pcall(legacy.check_ip, (host:gsub("^%[", ""):gsub("%]$", "")))
+  if ok then return ip end
+  return (host:lower():gsub("%.$", ""))
+end
+
+local Rejected = {}
+Rejected.__index = Rejected
+Rejected.__tostring = function(r) return "answer rejected (" .. r.reason .. "): " .. r.message end
+M.Rejected = Rejected
+
+local function reject(reason, message) error(setmetatable({ reason = reason, message = message }, Rejected), 0) end
+local function str(v) return type(v) == "string" and v or nil end
+
+--- Checks an extended answer body in the documented order. `exp`: host, port, fingerprint,
+-- nonce, now, max_skew, bind_ip, ip (each optional). Returns {verdict, detail, key_id,
+-- answered_at}; raises a Rejected {reason, message} on the first failure.
+function M.verify_answer(raw, keys, exp)
+  if #raw > M.MAX_ANSWER_BYTES then reject("malformed", "answer too large") end
+  local doc, ok = json.parse(raw)
+  if not (ok and json.is_object(doc) and doc:count() == 2 and doc:has("statement") and doc:has("signature")) then
+    reject("malformed", "answer must have exactly statement and signature")
+  end
+  local stmt, sig = doc:get("statement"), doc:get("signature")
+  if not (json.is_object(stmt) and json.is_object(sig)) then reject("malformed", "statement and signature must be objects") end
+  local canon = json.canonical(doc)
+  if not canon then reject("malformed", "answer holds values canonical JSON cannot encode") end
+  if canon ~= raw then reject("non-canonical", "answer bytes are not canonical JSON") end
+  if stmt:get("type") ~= bundle.EXTENDED_FORMAT or sig:get("alg") ~= "ed25519" then
+    reject("malformed", "not a " .. bundle.EXTENDED_FORMAT .. " answer signed with ed25519")
+  end
+  local kid = str(sig:get("key_id"))
+  if not kid or kid ~= stmt:get("key_id") then reject("malformed", "key ids of statement and signature differ") end
+  local pub = keys[kid]
+  if not pub then reject("unknown-key", "signing key " .. kid .. " is not trusted") end
+  local signature = crypto.unb64url(sig:get("value"))
+  if not (signature and #signature == 64 and #pub == 32 and crypto.ed25519_verify(pub, signature, json.canonical(stmt))) then
+    reject("bad-signature", "signature does not verify")
+  end
+  local verdict, target = str(stmt:get("verdict")), stmt:get("target")
+  if not (verdict and VERDICT_STATUS[verdict] and json.is_object(target)) then reject("malformed", "statement lacks a verdict or target") end
+  if exp.host and exp.host ~= "" then
+    local th, tp = str(target:get("host")), json.int(target:get("port"))
+    if not (th and tp and th == M.expected_host(exp.host) and tp == exp.port) then
+      reject("wrong-target", "answer is about another target, not " .. exp.host .. ":" .. tostring(exp.port or ""))
+    end
+  end
+  if exp.bind_ip then
+    local tip = target:get("ip")
+    if exp.ip == nil or exp.ip == "" then
+      if tip ~= nil and tip ~= json.null then reject("wrong-target", "answer is about a probe of an address the client did not name") end
+    elseif str(tip) == nil or tip ~= M.expected_host(exp.ip) then
+      reject("wrong-target", "answer is about a probe of another address, not " .. exp.ip)
+    end
+  end
+  local req = stmt:get("request")
+  if not json.is_object(req) then req = nil end
+  local fp = exp.fingerprint
+  if fp and not (req and req:get("alg") == fp.algorithm and req:get("fingerprint") == fp:colon_hex()) then
+    reject("wrong-target", "answer is about another certificate fingerprint")
+  end
+  if exp.nonce and exp.nonce ~= "" and not (req and req:get("nonce") == exp.nonce) then
+    reject("nonce-mismatch", "answer does not echo our nonce")
+  end
+  local at = json.int(stmt:get("answered_at"))
+  if not at then reject("malformed", "answered_at must be an integer") end
+  if exp.now then
+    local skew = exp.max_skew or M.DEFAULT_MAX_SKEW
+    if math.abs(exp.now - at) > skew then
+      reject("stale", "answer time is " .. (exp.now - at) .. " s from now (max skew " .. skew .. " s)")
+    end
+  end
+  return { verdict = verdict, detail = str(stmt:get("detail")) or "", key_id = kid, answered_at = at }
+end
+
+--- Unpadded base64url of 16 random bytes.
+function M.new_nonce() return crypto.b64url(crypto.random_bytes(16)) end
+
+local function json_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
+end
+
+--- The JSON body of an extended request.
+function M.request_body(host, port, fp, nonce, ip)
+  legacy.check_target(host, port)
+  local body = '{"host":' .. json_string(host) .. ',"port":' .. port .. ',"fingerprint":"' .. fp:colon_hex()
+    .. '","alg":"' .. fp.algorithm .. '"'
+  if ip ~= nil and ip ~= "" then body = body .. ',"ip":"' .. legacy.check_ip(ip) .. '"' end
+  if nonce ~= nil and nonce ~= "" then body = body .. ',"nonce":"' .. nonce .. '"' end
+  return body .. "}"
+end
+
+--- The whole HTTP/1.0 request of the extended format.
+function M.request_bytes(host, port, fp, nonce, ip)
+  local body = M.request_body(host, port, fp, nonce, ip)
+  return "POST " .. M.PATH .. " HTTP/1.0\r\nContent-Type: application/json\r\nAccept: " .. M.MEDIA_TYPE
+    .. "\r\nConnection: close\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body
+end
+
+--- The fingerprint form to ask about: SHA-256 when known, else the first.
+function M.request_fingerprint(forms)
+  for _, f in ipairs(forms) do
+    if f.algorithm == "sha256" then return f end
+  end
+  return forms[1]
+end
+
+--- Statuses meaning "this notary does not speak the extended format here".
+function M.not_offered(s) return s == 400 or s == 404 or s == 405 or s == 501 end
+
+--- Reduces one extended response ({status, headers, body}) to a vote.
+function M.evaluate(resp, keys, exp)
+  local ctype = ((resp.headers["content-type"] or ""):match("^[^;]*")):lower():gsub("^%s+", ""):gsub("%s+$", "")
+  local st = resp.status
+  local known = false
+  for _, s in pairs(VERDICT_STATUS) do known = known or s == st end
+  if not known or ctype ~= M.MEDIA_TYPE then return legacy.outcome("unreachable", "status", st, "HTTP status " .. st) end
+  local ok, v = pcall(M.verify_answer, resp.body, keys, exp)
+  if not ok then
+    if getmetatable(v) == Rejected then return legacy.outcome("failure", v.reason, st, v.message) end
+    error(v, 0)
+  end
+  if VERDICT_STATUS[v.verdict] ~= st then
+    return legacy.outcome("failure", "response", st, "status " .. st .. " with signed verdict " .. v.verdict)
+  end
+  local vote = VOTES[v.verdict]
+  return legacy.outcome(vote[1], vote[2], st, v.detail, resp.body)
+end
+
+return M
