@@ -45,8 +45,9 @@ local function parse_host(v)
   local host = v:get("host")
   if not M.valid_host(host) then bad("host must be a DNS name or an IP address") end
   local pem = v:get("certificate")
-  local b64 = type(pem) == "string"
-    and pem:match("^[\t\n\f\r ]*%-%-%-%-%-BEGIN CERTIFICATE%-%-%-%-%-\r?\n([A-Za-z0-9+/=\r\n]+)%-%-%-%-%-END CERTIFICATE%-%-%-%-%-[\t\n\f\r ]*$")
+  local dashes = "%-%-%-%-%-"
+  local b64 = type(pem) == "string" and pem:match("^[\t\n\f\r ]*" .. dashes .. "BEGIN CERTIFICATE" .. dashes
+    .. "\r?\n([A-Za-z0-9+/=\r\n]+)" .. dashes .. "END CERTIFICATE" .. dashes .. "[\t\n\f\r ]*$")
   if not b64 then bad("certificate of " .. host .. " is not one PEM certificate") end
   local der = crypto.strict_base64((b64:gsub("[\r\n]", "")))
   if not der or not crypto.certificate_parses(der) then bad("certificate of " .. host .. " does not parse") end

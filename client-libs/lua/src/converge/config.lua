@@ -127,7 +127,7 @@ function M.from_raw(dir, raw)
   return c
 end
 
-local function read_file(p, limit, what)
+local function read_file(p, limit)
   local f = io.open(p, "rb")
   if not f then return nil end
   local data = f:read(limit and (limit + 1) or "a") or ""

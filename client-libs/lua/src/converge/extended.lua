@@ -65,7 +65,9 @@ function M.verify_answer(raw, keys, exp)
     reject("bad-signature", "signature does not verify")
   end
   local verdict, target = str(stmt:get("verdict")), stmt:get("target")
-  if not (verdict and VERDICT_STATUS[verdict] and json.is_object(target)) then reject("malformed", "statement lacks a verdict or target") end
+  if not (verdict and VERDICT_STATUS[verdict] and json.is_object(target)) then
+    reject("malformed", "statement lacks a verdict or target")
+  end
   if exp.host and exp.host ~= "" then
     local th, tp = str(target:get("host")), json.int(target:get("port"))
     if not (th and tp and th == M.expected_host(exp.host) and tp == exp.port) then

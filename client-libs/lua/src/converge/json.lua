@@ -109,11 +109,11 @@ local function mark(t)
       local c = t:sub(i, i)
       if c == '"' then
         local j, e = i + 1, nil
-        while true do
+        repeat
           local q = t:find('["\\]', j)
           if not q then return nil end -- unterminated: not JSON
-          if t:sub(q, q) == "\\" then j = q + 2 else e = q; break end
-        end
+          if t:sub(q, q) == "\\" then j = q + 2 else e = q end
+        until e
         local body = t:sub(i + 1, e - 1)
         if body:find("[%z\1-\31]") then return nil end -- Python refuses raw control characters
         if t:find("^[ \t\r\n]*:", e + 1) then

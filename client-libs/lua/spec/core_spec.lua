@@ -1,0 +1,176 @@
+-- JSON as Python reads and writes it, canonical JSON, fingerprints, framing, bundles,
+-- configuration, policies; a fixed-seed fuzz of the response parser.
+local lfs = require "lfs"
+local json = require "converge.json"
+local errors = require "converge.errors"
+local fingerprint = require "converge.fingerprint"
+local legacy = require "converge.legacy"
+local policy = require "converge.policy"
+local bundle = require "converge.bundle"
+local config = require "converge.config"
+local crypto = require "converge.crypto"
+local World = require "world"
+
+local KEYS = World.ROOT .. "/client-libs/vectors/keys"
+local function slurp(p) local f = assert(io.open(p, "rb")); local s = f:read("a"); f:close(); return s end
+local function raises(kind, fn)
+  local ok, e = pcall(fn)
+  assert.is_false(ok)
+  assert.is_true(errors.is(e, kind), tostring(e))
+end
+
+describe("JSON", function()
+  it("is read as Python reads it", function()
+    local v, ok = json.parse('{"b": 1, "2": 2.0, "1": 1e2, "b": -0, "e": {}, "a": [], "n": 123456789012345678901234567890}')
+    assert.is_true(ok)
+    assert.are.equal('{"b": 0, "2": 2.0, "1": 100.0, "e": {}, "a": [], "n": 123456789012345678901234567890}', json.py_dumps(v))
+    assert.are.equal('["\\u00e9\\u2028\\ud83d\\ude00"]', json.py_dumps((json.parse('["é\u{2028}😀"]'))))
+    assert.are.equal("[NaN, -Infinity, Infinity]", json.py_dumps((json.parse("[NaN, -Infinity, 1e400]"))))
+    for _, bad in ipairs({ "{", "[01]", '["\255"]', '["a\1"]', "[1.]", "[0x10]", string.rep("[", 600) .. string.rep("]", 600) }) do
+      local _, okb = json.parse(bad)
+      assert.is_false(okb, bad)
+    end
+    assert.is_true(select(2, json.parse(string.rep("[", 500) .. string.rep("]", 500))))
+  end)
+
+  it("writes floats as Python's repr", function()
+    local cases = { { 1.0, "1.0" }, { 0.1, "0.1" }, { 1e16, "1e+16" }, { 1.5e-5, "1.5e-05" }, { -0.0, "-0.0" }, { 1e-4, "0.0001" },
+      { 5e-324, "5e-324" }, { 123456789.125, "123456789.125" }, { 1 / 3, "0.3333333333333333" } }
+    for _, c in ipairs(cases) do assert.are.equal(c[2], json.float_repr(c[1])) end
+  end)
+
+  it("is canonical for the extended subset only", function()
+    assert.are.equal('{"a":{"x":true,"y":null},"b":[1,"é"],"e":{},"l":[]}',
+      json.canonical((json.parse('{"b": [1, "\\u00e9"], "a": {"y": null, "x": true}, "l": [], "e": {}}'))))
+    for _, bad in ipairs({ "[1.0]", "[1e2]", "[9007199254740992]", '{"é": 1}', string.rep("[", 18) .. string.rep("]", 18) }) do
+      assert.is_nil(json.canonical((json.parse(bad))), bad)
+    end
+  end)
+end)
+
+describe("fingerprints", function()
+  it("are parsed in every accepted form, refused otherwise", function()
+    local fp = fingerprint.parse(" ab" .. string.rep("CD", 19) .. "\n")
+    assert.are.equal("sha1", fp.algorithm)
+    assert.are.equal("AB:" .. string.rep("CD:", 18) .. "CD", fp:colon_hex())
+    for _, bad in ipairs({ "", "zz", "ABC", "AB:CD", string.rep("A", 201), "AB::CD" .. string.rep("CD", 18) }) do
+      raises("fingerprint", function() fingerprint.parse(bad) end)
+    end
+  end)
+end)
+
+describe("the legacy protocol", function()
+  it("writes IP literals in the notary's form", function()
+    assert.are.equal("2001:db8::1", legacy.check_ip("2001:0db8:0:0:0:0:0:1"))
+    assert.are.equal("::ffff:102:304", legacy.check_ip("::ffff:1.2.3.4"))
+    assert.are.equal("1:0:1:0:1:0:1:0", legacy.check_ip("1:0:1:0:1:0:1:0"))
+    assert.are.equal("::", legacy.check_ip("::"))
+    raises("target", function() legacy.check_ip("01.2.3.4") end)
+    raises("target", function() legacy.check_ip("fe80::1%eth0") end)
+    raises("target", function() legacy.check_ip("1::2::3") end)
+  end)
+
+  it("refuses framing a notary must not send", function()
+    local r = legacy.parse_http_response("HTTP/1.0 200 X\r\nA: 1\r\na: 2\r\nContent-Length: 2\r\n\r\nokEXTRA")
+    assert.are.equal("1, 2", r.headers.a)
+    assert.are.equal("ok", r.body)
+    for _, bad in ipairs({ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort",
+      "HTTP/2 200\r\n\r\n", "HTTP/1.0 200 OK\r\n Bad: header\r\n\r\n", "HTTP/1.0 200 OK\r\n" }) do
+      raises("response", function() legacy.parse_http_response(bad) end)
+    end
+  end)
+end)
+
+describe("policies", function()
+  it("decide, settle early and judge cache entries", function()
+    assert.is_true(policy.decide("consensus", { "success", "unreachable" }, true))
+    assert.is_false(policy.decide("consensus", { "success", "unreachable" }, false))
+    assert.is_false(policy.settled("consensus", { "failure" }, 2, true))
+    assert.is_nil(policy.settled("majority", { "success" }, 2, true))
+    assert.is_false(policy.decide("minority", { "unreachable", "unreachable" }, true))
+    assert.are.equal("hit", policy.cache_decision(2000000000000, 2000000100, 600))
+    assert.are.equal("stale", policy.cache_decision(2000000000, 2000000000 - 301, nil))
+  end)
+end)
+
+describe("bundles and configuration", function()
+  local pem = slurp(KEYS .. "/test-notary-cert.pem")
+  local function v1(name) return json.encode({ version = 1, name = name,
+    hosts = json.array({ { host = "n.example", ssl_port = 443, http_port = 80, certificate = pem } }) }) end
+
+  it("refuse what they must", function()
+    local b = bundle.parse(v1("Org A"))
+    assert.are.equal("Org A", b.name)
+    assert.are.equal(443, b.hosts[1].ssl_port)
+    raises("bundle", function() bundle.parse('{"version": 1, "name": "x", "hosts": []}') end)
+    raises("bundle", function() bundle.parse('{"version": 2}') end)
+    raises("bundle", function() bundle.parse(v1("x"):gsub("MII", "MIJ", 1)) end)
+    raises("bundle", function() bundle.parse(v1("x"):gsub('"ssl_port":443', '"ssl_port":443.0')) end)
+  end)
+
+  it("read the last value of a key, refuse wrong types, re-read changed folders", function()
+    local dir = os.tmpname(); os.remove(dir); lfs.mkdir(dir)
+    local function write(p, s) local f = assert(io.open(p, "wb")); f:write(s); f:close() end
+    write(dir .. "/converge.config", '{"quorum": 3, "quorum": 0}')
+    raises("config", function() config.load(dir) end)
+    write(dir .. "/converge.config", '{"early-return": 1}')
+    raises("config", function() config.load(dir) end)
+    write(dir .. "/converge.config", '{"notary-agreement": " Consensus ", "quorum": 2}')
+    local cfg = config.load(dir)
+    assert.are.equal("consensus", cfg.agreement)
+    assert.are.equal(2, cfg.quorum)
+    raises("config", function() config.load(dir .. "/missing") end)
+    lfs.mkdir(dir .. "/notaries-available"); lfs.mkdir(dir .. "/notaries-enabled")
+    for _, n in ipairs({ "A", "B" }) do
+      write(dir .. "/notaries-available/" .. n .. ".notary", v1("Org " .. n))
+      lfs.link("../notaries-available/" .. n .. ".notary", dir .. "/notaries-enabled/" .. n .. ".notary", true)
+    end
+    local names = function() local t = {} for i, b in ipairs(cfg:notaries()) do t[i] = b.name end return t end
+    assert.are.same({ "Org A", "Org B" }, names())
+    os.remove(dir .. "/notaries-enabled/B.notary")
+    assert.are.same({ "Org A" }, names())
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("the response parser", function()
+  it("survives a fixed-seed fuzz; only a signed 200 votes success", function()
+    local der = crypto.der_of_pem(slurp(KEYS .. "/test-notary-cert.pem"))
+    local pkey = require "openssl.pkey"
+    local digest = require "openssl.digest"
+    local key = pkey.new(slurp(KEYS .. "/test-notary-key.pem"))
+    local fp = fingerprint.of(der):colon_hex()
+    local list = '{"fingerprintList": [{"timestamp": {"start": "1323389219", "finish": "1324691510"}, "fingerprint": "' .. fp .. '"}]}'
+    local sig = key:sign(digest.new("sha1"):update(list))
+    local body = list:sub(1, -2) .. ', "signature": "' .. crypto.b64(sig) .. '"}'
+    local good = "HTTP/1.0 200 X\r\nContent-Type: application/json\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body
+    local wanted = { fingerprint.parse(fp) }
+    assert.are.equal("listed", legacy.outcome_from_http(good, wanted, der).kind)
+    math.randomseed(20111206)
+    local tokens = { "{", "}", "[", "]", '"', ",", ":", "\\", "\r\n", "NaN", "1e999", "-0", "\255" }
+    local kinds, wrong = {}, {}
+    for _ = 1, 3000 do
+      local b = good
+      for _ = 1, math.random(1, 4) do
+        local at = math.random(1, #b)
+        local op = math.random(0, 9)
+        if op <= 2 then b = b:sub(1, at - 1) .. string.char(math.random(0, 255)) .. b:sub(at + 1)
+        elseif op <= 4 then b = b:sub(1, at - 1) .. b:sub(at + math.random(1, 8))
+        elseif op <= 7 then b = b:sub(1, at - 1) .. tokens[math.random(#tokens)] .. b:sub(at)
+        else local from = math.random(1, #b); b = b:sub(1, at - 1) .. b:sub(from, from + math.random(0, 40)) .. b:sub(at) end
+        if b == "" then b = "x" end
+      end
+      local ok, o, r = pcall(legacy.outcome_from_http, b, wanted, der)
+      if not ok then
+        wrong[#wrong + 1] = "raised: " .. tostring(o)
+      else
+        kinds[o.kind] = (kinds[o.kind] or 0) + 1
+        if o.vote == "success" and not (r and r.status == 200) then wrong[#wrong + 1] = "a success without a signed 200" end
+      end
+    end
+    assert.are.same({}, wrong)
+    assert.is_true((kinds.response or 0) > 100, json.encode(kinds))
+    assert.is_true((kinds.signature or 0) > 10, json.encode(kinds))
+  end)
+end)
+
