@@ -52,8 +52,7 @@ sub _mark {
         } elsif ($t =~ /\G(-?Infinity|NaN|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9A-Za-z.+\-])/gc) {
             $out .= '"\u0001' . $1 . '"';
         } else {
-            $t =~ /\G(.)/gcs;
-            $out .= $1;    # not JSON where it stands: JSON::XS refuses the text
+            return undef;    # outside strings these characters only begin numbers: not JSON
         }
     }
     return $out;
