@@ -123,6 +123,16 @@ fn server_name(host: &str) -> ServerName<'static> {
     }
 }
 
+/// The kind of a failed exchange: "timeout" once the notary's own deadline has passed (so the
+/// answer does not depend on which thread noticed the deadline first), else "unreachable".
+fn lapsed(deadline: Instant) -> &'static str {
+    if Instant::now() >= deadline {
+        "timeout"
+    } else {
+        "unreachable"
+    }
+}
+
 fn remaining(deadline: Instant) -> Option<Duration> {
     deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
 }
@@ -316,7 +326,7 @@ fn query_host_once(
             } else {
                 e.message().to_string()
             };
-            return answer(Outcome::new(Vote::Unreachable, "unreachable", None, detail), label);
+            return answer(Outcome::new(Vote::Unreachable, lapsed(deadline), None, detail), label);
         }
     };
     if o.relay.is_some() {
@@ -340,17 +350,17 @@ fn query_host_once(
         );
     }
     if set_deadline(&tls.sock, deadline).is_err() {
-        return answer(Outcome::new(Vote::Unreachable, "unreachable", None, format!("{label}: timed out")), label);
+        return answer(Outcome::new(Vote::Unreachable, lapsed(deadline), None, format!("{label}: timed out")), label);
     }
     if let Err(e) = tls.write_all(&request).and_then(|_| tls.flush()) {
-        return answer(Outcome::new(Vote::Unreachable, "unreachable", None, format!("{label}: {e}")), label);
+        return answer(Outcome::new(Vote::Unreachable, lapsed(deadline), None, format!("{label}: {e}")), label);
     }
     let raw = match read_to_end(&mut tls, o.max_bytes) {
         Ok(r) => r,
         Err(e) if e.kind() == Kind::Response => return answer(Outcome::failure_of(&e, None), label),
         Err(e) => {
             return answer(
-                Outcome::new(Vote::Unreachable, "unreachable", None, format!("{label}: {}", e.message())),
+                Outcome::new(Vote::Unreachable, lapsed(deadline), None, format!("{label}: {}", e.message())),
                 label,
             )
         }
