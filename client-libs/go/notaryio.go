@@ -270,7 +270,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 		if timedOut {
 			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, host: label}
 		}
-		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: err.Error()}, host: label}
+		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: err.Error()}, host: label}
 	}
 	defer conn.Close()
 	stop := afterFunc(ctx, func() { conn.Close() })
@@ -281,7 +281,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 			Detail: label + " presented a certificate other than the pinned one"}, host: label}
 	}
 	if _, err := conn.Write(request); err != nil {
-		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
+		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
 	}
 	raw, err := readToEOF(conn, o.maxBytes)
 	if err != nil {
@@ -289,7 +289,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 			return hostAnswer{outcome: failureOf(err, 0), host: label}
 		}
 		if ctx.Err() != nil {
-			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, host: label}
+			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: label + ": timed out"}, host: label}
 		}
 		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
 	}
@@ -341,6 +341,16 @@ var definitiveKinds = map[string]bool{"listed": true, "status-only": true, "mism
 var severity = map[string]int{"signature": 3, "response": 3, "pin": 2,
 	RejectMalformed: 3, RejectNonCanonical: 3, RejectUnknownKey: 3, RejectBadSignature: 3,
 	RejectWrongTarget: 3, RejectNonceMismatch: 3, RejectStale: 3}
+
+// lapsed is the kind of a failed exchange: "timeout" once the notary's own deadline has passed
+// (so the answer does not depend on which goroutine noticed the deadline first), else
+// "unreachable".
+func lapsed(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return KindTimeout
+	}
+	return KindUnreachable
+}
 
 // askNotary races every physical host of b (or one relayed query naming all of them).
 func askNotary(ctx context.Context, b *Bundle, target string, port int, wanted []Fingerprint,
