@@ -17,20 +17,12 @@ M.Cache = Cache
 
 local function io_error(d) errors.throw("cache-io", d) end
 
-local function mkdir_p(dir)
-  local path = dir:sub(1, 1) == "/" and "" or "."
-  for seg in dir:gmatch("[^/]+") do
-    path = path .. "/" .. seg
-    if not lfs.attributes(path, "mode") then lfs.mkdir(path) end
-  end
-end
-
 --- Opens (and, unless `read_only`, creates) a cache file.
 function M.open(path, read_only)
   env = env or luasql.sqlite3()
   if not read_only then
     local dir = path:match("^(.*)/[^/]*$")
-    if dir and dir ~= "" and not lfs.attributes(dir, "mode") then mkdir_p(dir) end
+    if dir and dir ~= "" and not lfs.attributes(dir, "mode") then require("converge.config").mkdir_p(dir) end
   elseif not lfs.attributes(path, "mode") then
     io_error("cannot open cache " .. path .. ": no such file")
   end

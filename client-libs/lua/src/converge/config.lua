@@ -26,6 +26,15 @@ for _, k in ipairs({ "db", "userdb", "notaries-dir", "notary-agreement", "quorum
 
 local function bad(d) errors.throw("config", d) end
 local function is_dir(p) return lfs.attributes(p, "mode") == "directory" end
+
+--- Creates `dir` and its missing parents.
+function M.mkdir_p(dir)
+  local path = dir:sub(1, 1) == "/" and "" or "."
+  for seg in dir:gmatch("[^/]+") do
+    path = path .. "/" .. seg
+    if not lfs.attributes(path, "mode") then lfs.mkdir(path) end
+  end
+end
 local function exists(p) return lfs.attributes(p, "mode") ~= nil end
 
 --- Finds the configuration directory (`explicit` may be nil; `env` a table, default os.getenv).
@@ -149,19 +158,6 @@ function M.load(explicit, env)
     raw = v
   end
   return M.from_raw(dir, raw)
-end
-
---- An in-memory configuration: the defaults and `settings` (converge.config keys), with
--- `bundles` (parsed bundles) instead of a notaries directory.
-function M.new(settings, bundles)
-  local keys, map = {}, {}
-  for k, v in pairs(settings or {}) do
-    keys[#keys + 1] = k
-    map[k] = type(v) == "number" and json.number(math.type(v) == "integer" and tostring(v) or json.float_repr(v)) or v
-  end
-  local c = M.from_raw(".", json.object(keys, map))
-  c.bundles = bundles
-  return c
 end
 
 local function notary_files(dir)

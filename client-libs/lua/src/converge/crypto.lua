@@ -20,8 +20,7 @@ function M.random_below(n) if n <= 1 then return 0 end return rand.uniform(n) en
 --- Standard base64 with padding (alphabet and padding checked, trailing bits not), or nil.
 function M.strict_base64(t)
   if type(t) ~= "string" or #t % 4 ~= 0 then return nil end
-  local body, pad = t:match("^([A-Za-z0-9+/]*)(=?=?)$")
-  if not body or (#pad > 0 and #t == 0) then return nil end
+  if not t:match("^[A-Za-z0-9+/]*=?=?$") then return nil end
   if #t == 0 then return "" end
   return (mime.unb64(t))
 end

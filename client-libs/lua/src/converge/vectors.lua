@@ -55,14 +55,7 @@ local function config_case(c)
   local root = os.tmpname()
   os.remove(root)
   lfs.mkdir(root)
-  local function parent(p)
-    local dir = p:match("^(.*)/[^/]*$")
-    local path = ""
-    for seg in dir:gmatch("[^/]+") do
-      path = path .. "/" .. seg
-      if not lfs.attributes(path, "mode") then lfs.mkdir(path) end
-    end
-  end
+  local function parent(p) config.mkdir_p(p:match("^(.*)/[^/]*$")) end
   local ok, names = pcall(function()
     for rel, text in pairs(v(c.files) or {}) do
       parent(root .. "/" .. rel)

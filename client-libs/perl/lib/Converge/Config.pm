@@ -139,17 +139,6 @@ sub load {
     return $class->from_raw($dir, $raw);
 }
 
-# An in-memory configuration: the defaults, then %settings (converge.config keys), with
-# bundles given as Converge::Bundle objects instead of a notaries directory.
-sub new {
-    my ($class, %a) = @_;
-    my $bundles = delete $a{bundles};
-    my $raw = Converge::JSON::Object->new;
-    my $self = $class->from_raw($a{directory} // '.', $raw);
-    $self->{bundles} = $bundles;
-    return $self;
-}
-
 for my $f (qw(directory db userdb notaries_dir agreement quorum connect_timeout notary_timeout total_timeout
     cache_lifetime stand_aside early_return max_response_bytes bounce bounce_port extended extended_nonce max_skew)) {
     no strict 'refs';
