@@ -66,6 +66,11 @@ def body_for(payload: bytes, signature: str) -> bytes:
     return payload[:-1] + b', "signature": "' + signature.encode() + b'"}'
 
 
+def legacy_signed(payload: bytes, key: rsa.RSAPrivateKey = TEST_KEY) -> bytes:
+    """A body whose signed bytes are exactly ``payload``, whatever they hold."""
+    return body_for(payload, sign(key, payload))
+
+
 def legacy_body(entries: list[tuple[int, int, str]], key: rsa.RSAPrivateKey = TEST_KEY) -> bytes:
     p = signed_payload(entries)
     return body_for(p, sign(key, p))

@@ -1,6 +1,7 @@
 """Vector cases for the extended format ``converge-answer/1``: RFC 8785 canonical JSON and
 signed answers (valid, tampered, wrong key, wrong target, stale, nonce mismatch, unknown key,
-retired keys, non-canonical, malformed).
+retired keys, malformed, spliced, hostile JSON inside validly signed statements), and the
+notary-only canonical-json.json file.
 
 The Ed25519 keys are TEST-ONLY and derived from fixed seeds (SHA-256 of a label), so the
 signatures are byte-identical on every run (Ed25519 signing is deterministic, RFC 8032).
@@ -14,9 +15,10 @@ import json
 from typing import Any
 
 from _common import CERTS, Case, fp, numbered
-from converge.extended import canonical_json
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from notary.core.canonical import canonical_json
 
 SEEDS = {
     "current": "converge test signing key: current",
@@ -70,8 +72,12 @@ def _statement(**over: Any) -> dict[str, Any]:
         "detail": None,
         "observations": [
             {"sha256": FP256, "sha1": FP1, "first_seen": T - 86400 * 30, "last_seen": T},
-            {"sha256": OLD256, "sha1": OLD1, "first_seen": T - 86400 * 400,
-             "last_seen": T - 86400 * 31},
+            {
+                "sha256": OLD256,
+                "sha1": OLD1,
+                "first_seen": T - 86400 * 400,
+                "last_seen": T - 86400 * 31,
+            },
         ],
         "answered_at": T,
         "cache": "miss",
@@ -88,6 +94,14 @@ def _sign(stmt: dict[str, Any], key: str = "current", sig_kid: str | None = None
         "signature": {"alg": "ed25519", "key_id": sig_kid or stmt["key_id"], "value": _b64url(sig)},
     }
     return canonical_json(doc)
+
+
+def _sign_raw(statement: bytes, key: str = "current", kid: str | None = None) -> bytes:
+    """An answer whose signed bytes are exactly ``statement``, whatever they hold."""
+    sig = _b64url(_key(key).sign(statement))
+    prefix = '{"signature":{"alg":"ed25519","key_id":"' + (kid or _kid(key))
+    prefix += '","value":"' + sig + '"},"statement":'
+    return prefix.encode() + statement + b"}"
 
 
 def _resign_doc(raw: bytes, mutate: Any) -> bytes:
@@ -122,8 +136,14 @@ def extended_answers() -> dict[str, Any]:
         flags: list[str] | None = None,
         **expect: Any,
     ) -> Case:
-        exp = {"host": HOST, "port": PORT, "fingerprint": FP256, "nonce": NONCE, "now": now,
-               "max_skew": 300}
+        exp = {
+            "host": HOST,
+            "port": PORT,
+            "fingerprint": FP256,
+            "nonce": NONCE,
+            "now": now,
+            "max_skew": 300,
+        }
         exp.update(expect)
         case: Case = {
             "comment": comment,
@@ -146,27 +166,33 @@ def extended_answers() -> dict[str, Any]:
     def bad(comment: str, raw: bytes, kind: str, **kw: Any) -> Case:
         return answer(comment, raw, result="rejected", kind=kind, **kw)
 
-    def canon(comment: str, text: str, out: str | None, flags: list[str] | None = None) -> Case:
-        case: Case = {"comment": comment, "flags": flags or [], "type": "canonical",
-                      "input": text}
-        if out is None:
-            case.update(result="invalid", kind="canonical")
-        else:
-            case.update(result="valid", canonical=out)
-        return case
-
-    no_nonce = _sign(_statement(request={"alg": "sha256", "fingerprint": FP256, "nonce": None},
-                                cache="hit", address=None))
+    no_nonce = _sign(
+        _statement(
+            request={"alg": "sha256", "fingerprint": FP256, "nonce": None},
+            cache="hit",
+            address=None,
+        )
+    )
     sha1_req = _sign(_statement(request={"alg": "sha1", "fingerprint": FP1, "nonce": NONCE}))
     ip_target = _sign(_statement(target={"host": "93.184.216.34", "port": PORT, "ip": None}))
     with_ip = _sign(_statement(target={"host": HOST, "port": PORT, "ip": "93.184.216.34"}))
     mismatch = _sign(_statement(verdict="mismatch"))
-    unreachable = _sign(_statement(verdict="unreachable", detail="connection refused",
-                                   observations=[], address=None))
-    refused = _sign(_statement(verdict="refused", detail="target address 10.0.0.1 is private",
-                               observations=[], address=None))
-    with_ca = _sign(_statement(ca={"verdict": "valid", "reason": None, "store": "mozilla",
-                                   "root_sha256": None}))
+    unreachable = _sign(
+        _statement(
+            verdict="unreachable", detail="connection refused", observations=[], address=None
+        )
+    )
+    refused = _sign(
+        _statement(
+            verdict="refused",
+            detail="target address 10.0.0.1 is private",
+            observations=[],
+            address=None,
+        )
+    )
+    with_ca = _sign(
+        _statement(ca={"verdict": "valid", "reason": None, "store": "mozilla", "root_sha256": None})
+    )
     retired = _sign(_statement(key_id=_kid("retired")), key="retired")
     other_own = _sign(_statement(key_id=_kid("other")), key="other")
     other_claims_current = _sign(_statement(), key="other")
@@ -178,12 +204,15 @@ def extended_answers() -> dict[str, Any]:
             for p in path[:-1]:
                 node = node[p]
             node[path[-1]] = value
+
         return mutate
 
     good_doc = json.loads(good)
     pretty = json.dumps(good_doc, indent=1).encode()
-    reordered = json.dumps({"statement": good_doc["statement"], "signature":
-                            good_doc["signature"]}, separators=(",", ":")).encode()
+    reordered = json.dumps(
+        {"statement": good_doc["statement"], "signature": good_doc["signature"]},
+        separators=(",", ":"),
+    ).encode()
     escaped = good.replace(b'"match"', b'"m\\u0061tch"')
     sig_value = good_doc["signature"]["value"]
     sig_raw = base64.urlsafe_b64decode(sig_value + "==")
@@ -191,14 +220,24 @@ def extended_answers() -> dict[str, Any]:
     legacy_bundle = {
         "version": 1,
         "name": "Test Org",
-        "hosts": [{"host": "notary-a.test", "ssl_port": 443, "http_port": 80,
-                   "certificate": CERTS["test-notary"]}],
+        "hosts": [
+            {
+                "host": "notary-a.test",
+                "ssl_port": 443,
+                "http_port": 80,
+                "certificate": CERTS["test-notary"],
+            }
+        ],
     }
     protocols = ["convergence-v1", "converge-answer/1"]
 
     def bundle(comment: str, extra: dict[str, Any], extended: bool | None) -> Case:
-        case: Case = {"comment": comment, "flags": [], "type": "bundle",
-                      "bundle": json.dumps({**legacy_bundle, **extra})}
+        case: Case = {
+            "comment": comment,
+            "flags": [],
+            "type": "bundle",
+            "bundle": json.dumps({**legacy_bundle, **extra}),
+        }
         if extended is None:
             case.update(result="invalid", kind="bundle")
         else:
@@ -208,56 +247,79 @@ def extended_answers() -> dict[str, Any]:
     cur, ret = _bundle_entry("current"), _bundle_entry("retired")
     bundle_cases = [
         bundle("legacy bundle: no extended fields", {}, False),
-        bundle("protocols and signing_keys: offers the extended format",
-               {"protocols": protocols, "signing_keys": [cur]}, True),
-        bundle("current and retired keys", {"protocols": protocols, "signing_keys": [cur, ret]},
-               True),
+        bundle(
+            "protocols and signing_keys: offers the extended format",
+            {"protocols": protocols, "signing_keys": [cur]},
+            True,
+        ),
+        bundle(
+            "current and retired keys", {"protocols": protocols, "signing_keys": [cur, ret]}, True
+        ),
         bundle("signing_keys without protocols: not advertised", {"signing_keys": [cur]}, False),
         bundle("protocols without the extended format", {"protocols": ["convergence-v1"]}, False),
         bundle("protocols lists the format but no signing_keys", {"protocols": protocols}, None),
-        bundle("alg is not ed25519", {"protocols": protocols,
-                                      "signing_keys": [{**cur, "alg": "rsa"}]}, None),
-        bundle("key_id does not match the key", {"protocols": protocols, "signing_keys": [
-            {**cur, "key_id": _kid("other")}]}, None),
-        bundle("public key of 31 bytes", {"protocols": protocols, "signing_keys": [
-            {**cur, "public_key": _b64url(_raw("current")[:31])}]}, None),
-        bundle("public key padded base64", {"protocols": protocols, "signing_keys": [
-            {**cur, "public_key": cur["public_key"] + "="}]}, None),
-        bundle("unknown status", {"protocols": protocols, "signing_keys": [
-            {**cur, "status": "revoked"}]}, None),
-        bundle("retired key without valid_until", {"protocols": protocols, "signing_keys": [
-            cur, {k: v for k, v in ret.items() if k != "valid_until"}]}, None),
+        bundle(
+            "alg is not ed25519",
+            {"protocols": protocols, "signing_keys": [{**cur, "alg": "rsa"}]},
+            None,
+        ),
+        bundle(
+            "key_id does not match the key",
+            {"protocols": protocols, "signing_keys": [{**cur, "key_id": _kid("other")}]},
+            None,
+        ),
+        bundle(
+            "public key of 31 bytes",
+            {
+                "protocols": protocols,
+                "signing_keys": [{**cur, "public_key": _b64url(_raw("current")[:31])}],
+            },
+            None,
+        ),
+        bundle(
+            "public key padded base64",
+            {
+                "protocols": protocols,
+                "signing_keys": [{**cur, "public_key": cur["public_key"] + "="}],
+            },
+            None,
+        ),
+        bundle(
+            "unknown status",
+            {"protocols": protocols, "signing_keys": [{**cur, "status": "revoked"}]},
+            None,
+        ),
+        bundle(
+            "retired key without valid_until",
+            {
+                "protocols": protocols,
+                "signing_keys": [cur, {k: v for k, v in ret.items() if k != "valid_until"}],
+            },
+            None,
+        ),
         bundle("no current key", {"protocols": protocols, "signing_keys": [ret]}, None),
-        bundle("two current keys", {"protocols": protocols, "signing_keys": [
-            cur, {**_bundle_entry("other")}]}, None),
+        bundle(
+            "two current keys",
+            {"protocols": protocols, "signing_keys": [cur, {**_bundle_entry("other")}]},
+            None,
+        ),
         bundle("the same key twice", {"protocols": protocols, "signing_keys": [cur, cur]}, None),
         bundle("signing_keys is empty", {"protocols": protocols, "signing_keys": []}, None),
     ]
 
     cases: list[Case] = [
         *bundle_cases,
-        canon("keys sorted, no white space", '{"b": 1, "a": [true, false, null], '
-              '"c": {"z": "x", "y": 2}}', '{"a":[true,false,null],"b":1,"c":{"y":2,"z":"x"}}'),
-        canon("empty containers", '{"x": {}, "y": []}', '{"x":{},"y":[]}'),
-        canon("short escapes and \\u00xx lower case for other controls",
-              '["\\u0007\\b\\t\\n\\f\\r\\"\\\\/"]', '["\\u0007\\b\\t\\n\\f\\r\\"\\\\/"]'),
-        canon("non-ASCII characters are written as UTF-8, not escaped",
-              '["\\u00e9\\u2028\\ud83d\\ude00"]', '["\u00e9\u2028\U0001f600"]'),
-        canon("integers in shortest form; -0 is 0", '[0, -0, 10, -12, 9007199254740991]',
-              '[0,0,10,-12,9007199254740991]'),
-        canon("integers beyond 2**53-1 are outside the format", "[9007199254740992]", None,
-              ["subset"]),
-        canon("the format has no floats", "[1.5]", None, ["subset"]),
-        canon("exponent notation is a float", "[1e2]", None, ["subset"]),
-        canon("keys are ASCII in this format", '{"\\u00e9": 1}', None, ["subset"]),
-        canon("a lone surrogate cannot be UTF-8", '["\\ud800"]', None),
-        canon("nesting: 17 levels (the innermost at depth 16) is the limit", "[" * 17 + "]" * 17,
-              "[" * 17 + "]" * 17, ["boundary"]),
-        canon("nesting: 18 levels is too deep", "[" * 18 + "]" * 18, None, ["boundary"]),
         ok("valid match, nonce echoed", good, "match"),
         ok("valid: host compared case-insensitively", good, "match", host="WWW.Example.ORG."),
-        ok("valid offline: no target, fingerprint or nonce to bind", good, "match", host=None,
-           port=None, fingerprint=None, nonce=None),
+        ok(
+            "valid offline: no target, fingerprint or nonce to bind",
+            good,
+            "match",
+            host=None,
+            port=None,
+            fingerprint=None,
+            nonce=None,
+        ),
         ok("valid mismatch (signed 409)", mismatch, "mismatch"),
         ok("valid unreachable (signed 503), no observations", unreachable, "unreachable"),
         ok("valid refused (signed 403)", refused, "refused"),
@@ -265,91 +327,201 @@ def extended_answers() -> dict[str, Any]:
         ok("valid SHA-1 request", sha1_req, "match", fingerprint=FP1),
         ok("valid IP-literal target", ip_target, "match", host="93.184.216.34"),
         ok("valid with the optional ca member", with_ca, "match"),
-        ok("time: exactly max_skew after answered_at", good, "match", now=T + 300,
-           flags=["boundary"]),
-        ok("time: exactly max_skew before answered_at", good, "match", now=T - 300,
-           flags=["boundary"]),
+        ok(
+            "time: exactly max_skew after answered_at",
+            good,
+            "match",
+            now=T + 300,
+            flags=["boundary"],
+        ),
+        ok(
+            "time: exactly max_skew before answered_at",
+            good,
+            "match",
+            now=T - 300,
+            flags=["boundary"],
+        ),
         bad("stale: max_skew + 1 after", good, "stale", now=T + 301, flags=["boundary"]),
         bad("stale: answer from the future", good, "stale", now=T - 301),
         bad("stale with a small configured skew", good, "stale", now=T + 5, max_skew=4),
-        bad("tampered verdict (match -> mismatch)", _resign_doc(
-            good, set_path("statement", "verdict", value="mismatch")), "bad-signature"),
-        bad("tampered last_seen", _resign_doc(good, set_path(
-            "statement", "observations", value=[
-                {**good_doc["statement"]["observations"][0], "last_seen": T + 1},
-                good_doc["statement"]["observations"][1]])), "bad-signature"),
-        bad("tampered answered_at (replayed later)", _resign_doc(
-            good, set_path("statement", "answered_at", value=T + 3600)), "bad-signature",
-            now=T + 3600),
-        bad("tampered target port", _resign_doc(
-            good, set_path("statement", "target", "port", value=8443)), "bad-signature",
-            port=8443),
-        bad("wrong key: signed by a key outside the bundle, claiming the current key's id",
-            other_claims_current, "bad-signature"),
-        bad("unknown key: signed by a key outside the bundle, with its own id", other_own,
-            "unknown-key"),
+        bad(
+            "tampered verdict (match -> mismatch)",
+            _resign_doc(good, set_path("statement", "verdict", value="mismatch")),
+            "bad-signature",
+        ),
+        bad(
+            "tampered last_seen",
+            _resign_doc(
+                good,
+                set_path(
+                    "statement",
+                    "observations",
+                    value=[
+                        {**good_doc["statement"]["observations"][0], "last_seen": T + 1},
+                        good_doc["statement"]["observations"][1],
+                    ],
+                ),
+            ),
+            "bad-signature",
+        ),
+        bad(
+            "tampered answered_at (replayed later)",
+            _resign_doc(good, set_path("statement", "answered_at", value=T + 3600)),
+            "bad-signature",
+            now=T + 3600,
+        ),
+        bad(
+            "tampered target port",
+            _resign_doc(good, set_path("statement", "target", "port", value=8443)),
+            "bad-signature",
+            port=8443,
+        ),
+        bad(
+            "wrong key: signed by a key outside the bundle, claiming the current key's id",
+            other_claims_current,
+            "bad-signature",
+        ),
+        bad(
+            "unknown key: signed by a key outside the bundle, with its own id",
+            other_own,
+            "unknown-key",
+        ),
         bad("unknown key id", unknown_kid, "unknown-key"),
-        bad("signature of 63 bytes", _resign_doc(
-            good, set_path("signature", "value", value=_b64url(sig_raw[:63]))), "bad-signature"),
-        bad("signature not base64url", _resign_doc(
-            good, set_path("signature", "value", value="!" * 86)), "bad-signature"),
+        bad(
+            "signature of 63 bytes",
+            _resign_doc(good, set_path("signature", "value", value=_b64url(sig_raw[:63]))),
+            "bad-signature",
+        ),
+        bad(
+            "signature not base64url",
+            _resign_doc(good, set_path("signature", "value", value="!" * 86)),
+            "bad-signature",
+        ),
         bad("wrong target host", good, "wrong-target", host="www.example.com"),
         bad("wrong target port", good, "wrong-target", port=8443),
-        bad("answer about another certificate fingerprint", good, "wrong-target",
-            fingerprint=OLD256, flags=["fingerprint-binding"]),
-        bad("answer about the same digest under another algorithm", sha1_req, "wrong-target",
-            fingerprint=FP256, flags=["fingerprint-binding"]),
-        ok("address named by the client and echoed in target.ip", with_ip, "match",
-           ip="93.184.216.34", flags=["ip-binding"]),
-        ok("no address named, none in the answer", good, "match", ip=None,
-           flags=["ip-binding"]),
-        bad("an address the client did not name (a relay asked the notary to probe it)",
-            with_ip, "wrong-target", ip=None, flags=["ip-binding"]),
-        bad("another address than the one named", with_ip, "wrong-target", ip="192.0.2.1",
-            flags=["ip-binding"]),
+        bad(
+            "answer about another certificate fingerprint",
+            good,
+            "wrong-target",
+            fingerprint=OLD256,
+            flags=["fingerprint-binding"],
+        ),
+        bad(
+            "answer about the same digest under another algorithm",
+            sha1_req,
+            "wrong-target",
+            fingerprint=FP256,
+            flags=["fingerprint-binding"],
+        ),
+        ok(
+            "address named by the client and echoed in target.ip",
+            with_ip,
+            "match",
+            ip="93.184.216.34",
+            flags=["ip-binding"],
+        ),
+        ok("no address named, none in the answer", good, "match", ip=None, flags=["ip-binding"]),
+        bad(
+            "an address the client did not name (a relay asked the notary to probe it)",
+            with_ip,
+            "wrong-target",
+            ip=None,
+            flags=["ip-binding"],
+        ),
+        bad(
+            "another address than the one named",
+            with_ip,
+            "wrong-target",
+            ip="192.0.2.1",
+            flags=["ip-binding"],
+        ),
         bad("nonce mismatch", good, "nonce-mismatch", nonce="AAAAAAAAAAAAAAAAAAAAAA"),
-        bad("nonce sent, answer has none (a cached answer replayed)", no_nonce,
-            "nonce-mismatch"),
+        bad("nonce sent, answer has none (a cached answer replayed)", no_nonce, "nonce-mismatch"),
         ok("retired key within its overlap", retired, "match", keys=("current", "retired")),
-        ok("retired key at valid_until", retired, "match", keys=("current", "retired"),
-           now=VALID_UNTIL, max_skew=2000, flags=["boundary"]),
-        bad("retired key after its overlap", retired, "unknown-key", keys=("current", "retired"),
-            now=VALID_UNTIL + 1, max_skew=2000, flags=["boundary"]),
-        bad("non-canonical: pretty-printed", pretty, "non-canonical"),
-        bad("non-canonical: members out of order", reordered, "non-canonical"),
-        bad("non-canonical: trailing newline", good + b"\n", "non-canonical"),
-        bad("non-canonical: needless \\u escape", escaped, "non-canonical"),
-        bad("malformed: not JSON", good[:-1], "malformed"),
+        ok(
+            "retired key at valid_until",
+            retired,
+            "match",
+            keys=("current", "retired"),
+            now=VALID_UNTIL,
+            max_skew=2000,
+            flags=["boundary"],
+        ),
+        bad(
+            "retired key after its overlap",
+            retired,
+            "unknown-key",
+            keys=("current", "retired"),
+            now=VALID_UNTIL + 1,
+            max_skew=2000,
+            flags=["boundary"],
+        ),
+        bad("not the fixed shape: pretty-printed", pretty, "malformed"),
+        bad("not the fixed shape: members out of order", reordered, "malformed"),
+        bad("not the fixed shape: trailing newline", good + b"\n", "malformed"),
+        bad(
+            "a needless \\u escape in the statement: not the signed bytes", escaped, "bad-signature"
+        ),
+        bad("the last brace cut off: not the signed bytes", good[:-1], "bad-signature"),
+        bad("malformed: not JSON", b"<html>hello</html>", "malformed"),
         bad("malformed: a JSON array", b"[]", "malformed"),
-        bad("malformed: no signature member", canonical_json(
-            {"statement": good_doc["statement"]}), "malformed"),
-        bad("malformed: an extra top-level member", canonical_json(
-            {**good_doc, "x": 1}), "malformed"),
-        bad("malformed: signature is a string", canonical_json(
-            {**good_doc, "signature": sig_value}), "malformed"),
+        bad(
+            "malformed: no signature member",
+            canonical_json({"statement": good_doc["statement"]}),
+            "malformed",
+        ),
+        bad(
+            "an extra top-level member after the statement: not the signed bytes",
+            canonical_json({**good_doc, "x": 1}),
+            "bad-signature",
+            flags=["splice"],
+        ),
+        bad(
+            "malformed: signature is a string",
+            canonical_json({**good_doc, "signature": sig_value}),
+            "malformed",
+        ),
         bad("malformed: another type", _sign(_statement(type="converge-answer/2")), "malformed"),
-        bad("malformed: another signature alg", _resign_doc(
-            good, set_path("signature", "alg", value="rsa")), "malformed"),
-        bad("malformed: key ids of statement and signature differ",
-            _sign(_statement(), sig_kid=_kid("retired")), "malformed",
-            keys=("current", "retired")),
-        bad("malformed: a float inside the statement", good.replace(
-            f'"answered_at":{T}'.encode(), f'"answered_at":{T}.0'.encode()), "malformed"),
-        bad("malformed: a lone surrogate in a string (cannot be UTF-8)", good.replace(
-            b'"cache":"miss"', b'"cache":"\\ud800"'), "malformed"),
-        bad("malformed: unknown verdict (signed)", _sign(_statement(verdict="maybe")),
-            "malformed"),
-        bad("malformed: answered_at is a string (signed)", _sign(_statement(
-            answered_at=str(T))), "malformed"),
-        bad("malformed: larger than 64 KiB", b'{"statement":{"x":"' + b"a" * 65536 + b'"}}',
-            "malformed"),
+        bad(
+            "malformed: another signature alg",
+            _resign_doc(good, set_path("signature", "alg", value="rsa")),
+            "malformed",
+        ),
+        bad(
+            "the signature names another trusted key than the one that signed",
+            _sign(_statement(), sig_kid=_kid("retired")),
+            "bad-signature",
+            keys=("current", "retired"),
+        ),
+        bad(
+            "a float written into the statement after signing",
+            good.replace(f'"answered_at":{T}'.encode(), f'"answered_at":{T}.0'.encode()),
+            "bad-signature",
+        ),
+        bad(
+            "a lone surrogate written into the statement after signing",
+            good.replace(b'"cache":"miss"', b'"cache":"\\ud800"'),
+            "bad-signature",
+        ),
+        bad("malformed: unknown verdict (signed)", _sign(_statement(verdict="maybe")), "malformed"),
+        bad(
+            "malformed: answered_at is a string (signed)",
+            _sign(_statement(answered_at=str(T))),
+            "malformed",
+        ),
+        bad(
+            "malformed: larger than 64 KiB",
+            b'{"statement":{"x":"' + b"a" * 65536 + b'"}}',
+            "malformed",
+        ),
+        *hostile_answers(good, answer),
     ]
     return {
         "schema": "converge-vectors/extended-answers/1",
         "description": (
-            "The extended format converge-answer/1 (docs/wire-format.md): RFC 8785 canonical "
-            "JSON (type canonical: input text -> canonical text or invalid) and signed answers "
-            "(type answer: verify with the bundle's signing_keys named in bundle_keys, the "
+            "The extended format converge-answer/1 (docs/wire-format.md, 'Verifying'): signed "
+            "answers (type answer: the fixed prefix, Ed25519 over the statement bytes as "
+            "received, the bounds scan and a stock parse of those bytes; verify with the bundle's signing_keys named in bundle_keys, the "
             "expectations in expect -- null = not checked, except ip, which is checked when "
             "present -- and the documented order of "
             "checks; output result valid + verdict, or rejected + kind). Keys are trusted at "
@@ -359,8 +531,10 @@ def extended_answers() -> dict[str, Any]:
             "format), or invalid."
         ),
         "notes": {
-            "subset": "valid JSON outside the format's canonical subset (floats, integers "
-            "beyond 2**53-1, non-ASCII keys): invalid",
+            "splice": "bytes outside the signed statement: refused whatever they say",
+            "hostile": "hostile JSON inside a validly signed statement: refused as malformed or "
+            "answered cleanly, the same in every language",
+            "bounds": "the bounds scan: at most 32 open levels, integers of at most 15 digits",
             "boundary": "exactly at a limit, or one past it",
             "fingerprint-binding": "the verifier knows which fingerprint it asked about; the "
             "notary's reference verifier has no such argument",
@@ -368,7 +542,196 @@ def extended_answers() -> dict[str, Any]:
             "client named no address); the notary's reference verifier has no such argument",
         },
         "signing_keys": {name: _bundle_entry(name) for name in ("current", "retired", "other")},
-        "test_key_seeds": {name: hashlib.sha256(s.encode()).hexdigest()
-                           for name, s in SEEDS.items()},
+        "test_key_seeds": {
+            name: hashlib.sha256(s.encode()).hexdigest() for name, s in SEEDS.items()
+        },
+        "tests": numbered(cases),
+    }
+
+
+def hostile_answers(good: bytes, answer: Any) -> list[Case]:
+    """Validly signed statements holding hostile JSON, and bytes spliced around them."""
+    stmt = canonical_json(_statement())
+    mism = canonical_json(_statement(verdict="mismatch"))
+
+    def extra(member: str) -> bytes:
+        """The statement with ``member`` inserted as its first member, signed."""
+        return _sign_raw(b"{" + member.encode() + b"," + stmt[1:])
+
+    def ok(comment: str, raw: bytes, verdict: str = "match", **kw: Any) -> Case:
+        kw.setdefault("flags", ["hostile"])
+        return answer(comment, raw, result="valid", verdict=verdict, **kw)
+
+    def bad(comment: str, raw: bytes, kind: str = "malformed", **kw: Any) -> Case:
+        kw.setdefault("flags", ["hostile"])
+        return answer(comment, raw, result="rejected", kind=kind, **kw)
+
+    verdict_first = stmt.replace(b'"verdict":"match"', b'"verdict":"mismatch","verdict":"match"')
+    verdict_last = stmt.replace(b'"verdict":"match"', b'"verdict":"match","verdict":"mismatch"')
+    deep = 31  # "x" sits at level 2: 31 arrays reach level 32
+    return [
+        bad(
+            "splice: a second statement after the signed one",
+            good[:-1] + b',"statement":' + mism + b"}",
+            "bad-signature",
+            flags=["splice"],
+        ),
+        bad("a byte after the closing brace", good + b"x", flags=["splice"]),
+        bad("a second closing brace", good + b"}", "bad-signature", flags=["splice"]),
+        bad("white space after the closing brace", good + b" ", flags=["splice"]),
+        bad(
+            "white space inside the fixed prefix",
+            good.replace(b'"statement":', b'"statement": ', 1),
+            "bad-signature",
+            flags=["splice"],
+        ),
+        ok(
+            "repeated verdict inside the signed statement: the last counts (match)",
+            _sign_raw(verdict_first),
+        ),
+        ok(
+            "repeated verdict inside the signed statement: the last counts (mismatch)",
+            _sign_raw(verdict_last),
+            "mismatch",
+        ),
+        bad(
+            "a 5000-digit integer inside the signed statement",
+            extra('"n":' + "7" * 5000),
+            flags=["hostile", "bounds"],
+        ),
+        ok(
+            "a 15-digit integer inside the signed statement",
+            extra('"n":' + "9" * 15),
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        bad(
+            "a 16-digit integer inside the signed statement",
+            extra('"n":1' + "0" * 15),
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        bad(
+            "answered_at as a float, signed",
+            _sign_raw(stmt.replace(f'"answered_at":{T}'.encode(), f'"answered_at":{T}.0'.encode())),
+            flags=["hostile", "bounds"],
+        ),
+        bad(
+            "answered_at in exponent form, signed",
+            _sign_raw(stmt.replace(f'"answered_at":{T}'.encode(), b'"answered_at":1795324044e0')),
+            flags=["hostile", "bounds"],
+        ),
+        bad("a number as a member name inside the signed statement", extra("1.5:1")),
+        ok("twin: the same name as a string", extra('"1.5":1')),
+        ok(
+            "nesting: 32 levels open at once inside the signed statement",
+            extra('"x":' + "[" * deep + "]" * deep),
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        bad(
+            "nesting: 33 levels open at once inside the signed statement",
+            extra('"x":' + "[" * (deep + 1) + "]" * (deep + 1)),
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        bad(
+            "nesting: 5000 levels inside the signed statement",
+            extra('"x":' + "[" * 5000 + "]" * 5000),
+            flags=["hostile", "bounds"],
+        ),
+        ok(
+            "brackets and an escaped quote inside strings do not count",
+            extra('"x":"' + "[{" * 100 + '\\"]"'),
+            flags=["hostile", "bounds"],
+        ),
+        bad(
+            "a lone surrogate as the signed verdict",
+            _sign_raw(stmt.replace(b'"verdict":"match"', b'"verdict":"\\ud800"')),
+        ),
+        ok(
+            "twin: an escaped ordinary character in the signed verdict (parsed: match)",
+            _sign_raw(stmt.replace(b'"verdict":"match"', b'"verdict":"m\\u0061tch"')),
+        ),
+        bad("NaN inside the signed statement", extra('"n":NaN')),
+        ok("twin: null inside the signed statement", extra('"n":null')),
+        bad("a comment inside the signed statement", extra('"n":1/* c */')),
+        bad("a trailing comma inside the signed statement", _sign_raw(stmt[:-1] + b",}")),
+        bad("a raw control character in a signed string", extra('"x":"a\tb"')),
+        bad("the signed statement is an array", _sign_raw(b"[" + stmt + b"]")),
+        bad("the signed statement is not JSON", _sign_raw(stmt[:-1])),
+        bad(
+            "the signed statement's key_id is another key of the bundle",
+            _sign_raw(canonical_json(_statement(key_id=_kid("retired")))),
+            keys=("current", "retired"),
+        ),
+        bad(
+            "the signature's key id is not a key id at all",
+            _sign_raw(stmt, kid="zz"),
+            "unknown-key",
+        ),
+        bad(
+            "a quote inside the signature value",
+            good.replace(b'"},"statement"', b'x"y"},"statement"', 1),
+            flags=["splice"],
+        ),
+    ]
+
+
+def canon(comment: str, text: str, out: str | None, flags: list[str] | None = None) -> Case:
+    case: Case = {"comment": comment, "flags": flags or [], "type": "canonical", "input": text}
+    if out is None:
+        case.update(result="invalid", kind="canonical")
+    else:
+        case.update(result="valid", canonical=out)
+    return case
+
+
+def canonical_cases() -> dict[str, Any]:
+    """RFC 8785 serialisation as the notary's signer does it (clients need none of it)."""
+    cases = [
+        canon(
+            "keys sorted, no white space",
+            '{"b": 1, "a": [true, false, null], "c": {"z": "x", "y": 2}}',
+            '{"a":[true,false,null],"b":1,"c":{"y":2,"z":"x"}}',
+        ),
+        canon("empty containers", '{"x": {}, "y": []}', '{"x":{},"y":[]}'),
+        canon(
+            "short escapes and \\u00xx lower case for other controls",
+            '["\\u0007\\b\\t\\n\\f\\r\\"\\\\/"]',
+            '["\\u0007\\b\\t\\n\\f\\r\\"\\\\/"]',
+        ),
+        canon(
+            "non-ASCII characters are written as UTF-8, not escaped",
+            '["\\u00e9\\u2028\\ud83d\\ude00"]',
+            '["\u00e9\u2028\U0001f600"]',
+        ),
+        canon(
+            "integers in shortest form; -0 is 0",
+            "[0, -0, 10, -12, 9007199254740991]",
+            "[0,0,10,-12,9007199254740991]",
+        ),
+        canon(
+            "integers beyond 2**53-1 are outside the format", "[9007199254740992]", None, ["subset"]
+        ),
+        canon("the format has no floats", "[1.5]", None, ["subset"]),
+        canon("exponent notation is a float", "[1e2]", None, ["subset"]),
+        canon("keys are ASCII in this format", '{"\\u00e9": 1}', None, ["subset"]),
+        canon("a lone surrogate cannot be UTF-8", '["\\ud800"]', None),
+        canon(
+            "nesting: 17 levels (the innermost at depth 16) is the limit",
+            "[" * 17 + "]" * 17,
+            "[" * 17 + "]" * 17,
+            ["boundary"],
+        ),
+        canon("nesting: 18 levels is too deep", "[" * 18 + "]" * 18, None, ["boundary"]),
+    ]
+    return {
+        "schema": "converge-vectors/canonical-json/1",
+        "description": "RFC 8785 canonical JSON of the subset the notary signs (objects with "
+        "ASCII keys, arrays, strings, booleans, null, integers below 2**53): input text -> "
+        "canonical text, or invalid. For implementers of a notary's signer; clients verify "
+        "the statement bytes as received and never re-serialise (docs/wire-format.md).",
+        "notes": {
+            "subset": "valid JSON outside the format's canonical subset (floats, integers "
+            "beyond 2**53-1, non-ASCII keys): invalid",
+            "boundary": "exactly at a limit, or one past it",
+        },
         "tests": numbered(cases),
     }

@@ -17,8 +17,10 @@ from _common import (
     TEST_KEY,
     Case,
     body_for,
+    fp,
     http,
     legacy_body,
+    legacy_signed,
     numbered,
     sign,
     signed_payload,
@@ -48,17 +50,13 @@ def signatures() -> dict[str, Any]:
     malformed_entry = legacy_body([(1, 2, "zz")])
 
     def valid(comment: str, body: bytes, cert: str, flags: list[str] | None = None) -> Case:
-        i = body.rfind(b', "signature"')
-        cut = (body[:i] + b"}").decode() if i >= 0 else None
-        obj = json.loads(body)
-        del obj["signature"]
+        i = body.rfind(b', "signature": "')
         return {
             "comment": comment,
             "body": body.decode(),
             "certificate": cert,
             "result": "valid",
-            "signed_bytes": cut,
-            "signed_bytes_reserialised": json.dumps(obj),
+            "signed_bytes": (body[:i] + b"}").decode(),
             "flags": flags or [],
         }
 
@@ -102,11 +100,40 @@ def signatures() -> dict[str, Any]:
         valid("one entry", legacy_body(e1), "test-notary"),
         valid("three entries, newest first", body_for(p3, sig_good), "test-notary"),
         valid("empty history", legacy_body([]), "test-notary"),
-        valid(
-            "body re-indented after signing: recipe (b) fails, recipe (a) verifies",
+        invalid(
+            "body re-indented after signing: not the signed bytes plus the signature member",
             reindented,
             "test-notary",
-            ["recipe-a-only"],
+            "response",
+            ["shape"],
+        ),
+        invalid(
+            "compact separators before the signature member",
+            p3[:-1] + b',"signature":"' + sig_good.encode() + b'"}',
+            "test-notary",
+            "response",
+            ["shape"],
+        ),
+        invalid(
+            "a newline after the closing brace",
+            body_for(p3, sig_good) + b"\n",
+            "test-notary",
+            "response",
+            ["shape"],
+        ),
+        invalid(
+            "a member after the signature",
+            p3[:-1] + b', "signature": "' + sig_good.encode() + b'", "x": 1}',
+            "test-notary",
+            "response",
+            ["shape", "splice"],
+        ),
+        invalid(
+            "a second signature member: the last one is checked, over bytes that hold the first",
+            p3[:-1] + (b', "signature": "' + sig_good.encode() + b'"') * 2 + b"}",
+            "test-notary",
+            "signature",
+            ["shape"],
         ),
         invalid(
             "signed by another notary's key",
@@ -145,25 +172,33 @@ def signatures() -> dict[str, Any]:
             "response",
         ),
         invalid(
-            "fingerprintList is an object",
-            body_for(b'{"fingerprintList": {}}', sig_good),
+            "fingerprintList is an object, validly signed",
+            legacy_signed(b'{"fingerprintList": {}}'),
             "test-notary",
             "response",
+        ),
+        invalid(
+            "fingerprintList is an object, signed bytes of another body",
+            body_for(b'{"fingerprintList": {}}', sig_good),
+            "test-notary",
+            "signature",
         ),
     ]
     return {
         "schema": "converge-vectors/legacy-signatures/1",
-        "description": "Signature verification of legacy (v1) notary bodies: RSASSA-PKCS1-v1_5 "
-        "with SHA-1 over the body without its signature member. Recipe (b): cut at the last "
-        "', \"signature\"' and append '}' (signed_bytes). Recipe (a): parse keeping key "
-        "order, drop signature, re-serialise with Python json.dumps defaults "
-        "(signed_bytes_reserialised). A body verifies if either recipe's bytes verify. "
-        "`certificate` names an entry of `certificates`.",
+        "description": "Signature verification of legacy (v1) notary bodies "
+        "(docs/wire-format.md, 'Verifying a legacy answer'): the body must be the signed "
+        "bytes S without their final '}', then ', \"signature\": \"<base64>\"}' as its "
+        "last bytes (else error response); RSASSA-PKCS1-v1_5 with SHA-1 over S (signed_bytes; "
+        "else error signature); then S alone is parsed with a stock JSON parser after the "
+        "bounds scan and its shape checked (else error response). `certificate` names an "
+        "entry of `certificates`.",
         "notes": {
             "real-2011": "bytes recorded from notary.thoughtcrime.org in December 2011",
             "wrong-key": "verified against a key that did not sign it",
             "wrong-bytes": "a signer that serialised differently; must not verify",
-            "recipe-a-only": "only the re-serialisation recipe reproduces the signed bytes",
+            "shape": "the body is not exactly the signed bytes plus the signature member",
+            "splice": "bytes added outside the signed bytes",
             "tampered": "signed content changed after signing",
         },
         "certificates": CERTS,
@@ -365,6 +400,7 @@ def responses() -> dict[str, Any]:
             flags=["real-2011", "normalise"],
         ),
     ]
+    cases += hostile_cases(case)
     for status in (
         100,
         201,
@@ -408,7 +444,364 @@ def responses() -> dict[str, Any]:
             "signature": "a bad signature is a failure, never ignored",
             "stand-aside": "votes of kind unreachable may stand aside (consensus.json)",
             "real-2011": "bytes recorded from notary.thoughtcrime.org in December 2011",
+            "splice": "bytes outside the signed bytes: the answer is refused whatever they say",
+            "hostile": "hostile JSON inside validly signed bytes: refused as response or "
+            "answered cleanly, the same in every language",
+            "bounds": "the bounds scan: at most 32 open levels, integers of at most 15 digits",
+            "boundary": "exactly at a limit, or one past it",
         },
         "certificates": CERTS,
         "tests": numbered(cases),
     }
+
+
+FP_E = fp("site-e: never vouched for")
+
+
+def _entry(f: str) -> str:
+    return (
+        f'{{"timestamp": {{"start": "1323389219", "finish": "1324691510"}}, "fingerprint": "{f}"}}'
+    )
+
+
+def _list(*fps: str, extra: str = "") -> bytes:
+    return (
+        '{"fingerprintList": [' + ", ".join(_entry(f) for f in fps) + "]" + extra + "}"
+    ).encode()
+
+
+def hostile_cases(case: Any) -> list[Case]:
+    """Bodies built to make a client act on bytes it did not verify, or to break its parser."""
+    s_a = _list(FP_A)
+    sig_a = sign(TEST_KEY, s_a)
+    ok = legacy_signed(s_a)
+    spliced = (
+        s_a[:-1]
+        + b', "signature": "'
+        + sig_a.encode()
+        + b'", "fingerprintList": ['
+        + _entry(FP_E).encode()
+        + b"]}"
+    )
+
+    def signed_extra(extra: str) -> str:
+        return http(200, legacy_signed(_list(FP_A, extra=extra)))
+
+    deep = 31  # "d" sits at level 2: 31 arrays reach level 32
+    lone = FP_A.replace(FP_A[0], "\\ud800", 1)
+    escaped = FP_A.replace(FP_A[0], f"\\u{ord(FP_A[0]):04x}", 1)
+    return [
+        case(
+            "splice: a second list after the signature, asked about the spliced fingerprint",
+            http(200, spliced),
+            "failure",
+            "response",
+            fps=[FP_E],
+            flags=["splice"],
+        ),
+        case(
+            "splice: a second list after the signature, asked about the signed fingerprint",
+            http(200, spliced),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "twin of the splice: the signed list alone does not list the other fingerprint",
+            http(200, ok),
+            "failure",
+            "not-listed",
+            fps=[FP_E],
+            flags=["splice"],
+        ),
+        case(
+            "another list under the signature of the signed one",
+            http(200, body_for(_list(FP_E), sig_a)),
+            "failure",
+            "signature",
+            fps=[FP_E],
+            flags=["splice"],
+        ),
+        case(
+            "twin: that list signed for itself",
+            http(200, legacy_signed(_list(FP_E))),
+            "success",
+            "listed",
+            fps=[FP_E],
+        ),
+        case(
+            "a member after the signature",
+            http(200, s_a[:-1] + b', "signature": "' + sig_a.encode() + b'", "x": 1}'),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "malformed JSON after the signature",
+            http(200, s_a[:-1] + b', "signature": "' + sig_a.encode() + b'",}'),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "a closing bracket instead of the brace",
+            http(200, s_a[:-1] + b', "signature": "' + sig_a.encode() + b'"]'),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "a byte after the closing brace (within Content-Length)",
+            http(200, ok + b"x"),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "a second closing brace", http(200, ok + b"}"), "failure", "response", flags=["splice"]
+        ),
+        case(
+            "a newline after the closing brace",
+            http(200, ok + b"\n"),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "a NUL byte after the closing brace",
+            http(200, ok + b"\x00"),
+            "failure",
+            "response",
+            flags=["splice"],
+        ),
+        case(
+            "repeated fingerprintList inside the signed bytes: the last counts (listed)",
+            http(
+                200,
+                legacy_signed(s_a[:-1] + b', "fingerprintList": [' + _entry(FP_E).encode() + b"]}"),
+            ),
+            "success",
+            "listed",
+            fps=[FP_E],
+            flags=["hostile"],
+        ),
+        case(
+            "repeated fingerprintList inside the signed bytes: the first does not count",
+            http(
+                200,
+                legacy_signed(s_a[:-1] + b', "fingerprintList": [' + _entry(FP_E).encode() + b"]}"),
+            ),
+            "failure",
+            "not-listed",
+            flags=["hostile"],
+        ),
+        case(
+            "a 5000-digit integer inside the signed bytes",
+            signed_extra(', "n": ' + "7" * 5000),
+            "failure",
+            "response",
+            flags=["hostile", "bounds"],
+        ),
+        case(
+            "a 15-digit integer inside the signed bytes",
+            signed_extra(', "n": ' + "9" * 15),
+            "success",
+            "listed",
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        case(
+            "a negative 15-digit integer inside the signed bytes",
+            signed_extra(', "n": -' + "9" * 15),
+            "success",
+            "listed",
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        case(
+            "a 16-digit integer inside the signed bytes",
+            signed_extra(', "n": 1' + "0" * 15),
+            "failure",
+            "response",
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        case(
+            "a fraction inside the signed bytes",
+            signed_extra(', "n": 1.5'),
+            "failure",
+            "response",
+            flags=["hostile", "bounds"],
+        ),
+        case(
+            "an exponent inside the signed bytes",
+            signed_extra(', "n": 1e2'),
+            "failure",
+            "response",
+            flags=["hostile", "bounds"],
+        ),
+        case(
+            "a leading zero inside the signed bytes",
+            signed_extra(', "n": 01'),
+            "failure",
+            "response",
+            flags=["hostile", "bounds"],
+        ),
+        case(
+            "the fingerprint is a number",
+            http(
+                200,
+                legacy_signed(
+                    b'{"fingerprintList": [{"timestamp": {"start": "1", "finish": "2"}, '
+                    b'"fingerprint": 12345}]}'
+                ),
+            ),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "a number as a member name inside the signed bytes",
+            signed_extra(", 1.5: 1"),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "twin: the same name as a string",
+            signed_extra(', "1.5": 1'),
+            "success",
+            "listed",
+            flags=["hostile"],
+        ),
+        case(
+            "nesting: 32 levels open at once inside the signed bytes",
+            signed_extra(', "d": ' + "[" * deep + "]" * deep),
+            "success",
+            "listed",
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        case(
+            "nesting: 33 levels open at once inside the signed bytes",
+            signed_extra(', "d": ' + "[" * (deep + 1) + "]" * (deep + 1)),
+            "failure",
+            "response",
+            flags=["hostile", "bounds", "boundary"],
+        ),
+        case(
+            "nesting: 5000 levels inside the signed bytes",
+            signed_extra(', "d": ' + "[" * 5000 + "]" * 5000),
+            "failure",
+            "response",
+            flags=["hostile", "bounds"],
+        ),
+        case(
+            "brackets inside strings do not count as levels",
+            signed_extra(', "d": "' + "[{" * 100 + '\\"]"'),
+            "success",
+            "listed",
+            flags=["hostile", "bounds"],
+        ),
+        case(
+            "a lone surrogate in the signed fingerprint",
+            http(200, legacy_signed(_list(lone))),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "twin: an escaped ordinary character in the signed fingerprint (parsed, listed)",
+            http(200, legacy_signed(_list(escaped))),
+            "success",
+            "listed",
+            flags=["hostile"],
+        ),
+        case(
+            "NaN inside the signed bytes",
+            signed_extra(', "n": NaN'),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "Infinity inside the signed bytes",
+            signed_extra(', "n": -Infinity'),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "twin: null inside the signed bytes",
+            signed_extra(', "n": null'),
+            "success",
+            "listed",
+            flags=["hostile"],
+        ),
+        case(
+            "a comment inside the signed bytes",
+            signed_extra(" /* c */"),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "a trailing comma inside the signed bytes",
+            signed_extra(","),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "a raw control character in a signed string",
+            signed_extra(', "x": "a\tb"'),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "twin: the same character escaped",
+            signed_extra(', "x": "a\\tb"'),
+            "success",
+            "listed",
+            flags=["hostile"],
+        ),
+        case(
+            "a raw NUL byte in a signed string",
+            signed_extra(', "x": "a\x00b"'),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "single quotes inside the signed bytes",
+            signed_extra(", 'x': 1"),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "a bad escape inside the signed bytes",
+            signed_extra(', "x": "\\q"'),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "signed bytes that are not an object",
+            http(200, body_for(b'["x"}', sign(TEST_KEY, b'["x"}'))),
+            "failure",
+            "response",
+            flags=["hostile"],
+        ),
+        case(
+            "more than 1000 history entries, validly signed",
+            http(200, legacy_signed(_list(*([FP_A] * 1001)))),
+            "failure",
+            "response",
+            flags=["hostile", "boundary"],
+        ),
+        case(
+            "exactly 1000 history entries, validly signed",
+            http(200, legacy_signed(_list(*([FP_A] * 1000)))),
+            "success",
+            "listed",
+            flags=["hostile", "boundary"],
+        ),
+    ]

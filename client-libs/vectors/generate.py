@@ -26,11 +26,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _config_cases import config  # noqa: E402
-from _extended_cases import extended_answers  # noqa: E402
+from _extended_cases import canonical_cases, extended_answers  # noqa: E402
 from _parsing_cases import bundles, fingerprints, requests_  # noqa: E402
 from _rules_cases import cache, consensus  # noqa: E402
 from _wire_cases import responses, signatures  # noqa: E402
 from converge.vectors import compare, run_case  # noqa: E402
+
+from notary.core.canonical import canonical_json  # noqa: E402
+from notary.errors import BadData  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -43,6 +46,7 @@ FILES: dict[str, Callable[[], dict[str, Any]]] = {
     "consensus.json": consensus,
     "cache.json": cache,
     "extended-answers.json": extended_answers,
+    "canonical-json.json": canonical_cases,
     "config.json": config,
 }
 
@@ -51,8 +55,24 @@ def render(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
 
 
+def check_canonical(case: dict[str, Any]) -> dict[str, Any]:
+    """canonical-json.json is checked against the notary's signer, which is what it pins."""
+    try:
+        text = canonical_json(json.loads(case["input"])).decode("utf-8")
+    except (BadData, ValueError):
+        return {"result": "invalid", "kind": "canonical"}
+    return {"result": "valid", "canonical": text}
+
+
 def check_against_implementation(name: str, doc: dict[str, Any]) -> list[str]:
     problems = []
+    if name == "canonical-json.json":
+        for case in doc["tests"]:
+            got = check_canonical(case)
+            want = {k: case[k] for k in got if k in case}
+            if got != want:
+                problems.append(f"{name} #{case['id']} ({case['comment']}): {got} != {want}")
+        return problems
     for case in doc["tests"]:
         for p in compare(case, run_case(doc, case)):
             problems.append(f"{name} #{case['id']} ({case['comment']}): {p}")
