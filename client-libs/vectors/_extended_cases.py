@@ -521,7 +521,8 @@ def extended_answers() -> dict[str, Any]:
         "description": (
             "The extended format converge-answer/1 (docs/wire-format.md, 'Verifying'): signed "
             "answers (type answer: the fixed prefix, Ed25519 over the statement bytes as "
-            "received, the bounds scan and a stock parse of those bytes; verify with the bundle's signing_keys named in bundle_keys, the "
+            "received, the bounds scan and a stock parse of those bytes; verify with the "
+            "bundle's signing_keys named in bundle_keys, the "
             "expectations in expect -- null = not checked, except ip, which is checked when "
             "present -- and the documented order of "
             "checks; output result valid + verdict, or rejected + kind). Keys are trusted at "
