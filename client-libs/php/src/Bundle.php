@@ -91,7 +91,7 @@ final class Bundle
 
     private static function port(mixed $obj, string $key): int
     {
-        $n = PyJson::get($obj, $key);
+        $n = Json::get($obj, $key);
         if (!is_int($n) || $n < 1 || $n > 65535) {
             throw new BundleException("{$key} must be an integer port 1..65535");
         }
@@ -103,11 +103,11 @@ final class Bundle
         if (!$v instanceof \stdClass) {
             throw new BundleException('a host entry must be an object');
         }
-        $host = PyJson::get($v, 'host');
+        $host = Json::get($v, 'host');
         if (!is_string($host) || !preg_match(self::HOST_RE, $host)) {
             throw new BundleException('host must be a DNS name or an IP address');
         }
-        $pem = PyJson::get($v, 'certificate');
+        $pem = Json::get($v, 'certificate');
         if (!is_string($pem) || !preg_match(self::PEM_RE, $pem, $m)) {
             throw new BundleException("certificate of {$host} is not one PEM certificate");
         }
@@ -134,25 +134,25 @@ final class Bundle
                 throw new BundleException('unknown signing key field ' . json_encode((string) $name));
             }
         }
-        if (PyJson::get($k, 'alg') !== 'ed25519') {
+        if (Json::get($k, 'alg') !== 'ed25519') {
             throw new BundleException('signing key alg must be ed25519');
         }
-        $raw = self::unb64url(PyJson::get($k, 'public_key'));
+        $raw = self::unb64url(Json::get($k, 'public_key'));
         if ($raw === null) {
             throw new BundleException('signing key public_key must be unpadded base64url');
         }
         if (strlen($raw) !== 32) {
             throw new BundleException('an Ed25519 public key has 32 bytes');
         }
-        $kid = PyJson::get($k, 'key_id');
+        $kid = Json::get($k, 'key_id');
         if ($kid !== self::keyIdOf($raw)) {
             throw new BundleException('signing key id ' . json_encode($kid) . ' does not match its public key');
         }
-        $until = PyJson::get($k, 'valid_until');
-        return match (PyJson::get($k, 'status')) {
+        $until = Json::get($k, 'valid_until');
+        return match (Json::get($k, 'status')) {
             'current' => $until === null ? new SigningKey($kid, $raw, true, 0)
                 : throw new BundleException('a current signing key has no valid_until'),
-            'retired' => is_int($until) && $until > 0 && $until <= PyJson::MAX_SAFE_INTEGER ? new SigningKey($kid, $raw, false, $until)
+            'retired' => is_int($until) && $until > 0 && $until <= Json::MAX_SAFE_INTEGER ? new SigningKey($kid, $raw, false, $until)
                 : throw new BundleException('a retired signing key needs valid_until (unix seconds)'),
             default => throw new BundleException('signing key status must be current or retired'),
         };
@@ -189,12 +189,12 @@ final class Bundle
         if (strlen($data) > self::MAX_BYTES) {
             throw new BundleException('bundle larger than ' . self::MAX_BYTES . ' bytes');
         }
-        $obj = PyJson::parse($data);
-        if (!$obj instanceof \stdClass || $obj === PyJson::invalid()) {
+        $obj = Json::parse($data);
+        if (!$obj instanceof \stdClass || $obj === Json::invalid()) {
             throw new BundleException('bundle is not a JSON object');
         }
         $version = 0;
-        if (PyJson::has($obj, 'version')) {
+        if (Json::has($obj, 'version')) {
             $v = $obj->version;
             if (!((is_int($v) || is_float($v)) && ($v == 0 || $v == 1))) {
                 throw new BundleException('unsupported bundle version');
@@ -205,28 +205,28 @@ final class Bundle
             $h = self::parseHost($obj);
             return new self($h->host, 0, [$h]);
         }
-        $name = PyJson::get($obj, 'name');
+        $name = Json::get($obj, 'name');
         if (!is_string($name) || trim($name) === '' || mb_strlen($name, 'UTF-8') > 200) {
             throw new BundleException('name must be a non-empty string');
         }
-        $hosts = PyJson::get($obj, 'hosts');
+        $hosts = Json::get($obj, 'hosts');
         if (!is_array($hosts) || $hosts === []) {
             throw new BundleException('hosts must be a non-empty list');
         }
         if (count($hosts) > self::MAX_HOSTS) {
             throw new BundleException('more than ' . self::MAX_HOSTS . ' hosts');
         }
-        $loc = PyJson::get($obj, 'bundle_location');
+        $loc = Json::get($obj, 'bundle_location');
         if ($loc !== null && !(is_string($loc) && str_starts_with($loc, 'https://') && str_ends_with($loc, '.notary') && mb_strlen($loc, 'UTF-8') <= 2048)) {
             throw new BundleException('bundle_location must be an https:// URL ending in .notary');
         }
-        $region = PyJson::get($obj, 'region');
+        $region = Json::get($obj, 'region');
         if ($region !== null && !(is_string($region) && preg_match('/\A[A-Za-z]{2}\z/', $region))) {
             throw new BundleException('region must be an ISO-3166 alpha-2 code');
         }
         $parsed = array_map([self::class, 'parseHost'], $hosts);
         $protocols = [];
-        if (PyJson::has($obj, 'protocols')) {
+        if (Json::has($obj, 'protocols')) {
             $p = $obj->protocols;
             if (!is_array($p) || count($p) > 16) {
                 throw new BundleException('protocols must be a list of at most 16 strings');
@@ -238,7 +238,7 @@ final class Bundle
                 $protocols[] = $x;
             }
         }
-        $keys = PyJson::has($obj, 'signing_keys') ? self::parseSigningKeys($obj->signing_keys) : [];
+        $keys = Json::has($obj, 'signing_keys') ? self::parseSigningKeys($obj->signing_keys) : [];
         if (in_array(self::EXTENDED_FORMAT, $protocols, true) && $keys === []) {
             throw new BundleException('protocols lists ' . self::EXTENDED_FORMAT . ' but the bundle has no signing_keys');
         }

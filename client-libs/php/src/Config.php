@@ -178,8 +178,8 @@ final class Config
             if ($text === false) {
                 throw new ConfigException("cannot read {$f}");
             }
-            $v = PyJson::parse($text);
-            if (!$v instanceof \stdClass || $v === PyJson::invalid()) {
+            $v = Json::parse($text);
+            if (!$v instanceof \stdClass || $v === Json::invalid()) {
                 throw new ConfigException("{$f} must hold a JSON object");
             }
             $raw = $v;

@@ -13,6 +13,8 @@ final class Extended
     public const MEDIA_TYPE = 'application/vnd.converge.answer+json';
     public const PATH = '/v2/answer';
     private const MAX_ANSWER_BYTES = 65536;
+    /** The signed-answer frame: fixed ASCII prefix, key id K, signature V, statement bytes T, final }. */
+    private const FRAME = '/\A\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":(.*)\}\z/s';
     private const VERDICT_STATUS = ['match' => 200, 'mismatch' => 409, 'unreachable' => 503, 'refused' => 403];
     private const VOTES = ['match' => ['success', 'match'], 'mismatch' => ['failure', 'mismatch'],
         'unreachable' => ['unreachable', 'target-unreachable'], 'refused' => ['unreachable', 'refused']];
@@ -55,61 +57,49 @@ final class Extended
      */
     public static function verifyAnswer(string $raw, array $keys, array $exp): array
     {
-        if (strlen($raw) > self::MAX_ANSWER_BYTES) {
-            self::reject('malformed', 'answer too large');
+        if (strlen($raw) > self::MAX_ANSWER_BYTES || !preg_match(self::FRAME, $raw, $m)) {
+            self::reject('malformed', 'answer is not the signed-answer frame');
         }
-        $doc = PyJson::parse($raw);
-        if (!$doc instanceof \stdClass || $doc === PyJson::invalid() || count(get_object_vars($doc)) !== 2
-            || !PyJson::has($doc, 'statement') || !PyJson::has($doc, 'signature')) {
-            self::reject('malformed', 'answer must have exactly statement and signature');
-        }
-        $stmt = $doc->statement;
-        $sig = $doc->signature;
-        if (!$stmt instanceof \stdClass || !$sig instanceof \stdClass) {
-            self::reject('malformed', 'statement and signature must be objects');
-        }
-        $canon = PyJson::canonical($doc);
-        if ($canon === null) {
-            self::reject('malformed', 'answer holds values canonical JSON cannot encode');
-        }
-        if ($canon !== $raw) {
-            self::reject('non-canonical', 'answer bytes are not canonical JSON');
-        }
-        if (PyJson::get($stmt, 'type') !== Bundle::EXTENDED_FORMAT || PyJson::get($sig, 'alg') !== 'ed25519') {
-            self::reject('malformed', 'not a ' . Bundle::EXTENDED_FORMAT . ' answer signed with ed25519');
-        }
-        $kid = PyJson::get($sig, 'key_id');
-        if (!is_string($kid) || $kid !== PyJson::get($stmt, 'key_id')) {
-            self::reject('malformed', 'key ids of statement and signature differ');
-        }
+        [, $kid, $value, $statement] = $m;
         $pub = $keys[$kid] ?? null;
         if ($pub === null) {
             self::reject('unknown-key', "signing key {$kid} is not trusted");
         }
-        $signature = Bundle::unb64url(PyJson::get($sig, 'value'));
+        $signature = Bundle::unb64url($value);
         $ok = $signature !== null && strlen($signature) === 64 && strlen($pub) === 32;
         try {
-            $ok = $ok && sodium_crypto_sign_verify_detached($signature, (string) PyJson::canonical($stmt), $pub);
+            $ok = $ok && sodium_crypto_sign_verify_detached($signature, $statement, $pub);
         } catch (\SodiumException) {
             $ok = false;
         }
         if (!$ok) {
             self::reject('bad-signature', 'signature does not verify');
         }
-        $verdict = PyJson::get($stmt, 'verdict');
-        $target = PyJson::get($stmt, 'target');
+        $stmt = Json::verifiedObject($statement);
+        if ($stmt === null) {
+            self::reject('malformed', 'statement is not a JSON object within the bounds');
+        }
+        if (Json::get($stmt, 'type') !== Bundle::EXTENDED_FORMAT || Json::get($stmt, 'key_id') !== $kid) {
+            self::reject('malformed', 'not a ' . Bundle::EXTENDED_FORMAT . ' statement by key ' . $kid);
+        }
+        $verdict = Json::get($stmt, 'verdict');
+        $target = Json::get($stmt, 'target');
         if (!is_string($verdict) || !isset(self::VERDICT_STATUS[$verdict]) || !$target instanceof \stdClass) {
             self::reject('malformed', 'statement lacks a verdict or target');
         }
+        $at = Json::get($stmt, 'answered_at');
+        if (!is_int($at)) {
+            self::reject('malformed', 'answered_at must be an integer');
+        }
         if (($exp['host'] ?? '') !== '') {
-            $th = PyJson::get($target, 'host');
-            $tp = PyJson::get($target, 'port');
+            $th = Json::get($target, 'host');
+            $tp = Json::get($target, 'port');
             if (!is_string($th) || !is_int($tp) || $th !== self::expectedHost($exp['host']) || $tp !== ($exp['port'] ?? null)) {
                 self::reject('wrong-target', "answer is about another target, not {$exp['host']}:" . ($exp['port'] ?? ''));
             }
         }
         if (!empty($exp['bind_ip'])) {
-            $tip = PyJson::get($target, 'ip');
+            $tip = Json::get($target, 'ip');
             if (($exp['ip'] ?? '') === '') {
                 if ($tip !== null) {
                     self::reject('wrong-target', 'answer is about a probe of an address the client did not name');
@@ -118,18 +108,14 @@ final class Extended
                 self::reject('wrong-target', "answer is about a probe of another address, not {$exp['ip']}");
             }
         }
-        $req = PyJson::get($stmt, 'request');
+        $req = Json::get($stmt, 'request');
         $req = $req instanceof \stdClass ? $req : null;
         $fp = $exp['fingerprint'] ?? null;
-        if ($fp instanceof Fingerprint && !($req !== null && PyJson::get($req, 'alg') === $fp->algorithm && PyJson::get($req, 'fingerprint') === $fp->colonHex())) {
+        if ($fp instanceof Fingerprint && !($req !== null && Json::get($req, 'alg') === $fp->algorithm && Json::get($req, 'fingerprint') === $fp->colonHex())) {
             self::reject('wrong-target', 'answer is about another certificate fingerprint');
         }
-        if (($exp['nonce'] ?? '') !== '' && !($req !== null && PyJson::get($req, 'nonce') === $exp['nonce'])) {
+        if (($exp['nonce'] ?? '') !== '' && !($req !== null && Json::get($req, 'nonce') === $exp['nonce'])) {
             self::reject('nonce-mismatch', 'answer does not echo our nonce');
-        }
-        $at = PyJson::get($stmt, 'answered_at');
-        if (!is_int($at)) {
-            self::reject('malformed', 'answered_at must be an integer');
         }
         if (isset($exp['now'])) {
             $skew = $exp['max_skew'] ?? self::DEFAULT_MAX_SKEW;
@@ -137,7 +123,7 @@ final class Extended
                 self::reject('stale', 'answer time is ' . ($exp['now'] - $at) . " s from now (max skew {$skew} s)");
             }
         }
-        $detail = PyJson::get($stmt, 'detail');
+        $detail = Json::get($stmt, 'detail');
         return ['verdict' => $verdict, 'detail' => is_string($detail) ? $detail : '', 'key_id' => $kid, 'answered_at' => $at];
     }
 

@@ -245,19 +245,25 @@ final class HostQuery
     private function finish(): void
     {
         $this->close();
-        $raw = $this->buffer;
-        if ($this->ext === null) {
-            [$this->outcome] = Legacy::outcomeFromHttp($raw, $this->wanted, $this->nh->certificateDer, $this->o['max_bytes']);
-            return;
-        }
-        $now = (int) ($this->ext['now'])();
         try {
-            $resp = Legacy::parseHttpResponse($raw, $this->o['max_bytes']);
+            $this->outcome = $this->read($this->buffer);
         } catch (ConvergeException $e) {
             $this->outcome = Outcome::failureOf($e, null);
-            return;
+        } catch (\ValueError | \TypeError | \ArithmeticError $e) {
+            // the one parse boundary: nothing a notary sends leaves as an exception
+            $this->outcome = new Outcome('failure', 'response', null, 'unreadable answer: ' . $e->getMessage());
         }
-        $this->outcome = Extended::evaluate($resp, Extended::trustedKeys($this->ext['keys'], $now), [
+    }
+
+    /** This notary's answer as a vote (every check of either format). @throws ConvergeException */
+    private function read(string $raw): Outcome
+    {
+        if ($this->ext === null) {
+            return Legacy::outcomeFromHttp($raw, $this->wanted, $this->nh->certificateDer, $this->o['max_bytes'])[0];
+        }
+        $now = (int) ($this->ext['now'])();
+        $resp = Legacy::parseHttpResponse($raw, $this->o['max_bytes']);
+        return Extended::evaluate($resp, Extended::trustedKeys($this->ext['keys'], $now), [
             'host' => $this->target, 'port' => $this->port, 'fingerprint' => $this->asked, 'nonce' => $this->nonce,
             'now' => $now, 'max_skew' => $this->ext['max_skew'], 'bind_ip' => true, 'ip' => $this->o['ip'] ?? '',
         ]);

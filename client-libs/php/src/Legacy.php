@@ -5,7 +5,7 @@ namespace Converge;
 
 /**
  * The legacy (Convergence v1) protocol, client side (pure): the request bytes, the response
- * framing, the signed bytes (both recipes), RSA/SHA-1 verification and the reduction of an
+ * framing, the signed bytes, RSA/SHA-1 verification, the parse of what was verified and the reduction of an
  * answer to a vote.
  */
 final class Legacy
@@ -13,6 +13,7 @@ final class Legacy
     public const MAX_RESPONSE_BYTES = 262144;
     private const MAX_HEADER_BYTES = 16384;
     private const MAX_HISTORY_ENTRIES = 1000;
+    private const SIGNATURE_MEMBER = ', "signature": "';
     private const PY_SPACE = "[ \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0]";
 
     /** Refuses a host or port that cannot be put into /target/<host>+<port>. */
@@ -146,45 +147,68 @@ final class Legacy
     }
 
     /**
-     * Parses and checks the shape of a 200/409 body (no signature check). Returns the entries
-     * (fingerprint, start, finish), the signature and the signed bytes of both recipes.
+     * Splits a 200/409 body into the signed bytes S and the signature: the body must be S
+     * without its final }, then `, "signature": "<base64>"}` and nothing after it.
      *
-     * @return array{entries: list<array{0: Fingerprint, 1: int, 2: int}>, signature: string, cut: ?string, reserialised: string}
+     * @return array{signed: string, signature: string}
+     * @throws ResponseException when the body does not have that shape
      */
-    public static function parseSignedList(string $body, int $maxBytes = self::MAX_RESPONSE_BYTES): array
+    public static function splitSignedBody(string $body, int $maxBytes = self::MAX_RESPONSE_BYTES): array
     {
         if (strlen($body) > $maxBytes) {
             throw new ResponseException("body larger than {$maxBytes} bytes");
         }
-        $obj = PyJson::parse($body);
-        if (!$obj instanceof \stdClass || $obj === PyJson::invalid()) {
-            throw new ResponseException('body is not a JSON object');
+        $i = strrpos($body, self::SIGNATURE_MEMBER);
+        if ($i === false || !preg_match('/\A([A-Za-z0-9+\/]+={0,2})"\}\z/', substr($body, $i + strlen(self::SIGNATURE_MEMBER)), $m)) {
+            throw new ResponseException('body does not end with the signature member');
         }
-        $fl = PyJson::get($obj, 'fingerprintList');
+        return ['signed' => substr($body, 0, $i) . '}', 'signature' => $m[1]];
+    }
+
+    /** Checks the RSASSA-PKCS1-v1_5 SHA-1 signature (base64) over the signed bytes. @throws SignatureException */
+    public static function verifySigned(string $signed, string $signature, string $certificateDer): void
+    {
+        $key = openssl_pkey_get_public(Bundle::pem($certificateDer));
+        $details = $key === false ? false : openssl_pkey_get_details($key);
+        if ($details === false || $details['type'] !== OPENSSL_KEYTYPE_RSA) {
+            throw new SignatureException('the notary certificate does not hold an RSA key');
+        }
+        $raw = Bundle::strictBase64($signature);
+        $ok = $raw !== null && openssl_verify($signed, $raw, $key, OPENSSL_ALGO_SHA1) === 1;
+        while (openssl_error_string() !== false) {
+            // drain OpenSSL's error queue
+        }
+        if (!$ok) {
+            throw new SignatureException("signature does not verify against the notary's certificate");
+        }
+    }
+
+    /**
+     * The history in verified signed bytes: the bounds scan, the stock parser, the shape.
+     *
+     * @return list<array{0: Fingerprint, 1: int, 2: int}>
+     * @throws ResponseException
+     */
+    public static function parseSignedList(string $signed): array
+    {
+        $obj = Json::verifiedObject($signed);
+        if ($obj === null) {
+            throw new ResponseException('signed bytes are not a JSON object within the bounds');
+        }
+        $fl = Json::get($obj, 'fingerprintList');
         if (!is_array($fl)) {
             throw new ResponseException('fingerprintList missing or not a list');
         }
         if (count($fl) > self::MAX_HISTORY_ENTRIES) {
             throw new ResponseException('more than ' . self::MAX_HISTORY_ENTRIES . ' history entries');
         }
-        $sigText = PyJson::get($obj, 'signature');
-        if (!is_string($sigText)) {
-            throw new ResponseException('signature missing or not a string');
-        }
-        $signature = Bundle::strictBase64($sigText);
-        if ($signature === null) {
-            throw new ResponseException('signature is not base64');
-        }
         $entries = [];
         foreach ($fl as $item) {
-            if (!$item instanceof \stdClass) {
-                throw new ResponseException('history entry is not an object');
-            }
-            $ts = PyJson::get($item, 'timestamp');
+            $ts = Json::get($item, 'timestamp');
             if (!$ts instanceof \stdClass) {
-                throw new ResponseException('history entry has no timestamp object');
+                throw new ResponseException('history entry is not an object with a timestamp object');
             }
-            $fpText = PyJson::get($item, 'fingerprint');
+            $fpText = Json::get($item, 'fingerprint');
             if (!is_string($fpText)) {
                 throw new ResponseException('history entry has no fingerprint');
             }
@@ -193,32 +217,23 @@ final class Legacy
             } catch (FingerprintException $e) {
                 throw new ResponseException('history entry fingerprint: ' . $e->getDetail());
             }
-            $entries[] = [$fp, self::timestamp(PyJson::get($ts, 'start'), 'start'), self::timestamp(PyJson::get($ts, 'finish'), 'finish')];
+            $entries[] = [$fp, self::timestamp(Json::get($ts, 'start'), 'start'), self::timestamp(Json::get($ts, 'finish'), 'finish')];
         }
-        $i = strrpos($body, ', "signature"');
-        $rest = clone $obj;
-        unset($rest->signature);
-        return ['entries' => $entries, 'signature' => $signature, 'cut' => $i === false ? null : substr($body, 0, $i) . '}',
-            'reserialised' => PyJson::dumps($rest)];
+        return $entries;
     }
 
-    /** Checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a). @throws SignatureException */
-    public static function verifySignedList(array $s, string $certificateDer): void
+    /**
+     * Reads a 200/409 body (the one parse boundary of legacy answers): framing, signature,
+     * bounds, parse and shape, in that order.
+     *
+     * @return list<array{0: Fingerprint, 1: int, 2: int}>
+     * @throws ResponseException|SignatureException
+     */
+    public static function readSignedBody(string $body, string $certificateDer, int $maxBytes = self::MAX_RESPONSE_BYTES): array
     {
-        $key = openssl_pkey_get_public(Bundle::pem($certificateDer));
-        $details = $key === false ? false : openssl_pkey_get_details($key);
-        if ($details === false || $details['type'] !== OPENSSL_KEYTYPE_RSA) {
-            throw new SignatureException('the notary certificate does not hold an RSA key');
-        }
-        foreach ([$s['cut'], $s['reserialised']] as $msg) {
-            if ($msg !== null && openssl_verify($msg, $s['signature'], $key, OPENSSL_ALGO_SHA1) === 1) {
-                return;
-            }
-        }
-        while (openssl_error_string() !== false) {
-            // drain OpenSSL's error queue
-        }
-        throw new SignatureException("signature does not verify against the notary's certificate");
+        ['signed' => $signed, 'signature' => $signature] = self::splitSignedBody($body, $maxBytes);
+        self::verifySigned($signed, $signature, $certificateDer);
+        return self::parseSignedList($signed);
     }
 
     /** Reduces one response (status and body) to a vote; $wanted: the asked certificate's forms. @param list<Fingerprint> $wanted */
@@ -226,8 +241,7 @@ final class Legacy
     {
         if ($status === 200 || $status === 409) {
             try {
-                $signed = self::parseSignedList($body, $maxBytes);
-                self::verifySignedList($signed, $certificateDer);
+                $entries = self::readSignedBody($body, $certificateDer, $maxBytes);
             } catch (ConvergeException $e) {
                 return Outcome::failureOf($e, $status);
             }
@@ -235,18 +249,18 @@ final class Legacy
                 return new Outcome('failure', 'mismatch', $status, 'notary sees another certificate');
             }
             foreach ($wanted as $fp) {
-                foreach ($signed['entries'] as [$e]) {
+                foreach ($entries as [$e]) {
                     if ($e->equals($fp)) {
                         return new Outcome('success', 'listed', $status, '');
                     }
                 }
             }
-            $algs = array_map(static fn ($e) => $e[0]->algorithm, $signed['entries']);
+            $algs = array_map(static fn ($e) => $e[0]->algorithm, $entries);
             $any = false;
             foreach ($wanted as $fp) {
                 $any = $any || in_array($fp->algorithm, $algs, true);
             }
-            if (!$any && $signed['entries'] !== []) {
+            if (!$any && $entries !== []) {
                 return new Outcome('success', 'status-only', $status, 'list holds no fingerprint of the asked kind');
             }
             return new Outcome('failure', 'not-listed', $status, '200 without the fingerprint in the signed list');

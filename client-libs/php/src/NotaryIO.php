@@ -11,7 +11,7 @@ namespace Converge;
 final class NotaryIO
 {
     private const DEFINITIVE = ['listed', 'status-only', 'mismatch', 'not-listed', 'match'];
-    private const SEVERITY = ['signature' => 3, 'response' => 3, 'malformed' => 3, 'non-canonical' => 3, 'unknown-key' => 3,
+    private const SEVERITY = ['signature' => 3, 'response' => 3, 'malformed' => 3, 'unknown-key' => 3,
         'bad-signature' => 3, 'wrong-target' => 3, 'nonce-mismatch' => 3, 'stale' => 3, 'pin' => 2];
 
     /** The CONNECT head sent to a bounce relay for one notary's hosts. @param list<NotaryHost> $dests */

@@ -6,36 +6,31 @@ namespace Converge\Tests;
 use Converge\Fingerprint;
 use Converge\Legacy;
 use Converge\Policy;
-use Converge\PyJson;
+use Converge\Json;
 use Converge\ResponseException;
 use Converge\TargetException;
 use PHPUnit\Framework\TestCase;
 
-/** JSON as Python reads and writes it, canonical JSON, framing, policies; a fixed-seed fuzz. */
+/** The stock JSON parser and the bounds scan, framing, policies; a fixed-seed fuzz. */
 final class CoreTest extends TestCase
 {
-    public function testJsonIsReadAsPythonReadsIt(): void
+    public function testJsonIsTheStrictStockParser(): void
     {
-        $v = PyJson::parse('{"b": 1, "2": 2.0, "1": 1e2, "b": -0, "e": {}, "a": []}');
-        $this->assertSame('{"b": 0, "2": 2.0, "1": 100.0, "e": {}, "a": []}', PyJson::dumps($v));
-        $this->assertSame('["\u00e9\u2028\ud83d\ude00"]', PyJson::dumps(PyJson::parse("[\"é\u{2028}😀\"]")));
-        $this->assertSame(PyJson::invalid(), PyJson::parse('{'));
-        $this->assertSame(PyJson::invalid(), PyJson::parse(str_repeat('[', 600) . str_repeat(']', 600)));
-    }
-
-    public function testPythonsFloatRepr(): void
-    {
-        foreach ([[1.0, '1.0'], [0.1, '0.1'], [1e16, '1e+16'], [1.5e-5, '1.5e-05'], [-0.0, '-0.0'], [1e-4, '0.0001'], [5e-324, '5e-324']] as [$f, $want]) {
-            $this->assertSame($want, PyJson::floatRepr($f));
+        $this->assertSame(2, Json::parse('{"a": 1, "a": 2}')->a);
+        $this->assertInstanceOf(\stdClass::class, Json::parse('{"e": {}}')->e);
+        foreach (['{', '[NaN]', '[1,]', '{1: 2}', '[1] // c', "[\"\xff\"]", '["\\q"]'] as $bad) {
+            $this->assertSame(Json::invalid(), Json::parse($bad), $bad);
         }
+        $this->assertSame([1], Json::parse('[1]'));
     }
 
-    public function testCanonicalJson(): void
+    public function testTheBoundsScan(): void
     {
-        $this->assertSame('{"a":{"x":true,"y":null},"b":[1,"é"],"e":{},"l":[]}',
-            PyJson::canonical(PyJson::parse('{"b": [1, "\u00e9"], "a": {"y": null, "x": true}, "l": [], "e": {}}')));
-        foreach (['[1.0]', '[1e2]', '[9007199254740992]', '{"é": 1}'] as $bad) {
-            $this->assertNull(PyJson::canonical(PyJson::parse($bad)), $bad);
+        foreach (['{"a": [1, -12, 0]}', '["[[[", "\\"]', str_repeat('[', 32) . str_repeat(']', 32), '[123456789012345]', '["1.5e999"]'] as $ok) {
+            $this->assertTrue(Json::withinBounds($ok), $ok);
+        }
+        foreach ([str_repeat('[', 33) . str_repeat(']', 33), '[1234567890123456]', '[1.5]', '[1e2]', '[-0.0]', '[01]', '{"a": 1E5}'] as $bad) {
+            $this->assertFalse(Json::withinBounds($bad), $bad);
         }
     }
 
