@@ -227,7 +227,7 @@ def _ca_verify(data: bytes) -> object:
 
     from certmut import make_chain, with_extension_value
 
-    from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
+    from notary.ca.verify import CAVerdict, RootStore, verify_chain
 
     if not _CA_CHAIN:
         now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

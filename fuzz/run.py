@@ -30,7 +30,7 @@ from fuzz_seeds import SEEDS  # noqa: E402
 from fuzz_targets import KNOWN_OPEN, PARSERS, run  # noqa: E402
 
 INSTRUMENTED = ["notary.core", "notary.relay", "notary.resolve", "notary.config",
-                "notary.rootstore.verify", "notary.rootstore.der",
+                "notary.ca.verify", "notary.ca.der",
                 "converge.legacy", "converge.bundle", "converge.config", "replay.flows",
                 "replay.ingest"]
 

@@ -16,6 +16,7 @@ from typing import Any
 from cryptography import x509
 
 from notary import __version__, keys
+from notary.ca.verify import load_certificate
 from notary.config import Settings, load_toml
 from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
@@ -23,8 +24,6 @@ from notary.core.fingerprint import colon_hex
 from notary.core.target import normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadData, BadInput, NotaryError
 from notary.probe import TLSProber
-from notary.rootstore import cli as rootstore_cli
-from notary.rootstore.verify import load_certificate
 from notary.web import build_resolver
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -94,7 +93,7 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--ca-roots", {"action": "append", "metavar": "PEM", "help": "more roots for the CA "
                     "verifier, added to Mozilla's (repeatable)"}),
     ("--ca-trust", {"type": Path, "metavar": "FILE", "help": "restrict the CA verifier to "
-                    "these root SHA-256 fingerprints (e.g. from notary rootstore topk)"}),
+                    "these root SHA-256 fingerprints (e.g. from replay rootstore topk)"}),
 ]
 
 
@@ -165,7 +164,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="static name map entry, repeatable (default: none)")
     c.add_argument("--json", action="store_true",
                    help="machine-readable output (default: text)")
-    rootstore_cli.add_parsers(sub)
     return p
 
 
@@ -330,8 +328,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
-               "check": _cmd_check, "scan": rootstore_cli.run,
-               "rootstore": rootstore_cli.run}[args.command]
+               "check": _cmd_check}[args.command]
     try:
         return handler(args)
     except BadInput as exc:

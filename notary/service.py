@@ -29,6 +29,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from notary.ca.checker import CAChecker
+from notary.ca.verify import CAVerdict
 from notary.core import extended, legacy
 from notary.core.extended import ExtRequest
 from notary.core.fingerprint import CertDigests, Fingerprint
@@ -38,8 +40,6 @@ from notary.core.target import Target
 from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
 from notary.limits import CLIENT
 from notary.probe import Prober, ProbeResult
-from notary.rootstore.checker import CAChecker
-from notary.rootstore.verify import CAVerdict
 from notary.store.base import TargetRecord
 from notary.store.lru import CachedStore
 

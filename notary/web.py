@@ -20,6 +20,7 @@ from aiohttp.web_urldispatcher import _default_expect_handler
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from notary import __version__
+from notary.ca.checker import build_checker
 from notary.config import Settings
 from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
@@ -51,7 +52,6 @@ from notary.limits import (
 from notary.metrics import Metrics, TimedProber
 from notary.probe import Prober, TLSProber
 from notary.resolve import Resolver, load_hosts_file, parse_resolve_option
-from notary.rootstore.checker import build_checker
 from notary.service import Answer, CacheOutcome, ExtSigner, NotaryService, ServiceSettings
 from notary.store.base import Store
 from notary.store.lru import CachedStore

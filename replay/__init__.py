@@ -3,8 +3,8 @@ farm, an open-loop replayer and the study's reports.
 
 Pure modules (no IO, time passed in): ``flows``, ``pipeline``, ``pacer``, ``aggregate``,
 ``synth``. IO modules: ``ingest``, ``workload``, ``farm``, ``pki``, ``httpclient``,
-``runner``, ``report``, ``rdns``, ``cli``; ``rootpki`` and ``rootview`` (the restricted-root-store
-comparison, docs/rootstore.md). See docs/replay.md.
+``runner``, ``report``, ``rdns``, ``cli``; ``rootstore/`` (the restricted-root-store study,
+``replay rootstore ...``, docs/rootstore.md). See docs/replay.md.
 """
 
 __all__ = ["__version__"]

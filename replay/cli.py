@@ -1,4 +1,5 @@
-"""``replay``: the command line. Subcommands: synth, farm, workload, run, report.
+"""``replay``: the command line. Subcommands: reproduce, synth, farm, workload, run, report,
+rootstore.
 
 Exit codes: 0 success, 1 an IO step failed, 2 bad input or usage.
 """
@@ -17,6 +18,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from notary.errors import BadInput, NotaryError
 from replay.errors import ReplayInputError, ReplayIOError
 from replay.flows import CANONICAL_COLUMNS, FlowRecord, format_canonical, utc_offset_zone
 from replay.ingest import ErrorLog, stderr_emit
@@ -280,8 +282,8 @@ DESCRIPTION = (
     "Turn NetFlow traces into notary validation workloads, replay them open loop against "
     "notaries, and report the tables and figures of the 2014 Forced Perspectives study. "
     "Subcommands: reproduce (everything below in one command), synth, farm, workload, run, "
-    "report. Exit codes: 0 success, 1 an IO step failed, 2 bad input or usage, 130 "
-    "interrupted."
+    "report, rootstore (the 2015 thesis's restricted-root-store study). Exit codes: "
+    "0 success, 1 an IO step failed, 2 bad input or usage, 130 interrupted."
 )
 
 
@@ -486,6 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--strict", action="store_true",
                    help="stop at the first malformed results row (default: count and skip)")
     o.set_defaults(func=cmd_report)
+
+    from replay.rootstore.cli import add_parser as add_rootstore
+
+    add_rootstore(sub)
     return p
 
 
@@ -496,6 +502,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplayInputError as exc:
         print(f"replay: error: {exc}", file=sys.stderr)
         return 2
+    except BadInput as exc:  # the notary's own checks, where the study uses it as a library
+        print(f"replay: error: {exc.message}", file=sys.stderr)
+        return 2
+    except NotaryError as exc:
+        print(f"replay: failed: {exc.message}", file=sys.stderr)
+        return 1
     except ReplayIOError as exc:
         print(f"replay: failed: {exc}", file=sys.stderr)
         return 1

@@ -329,13 +329,13 @@ def _step_report(st: State) -> None:
 
 def _step_compare(st: State) -> None:
     """CA trust vs perspectives on the replay notary's own observations."""
-    from replay.rootview import client_view
+    from replay.rootstore.view import client_view
 
     out = st.cfg.out
     view, _ = client_view(out / "farm")
     (out / "client-view.jsonl").write_text("".join(json.dumps(v) + "\n" for v in view))
     printed = _quick("root store: compare", lambda: _run([
-        _bin("notary"), "rootstore", "compare", "--db", str(out / "notary" / "notary.sqlite3"),
+        _bin("replay"), "rootstore", "compare", "--db", str(out / "notary" / "notary.sqlite3"),
         "--client-view", str(out / "client-view.jsonl"), "--roots",
         str(out / "farm" / "roots.pem"), "--no-mozilla", "--k", "1,3,5,10", "--detail-k", "5",
         "--requests", str(out / "report" / "per-site.csv"), "--out", str(out / "compare")],
@@ -364,27 +364,27 @@ def _step_compare(st: State) -> None:
 
 
 def _world_row(st: State, model: str, now: dt.datetime, tick: Callable[[], None]) -> Row:
-    """Build one synthetic world, serve it, scan it with ``notary scan``, analyse it."""
-    from replay.rootpki import RootWorld
+    """Build one synthetic world, serve it, scan it with ``replay rootstore scan``, analyse it."""
+    from replay.rootstore.world import RootWorld
 
     cfg, out = st.cfg, st.cfg.out
     slug = model.replace(":", "-")
     wdir = out / "worlds" / slug
     logs = out / "worlds"
     # 40 roots: with Table 3's nine counts and the geometric tail that many roots hold the
-    # thesis's 97,415 sites in its proportions (replay/rootpki.py)
+    # thesis's 97,415 sites in its proportions (replay/rootstore/world.py)
     world = RootWorld.build(wdir, now, sites=cfg.world_sites, roots=40, seed=cfg.seed,
                             popularity=model)
     tick()
     port = _free_port()
     name = f"world-{slug}"
-    proc = st.services.start(name, [sys.executable, "-m", "replay.rootpki", "serve", str(wdir),
+    proc = st.services.start(name, [_bin("replay"), "rootstore", "serve", str(wdir),
                                     "--port", str(port), "--seconds", "900"])
     try:
         st.services.wait_until(name, lambda: _tcp_ready(port))
         hosts = logs / f"{slug}.hosts"
         hosts.write_text("".join(f"{h}:{port}\n" for h in world.hosts()))
-        _run([_bin("notary"), "scan", "--hosts", str(hosts), "--hosts-file",
+        _run([_bin("replay"), "rootstore", "scan", "--hosts", str(hosts), "--hosts-file",
               str(wdir / "hosts"), "--concurrency", "32", "--timeout", "5", "-o",
               str(wdir / "scan.jsonl")], logs / f"{slug}-scan.log")
     finally:
@@ -392,7 +392,7 @@ def _world_row(st: State, model: str, now: dt.datetime, tick: Callable[[], None]
         proc.wait(timeout=15)
         st.services.procs = [(n, q) for n, q in st.services.procs if q is not proc]
     tick()
-    _run([_bin("notary"), "rootstore", "analyze", "--chains", str(wdir / "scan.jsonl"),
+    _run([_bin("replay"), "rootstore", "analyze", "--chains", str(wdir / "scan.jsonl"),
           "--roots", str(wdir / "roots.pem"), "--no-mozilla", "--world",
           str(wdir / "world.json"), "--out", str(wdir / "analysis")],
          logs / f"{slug}-analyze.log")
@@ -422,8 +422,8 @@ def _step_worlds(st: State) -> None:
     st.tables.append(Table("Thesis Figure 17: coverage of valid sites by the top-k roots",
                            tuple(rows), paper_label="thesis",
                            footnote="Synthetic worlds served over TLS on loopback and scanned "
-                           "with notary scan; with real data, scan your own host list "
-                           "(notary scan, docs/rootstore.md)."))
+                           "with replay rootstore scan; with real data, scan your own host list "
+                           "(replay rootstore scan, docs/rootstore.md)."))
 
 
 def _tcp_ready(port: int) -> bool:

@@ -34,9 +34,9 @@ import aiohttp
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port
 from bench.notary.report import median
 from bench.paths import results_path
-from notary.rootstore.stores import full_store, read_pem_bundle
-from notary.rootstore.verify import RootStore, verify_chain
-from replay.rootpki import RootWorld, load_client_view
+from notary.ca.stores import full_store, read_pem_bundle
+from notary.ca.verify import RootStore, verify_chain
+from replay.rootstore.world import RootWorld, load_client_view
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -158,8 +158,8 @@ def run(sites: int, trials: int, passes: int, out: Path | None) -> dict[str, Any
                 time.sleep(0.1)
         farm_port = free_port()
         with Processes(work / "logs" / "farm") as farm:
-            farm.start("farm", [_python(), "-m", "replay.rootpki", "serve", str(world.dir),
-                                "--port", str(farm_port), "--seconds", "1800"])
+            farm.start("farm", [_python(), "-m", "replay.cli", "rootstore", "serve",
+                                str(world.dir), "--port", str(farm_port), "--seconds", "1800"])
             farm.wait_tcp("farm", HOST, farm_port, timeout=30)
             # warm-up (not counted): the farm's per-site TLS contexts and the page cache
             _notary_trial(work, keys_dir, world, farm_port, "perspective", view, -1)

@@ -2,9 +2,9 @@
 
     python -m bench.rootstore.world [--sites 5000] [--roots 40] [--seed 5] [--out DIR]
 
-Builds a world (``replay.rootpki``), serves it on loopback, scans every site the way
-``notary scan`` does (the notary's clean path), then runs ``notary rootstore analyze`` (both
-organisation modes) and ``notary rootstore compare``. Outputs (CSV, JSON, PNG) go to
+Builds a world (``replay.rootstore.world``), serves it on loopback, scans every site the
+way ``replay rootstore scan`` does (the notary's clean path), then runs ``replay rootstore
+analyze`` (both organisation modes) and ``replay rootstore compare``. Outputs (CSV, JSON, PNG) go to
 ``--out`` (default ``bench/rootstore/results/world``).
 """
 
@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.paths import results_path
-from notary.cli import main as notary_main
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import parse_ip
 from notary.probe import TLSProber
 from notary.resolve import Resolver
-from notary.rootstore.scan import scan, write_line
-from replay.rootpki import RootFarm, RootWorld
+from replay.cli import main as replay_main
+from replay.rootstore.scan import scan, write_line
+from replay.rootstore.world import RootFarm, RootWorld
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = results_path("bench/rootstore/results/world")
@@ -68,10 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         roots = str(world.dir / "roots.pem")
         ts = str(int(now.timestamp()))
         common = ["--chains", str(chains), "--roots", roots, "--no-mozilla", "--now", ts]
-        rc = notary_main(["rootstore", "analyze", *common, "--out", str(args.out / "analysis")])
-        rc |= notary_main(["rootstore", "analyze", *common, "--org-mode", "label", "--out",
+        rc = replay_main(["rootstore", "analyze", *common, "--out", str(args.out / "analysis")])
+        rc |= replay_main(["rootstore", "analyze", *common, "--org-mode", "label", "--out",
                            str(args.out / "analysis-label")])
-        rc |= notary_main(["rootstore", "compare", *common, "--client-view",
+        rc |= replay_main(["rootstore", "compare", *common, "--client-view",
                            str(world.dir / "client-view.jsonl"), "--k", "1,2,3,5,10,15,20,40",
                            "--out", str(args.out / "compare")])
         chains.unlink()  # large; reproducible from the seed

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from notary.core.fingerprint import CertDigests
 from notary.core.history import observe
-from notary.rootstore.chain import encode_chain
 from notary.store.base import StoredChain, TargetRecord
+from notary.store.chain import encode_chain
 
 
 class MemoryStore:

@@ -22,7 +22,7 @@ Several notary processes on one or more machines share one Redis. Rules:
   socket and connect timeouts. The connection pool reconnects by itself when Redis returns.
 * Chains (optional, :class:`~notary.store.base.ChainStore`): one hash per record, key
   ``<prefix>chain:<record key>``, field = leaf SHA-256 hex, value = 8-byte big-endian time
-  seen then :func:`notary.rootstore.chain.encode_chain`. Last write wins; no transaction.
+  seen then :func:`notary.store.chain.encode_chain`. Last write wins; no transaction.
 * Upgrade: releases before the record key kept every observation under ``<prefix>t:`` and
   ``<prefix>c:`` keyed by ``host:port``, including observations made at addresses clients
   named. Those keys are never read; :meth:`RedisStore.drop_legacy_keys` (run once at start)
@@ -43,8 +43,8 @@ from redis.exceptions import RedisError, WatchError
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, Observation, observe, ordered
 from notary.errors import BadData, StoreUnavailable
-from notary.rootstore.chain import decode_chain, encode_chain
 from notary.store.base import StoredChain, TargetRecord
+from notary.store.chain import decode_chain, encode_chain
 
 MAX_ATTEMPTS = 32  # optimistic-transaction retries before giving up on a hot key
 RETRY_PAUSE = 0.002  # seconds; the pause before retry n is uniform in [0, n * RETRY_PAUSE]

@@ -45,8 +45,8 @@ import aiosqlite
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, Observation, ordered
 from notary.errors import BadData, StoreUnavailable
-from notary.rootstore.chain import decode_chain, encode_chain
 from notary.store.base import StoredChain, TargetRecord
+from notary.store.chain import decode_chain, encode_chain
 
 SCHEMA_VERSION = 4
 Driver = Literal["aiosqlite", "thread"]

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_testing import shared_redis_url
 
+from notary.ca.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, observe
 from notary.errors import BadData
-from notary.rootstore.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 from notary.store import CachedStore, MemoryStore, SQLiteStore, Store
 from notary.store.base import ChainStore
 

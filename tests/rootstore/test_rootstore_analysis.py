@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from rootstore_support import NOW, NOW_TS, PKI
 
-from notary.rootstore.analysis import (
+from notary.ca.verify import RootStore, sha256_der
+from replay.rootstore.analysis import (
     SiteChain,
     SiteVerdict,
     attribute,
@@ -21,9 +22,8 @@ from notary.rootstore.analysis import (
     privatesuffix_function,
     verdict_counts,
 )
-from notary.rootstore.report import Analysis, write_analysis
-from notary.rootstore.verify import RootStore, sha256_der
-from replay.rootpki import der, make_leaf
+from replay.rootstore.report import Analysis, write_analysis
+from replay.rootstore.world import der, make_leaf
 
 # host -> root index (None: a self-signed certificate, not valid)
 SITES: dict[str, int | None] = {
@@ -135,8 +135,8 @@ def test_report_files(results: list[SiteVerdict], tmp_path: Path) -> None:
 
 
 def test_intermediates_seen_elsewhere_name_a_missing_intermediate(pki: PKI) -> None:
-    from notary.rootstore.analysis import intermediate_pool
-    from replay.rootpki import make_ca
+    from replay.rootstore.analysis import intermediate_pool
+    from replay.rootstore.world import make_ca
 
     upper = make_ca("Upper", "Ladder", NOW, pki.roots[0], path_length=1)
     lower = make_ca("Lower", "Ladder", NOW, upper)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from rootstore_support import NOW, NOW_TS, PKI, ChainServer
 
+from notary.ca.verify import RootStore, verify_chain
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import Target
 from notary.probe import MAX_CHAIN_CERTS, TLSProber
 from notary.resolve import Resolver
-from notary.rootstore.verify import RootStore, verify_chain
-from replay.rootpki import der, make_ca, make_leaf
+from replay.rootstore.world import der, make_ca, make_leaf
 
 
 def prober(*, want_chain: bool = True) -> TLSProber:

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from notary.cli import main
+from notary.ca.stores import read_pem_bundle
+from notary.ca.verify import RootStore
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import parse_ip
 from notary.probe import TLSProber
 from notary.resolve import Resolver
-from notary.rootstore.analysis import attribute, popularity
-from notary.rootstore.compare import Observed, compare
-from notary.rootstore.scan import parse_chain_line, parse_hosts, scan
-from notary.rootstore.stores import read_pem_bundle
-from notary.rootstore.verify import RootStore
-from replay.rootpki import BAD_ROLES, RootFarm, RootWorld, load_client_view, plan_sites
+from replay.cli import main
+from replay.rootstore.analysis import attribute, popularity
+from replay.rootstore.compare import Observed, compare
+from replay.rootstore.scan import parse_chain_line, parse_hosts, scan
+from replay.rootstore.world import BAD_ROLES, RootFarm, RootWorld, load_client_view, plan_sites
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 SITES, ROOTS = 48, 6
@@ -66,7 +66,7 @@ def test_root_popularity_is_skewed_like_table_3() -> None:
 
 def test_other_popularity_models_are_not_the_thesis() -> None:
     from replay.errors import ReplayInputError
-    from replay.rootpki import root_weights
+    from replay.rootstore.world import root_weights
 
     def top(model: str, k: int) -> float:
         w = root_weights(20, model)
@@ -147,7 +147,7 @@ async def test_cli_scan_analyze_topk_compare(world: RootWorld, farm: RootFarm,
     hosts.write_text("".join(f"{h}:{farm.port}\n" for h in world.hosts()), encoding="utf-8")
     scan_out = tmp_path / "scan.jsonl"
     rc = await asyncio.to_thread(main, [
-        "scan", "--hosts", str(hosts), "--hosts-file", str(world.dir / "hosts"),
+        "rootstore", "scan", "--hosts", str(hosts), "--hosts-file", str(world.dir / "hosts"),
         "--concurrency", "8", "--timeout", "5", "-o", str(scan_out)])
     assert rc == 0
     assert len(scan_out.read_text().splitlines()) == SITES
@@ -189,7 +189,7 @@ async def test_cli_scan_analyze_topk_compare(world: RootWorld, farm: RootFarm,
     # twin: a host list with a bad line is a usage error, nothing is scanned
     bad_hosts = tmp_path / "bad.txt"
     bad_hosts.write_text("good.test\nbad host name\n", encoding="utf-8")
-    assert main(["scan", "--hosts", str(bad_hosts)]) == 2
+    assert main(["rootstore", "scan", "--hosts", str(bad_hosts)]) == 2
 
 
 def test_scan_host_list_rules() -> None:
@@ -217,15 +217,15 @@ async def test_scan_reports_unreachable_hosts() -> None:
     assert lines[0]["chain"] == [] and lines[0]["error"]
 
 
-def test_notary_scan_subprocess(tmp_path: Path) -> None:
+def test_rootstore_scan_subprocess(tmp_path: Path) -> None:
     hosts = tmp_path / "h.txt"
     hosts.write_text("# nothing to scan\n", encoding="utf-8")
     out = tmp_path / "o.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "notary.cli", "scan", "--hosts", str(hosts),
-                           "-o", str(out)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "replay.cli", "rootstore", "scan", "--hosts",
+                           str(hosts), "-o", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "scanned 0 hosts" in proc.stderr and out.read_text() == ""
-    bad = subprocess.run([sys.executable, "-m", "notary.cli", "rootstore", "analyze",
+    bad = subprocess.run([sys.executable, "-m", "replay.cli", "rootstore", "analyze",
                           "--chains", str(out), "--out", str(tmp_path / "a")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no chains" in bad.stderr
@@ -233,7 +233,7 @@ def test_notary_scan_subprocess(tmp_path: Path) -> None:
 
 def test_chain_lines_are_checked(tmp_path: Path) -> None:
     from notary.errors import BadData
-    from notary.rootstore.scan import read_chains
+    from replay.rootstore.scan import read_chains
 
     good = json.dumps({"host": "A.Test", "port": 443, "chain": ["AAEC"]})
     failed = json.dumps({"host": "b.test", "port": 443, "chain": [], "error": "refused"})
@@ -251,7 +251,7 @@ def test_chain_lines_are_checked(tmp_path: Path) -> None:
 
 async def test_scan_concurrency_bound() -> None:
     from notary.errors import BadConfig
-    from notary.rootstore.scan import MAX_CONCURRENCY
+    from replay.rootstore.scan import MAX_CONCURRENCY
 
     prober = TLSProber(Resolver({}, use_system=False),
                        AddressPolicy(parse_networks(["127.0.0.0/8"])), 1.0)

@@ -12,17 +12,17 @@ from pathlib import Path
 from cryptography.hazmat.primitives.serialization import Encoding
 from loopback import free_port  # noqa: F401  (re-exported for the tests)
 
+from notary.ca.stores import read_pem_bundle
+from notary.ca.verify import RootStore
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import parse_ip
 from notary.probe import TLSProber
 from notary.resolve import Resolver
-from notary.rootstore.compare import Observed, SiteRequests, compare, scores
-from notary.rootstore.scan import parse_chain_line, parse_hosts, scan
-from notary.rootstore.stores import read_pem_bundle
-from notary.rootstore.verify import RootStore
+from replay.cli import main
 from replay.farm import FarmPorts, FarmServer, prepare
-from replay.rootview import client_view
-from replay.rootview import main as rootview_main
+from replay.rootstore.compare import Observed, SiteRequests, compare, scores
+from replay.rootstore.scan import parse_chain_line, parse_hosts, scan
+from replay.rootstore.view import client_view
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 
@@ -150,7 +150,7 @@ async def test_attack_and_misconfigured_roles_scored_against_the_truth(tmp_path:
 
 
 def test_twin_unlabelled_sites_are_not_scored() -> None:
-    from notary.rootstore.compare import Comparison
+    from replay.rootstore.compare import Comparison
 
     c = Comparison([], [3])
     sc = scores(c, 3)
@@ -162,7 +162,7 @@ def test_rootview_cli(tmp_path: Path) -> None:
     state = tmp_path / "farm"
     prepare(spec(tmp_path / "spec.json"), state, ports, NOW)
     out, hosts = tmp_path / "view.jsonl", tmp_path / "hosts.txt"
-    assert rootview_main([str(state), "-o", str(out), "--hosts", str(hosts)]) == 0
+    assert main(["rootstore", "view", str(state), "-o", str(out), "--hosts", str(hosts)]) == 0
     assert len(out.read_text().splitlines()) == 3
     assert len(hosts.read_text().splitlines()) == 4
-    assert rootview_main([str(tmp_path / "missing")]) == 1  # twin: not a farm
+    assert main(["rootstore", "view", str(tmp_path / "missing")]) == 1  # twin: not a farm

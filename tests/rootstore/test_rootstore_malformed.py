@@ -5,7 +5,7 @@ with one defect each (a SAN that is not DER, an empty extKeyUsage, a duplicated 
 a malformed authorityInfoAccess, zero and negative serials, an unknown critical extension,
 a truncated signature, an underscore and an over-long label in the name). Each is served as
 a real TLS target on loopback through a notary in ``ca`` and ``both`` modes, and fed to
-``verify_chain`` and ``notary rootstore analyze``.
+``verify_chain`` and ``replay rootstore analyze``.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from notary import keys
-from notary.cli import main
+from notary.ca.verify import RootStore, verify_chain
 from notary.config import Settings
 from notary.keys import Identity
-from notary.rootstore.verify import RootStore, verify_chain
 from notary.server import server_ssl_context
 from notary.web import SERVICE, create_app
+from replay.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fuzz"))
 from certmut import Defect, defects, make_chain, mutate_extensions, pem  # noqa: E402

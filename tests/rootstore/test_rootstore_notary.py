@@ -24,7 +24,7 @@ from notary.config import Settings
 from notary.keys import Identity
 from notary.server import server_ssl_context
 from notary.web import SERVICE, create_app
-from replay.rootpki import der, make_leaf
+from replay.rootstore.world import der, make_leaf
 
 CLOCK = NOW.timestamp() + 3600
 
@@ -159,7 +159,7 @@ async def test_ca_mode_refuses_a_failing_chain_and_accepts_a_good_one(
 async def test_restricted_store_in_ca_mode(
     pki: PKI, start: Any, target: Any, tmp_path: Path
 ) -> None:
-    from notary.rootstore.verify import sha256_der
+    from notary.ca.verify import sha256_der
 
     roots = str(roots_pem(pki, tmp_path / "roots.pem"))
     trust = tmp_path / "top1.txt"
@@ -203,7 +203,7 @@ async def test_analysis_reads_the_chains_a_notary_kept(
     import asyncio
     import csv
 
-    from notary.cli import main
+    from replay.cli import main
 
     roots = str(roots_pem(pki, tmp_path / "roots.pem"))
     port, app = await start(verifier="both", ca_roots=[roots], ca_no_mozilla=True)

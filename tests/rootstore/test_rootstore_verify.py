@@ -11,18 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rootstore_support import NOW, NOW_TS, PKI
 
-from notary.errors import BadData
-from notary.rootstore.chain import decode_chain, encode_chain
-from notary.rootstore.checker import CAChecker, build_checker, parse_mode
-from notary.rootstore.stores import (
+from notary.ca.checker import CAChecker, build_checker, parse_mode
+from notary.ca.stores import (
     full_store,
     mozilla_store,
     parse_fingerprint_list,
     read_pem_bundle,
     top_k,
 )
-from notary.rootstore.verify import RootStore, sha256_der, verify_chain
-from replay.rootpki import der, make_leaf, pem
+from notary.ca.verify import RootStore, sha256_der, verify_chain
+from notary.errors import BadData
+from notary.store.chain import decode_chain, encode_chain
+from replay.rootstore.world import der, make_leaf, pem
 
 
 def store_of(pki: PKI) -> RootStore:
@@ -57,7 +57,7 @@ def test_wildcard_names(pki: PKI) -> None:
 def test_ip_subject(pki: PKI) -> None:
     from cryptography import x509
 
-    from replay.rootpki import make_leaf as _ml
+    from replay.rootstore.world import make_leaf as _ml
 
     leaf = _ml(["ip.test"], pki.inters[0], pki.key, NOW - dt.timedelta(days=1))
     assert leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -95,7 +95,7 @@ def test_full_intermediate_vs_missing_intermediate(pki: PKI) -> None:
 def test_pool_tells_a_missing_intermediate(pki: PKI) -> None:
     full = store_of(pki)
     # a two-level ladder where the server sends the lower intermediate only
-    from replay.rootpki import make_ca
+    from replay.rootstore.world import make_ca
 
     upper = make_ca("Upper", "Ladder", NOW, pki.roots[0], path_length=1)
     upper_path_ok = make_ca("Lower", "Ladder", NOW, upper)
@@ -152,7 +152,7 @@ def test_bad_chains(pki: PKI) -> None:
     wrong = (pki.chain("a.test", 0)[0], der(pki.inters[1].cert))
     assert verify_chain(wrong, "a.test", NOW_TS, full).verdict == "missing-intermediate"
     # a forged issuer with the right name but another key: the signature does not link
-    from replay.rootpki import make_ca
+    from replay.rootstore.world import make_ca
 
     impostor = make_ca("Test Issuing A", "Test CA A", NOW, pki.roots[1])
     forged = (pki.chain("a.test", 0)[0], der(impostor.cert))
@@ -166,7 +166,7 @@ def test_bad_chains(pki: PKI) -> None:
 
 
 def test_mitm_rogue_intermediate_is_accepted_by_ca_trust(pki: PKI) -> None:
-    from replay.rootpki import make_ca
+    from replay.rootstore.world import make_ca
 
     rogue = make_ca("Rogue Issuing", "Test CA A", NOW, pki.roots[0])
     leaf = make_leaf(["bank.test"], rogue, pki.key, NOW - dt.timedelta(days=1))
@@ -261,7 +261,7 @@ def test_checker_settings(pki: PKI, tmp_path: Path) -> None:
 def test_verify_cli(pki: PKI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from notary.cli import main
+    from replay.cli import main
 
     roots = tmp_path / "roots.pem"
     roots.write_bytes(pem(*(r.cert for r in pki.roots)))

@@ -26,8 +26,8 @@ from typing import Literal
 
 from cryptography import x509
 
+from notary.ca.verify import CAVerdict, RootStore, load_certificate, verify_chain
 from notary.errors import BadData
-from notary.rootstore.verify import CAVerdict, RootStore, load_certificate, verify_chain
 
 OrgMode = Literal["registrable", "label"]
 MAX_K = 50

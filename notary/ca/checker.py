@@ -19,9 +19,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Literal
 
+from notary.ca.stores import full_store, read_fingerprint_list
+from notary.ca.verify import CAVerdict, RootStore, verify_chain
 from notary.errors import BadConfig
-from notary.rootstore.stores import full_store, read_fingerprint_list
-from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
 
 VerifierMode = Literal["perspective", "ca", "both"]
 MODES: tuple[VerifierMode, ...] = ("perspective", "ca", "both")

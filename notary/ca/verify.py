@@ -46,8 +46,8 @@ from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509 import verification
 from cryptography.x509.oid import NameOID
 
+from notary.ca.der import broken_extension
 from notary.errors import BadData
-from notary.rootstore.der import broken_extension
 
 MAX_CHAIN_CERTS = 10
 MAX_CHAIN_BYTES = 64 * 1024

@@ -1,10 +1,15 @@
-"""``notary scan`` and ``notary rootstore {analyze,topk,compare}`` (docs/rootstore.md)."""
+"""``replay rootstore {scan,analyze,topk,compare,verify,world,serve,view}`` (docs/rootstore.md).
+
+The study's command line: it uses the notary as a library (its prober, name resolution,
+stores and CA verifier) and is never imported by it."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
+import datetime as dt
 import hashlib
 import json
 import sys
@@ -13,9 +18,11 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from notary.ca.stores import full_store, read_fingerprint_list, read_pem_bundle
+from notary.ca.verify import RootStore, verify_chain
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.errors import BadConfig, BadData
-from notary.rootstore.analysis import (
+from replay.rootstore.analysis import (
     MAX_K,
     OrgMode,
     SiteChain,
@@ -29,17 +36,23 @@ from notary.rootstore.analysis import (
     unevaluable,
     verdict_counts,
 )
-from notary.rootstore.compare import Observed, SiteRequests, compare, scores
-from notary.rootstore.report import Analysis, format_comparison, write_analysis, write_comparison
-from notary.rootstore.scan import parse_hosts, read_chains, scan, write_line
-from notary.rootstore.stores import full_store, read_fingerprint_list, read_pem_bundle
-from notary.rootstore.verify import RootStore, verify_chain
+from replay.rootstore.compare import Observed, SiteRequests, compare, scores
+from replay.rootstore.report import Analysis, format_comparison, write_analysis, write_comparison
+from replay.rootstore.scan import parse_hosts, read_chains, scan, write_line
 
 MAX_STORED_CHAINS = 1_000_000
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("scan", help="fetch the chains a list of hosts presents (JSONL)")
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``replay rootstore`` and its subcommands."""
+    r = sub.add_parser("rootstore", help="the restricted-root-store study: scan, root "
+                       "popularity, top-k coverage, CA vs perspectives, synthetic worlds",
+                       description="The 2015 thesis's restricted-root-store comparison "
+                       "(docs/rootstore.md).")
+    rsub = r.add_subparsers(dest="rootstore_command", required=True)
+    r.set_defaults(func=run)
+
+    s = rsub.add_parser("scan", help="fetch the chains a list of hosts presents (JSONL)")
     s.add_argument("--hosts", type=Path, required=True, help="host[:port] per line")
     s.add_argument("--resolve", action="append", default=[], metavar="NAME=IP",
                    help="static name map entry, repeatable (default: none)")
@@ -50,12 +63,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="seconds per host (default: %(default)s)")
     s.add_argument("-o", "--output", type=Path, help="JSONL file (default stdout)")
 
-    r = sub.add_parser("rootstore", help="root popularity, top-k coverage, CA vs perspectives")
-    rsub = r.add_subparsers(dest="rootstore_command", required=True)
-
     def common(p: argparse.ArgumentParser, chains_required: bool = True) -> None:
         src = p.add_mutually_exclusive_group(required=chains_required)
-        src.add_argument("--chains", type=Path, help="chains JSONL (from notary scan)")
+        src.add_argument("--chains", type=Path, help="chains JSONL (from replay rootstore scan)")
         src.add_argument("--db", type=Path, help="a notary's SQLite store (its chains)")
         src.add_argument("--redis", metavar="URL", help="a notary's Redis store (its chains)")
         p.add_argument("--redis-prefix", default="converge:",
@@ -75,7 +85,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="longest coverage curve, in roots (default: %(default)s)")
     a.add_argument("--out", type=Path, required=True, help="output directory")
     a.add_argument("--world", type=Path,
-                   help="world.json of a synthetic world (replay.rootpki): its root "
+                   help="world.json of a synthetic world (replay rootstore world): its root "
                    "popularity model is stated beside the curve (default: real data)")
 
     t = rsub.add_parser("topk", help="write the k most popular roots' SHA-256 fingerprints")
@@ -107,6 +117,30 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    "per-site.csv): weight the catches, misses and false alarms by how often "
                    "clients validated each site, perspectives by the notary's own answers")
     c.add_argument("--out", type=Path, required=True, help="output directory")
+
+    w = rsub.add_parser("world", help="build a synthetic web PKI world (roots, sites, "
+                        "client view)")
+    w.add_argument("dir", type=Path, help="world directory to write")
+    w.add_argument("--sites", type=int, default=1000, help="sites (default: %(default)s)")
+    w.add_argument("--roots", type=int, default=20, help="public roots (default: %(default)s)")
+    w.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    w.add_argument("--port", type=int, default=443,
+                   help="port written in hosts.txt (default: %(default)s)")
+    w.add_argument("--popularity", default="thesis",
+                   help="root popularity model: thesis (Table 3's counts), zipf:S or uniform "
+                   "(default: %(default)s)")
+
+    sv = rsub.add_parser("serve", help="serve a world's chains over TLS on 127.0.0.1 (by SNI)")
+    sv.add_argument("dir", type=Path, help="world directory (from replay rootstore world)")
+    sv.add_argument("--port", type=int, default=18453, help="TLS port (default: %(default)s)")
+    sv.add_argument("--seconds", type=float, default=3600.0,
+                    help="stop after this many seconds, at most a day (default: %(default)s)")
+
+    vw = rsub.add_parser("view", help="client view and scan list of a prepared target farm")
+    vw.add_argument("state", type=Path, help="a prepared farm state directory")
+    vw.add_argument("-o", "--output", type=Path, help="client view JSONL (default stdout)")
+    vw.add_argument("--hosts", type=Path,
+                    help="also write host:port lines for replay rootstore scan")
 
 
 def _now(args: argparse.Namespace) -> int:
@@ -171,7 +205,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if args.timeout <= 0 or args.timeout > 60:
         raise BadConfig("--timeout must be in (0, 60] seconds")
     resolver = build_resolver(Settings(resolve=args.resolve, hosts_file=args.hosts_file))
-    # An operator's own measurement tool, like `notary check`: every address is allowed.
+    # A measurement tool run by its operator, like `notary check`: every address is allowed.
     policy = AddressPolicy(parse_networks(["0.0.0.0/0", "::/0"]))
     prober = TLSProber(resolver, policy, args.timeout, want_chain=True)
     fh = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
@@ -344,12 +378,52 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
+def cmd_world(args: argparse.Namespace) -> int:
+    from replay.rootstore.world import RootWorld
+
+    world = RootWorld.build(args.dir, dt.datetime.now(dt.UTC), sites=args.sites,
+                            roots=args.roots, seed=args.seed, port=args.port,
+                            popularity=args.popularity)
+    print(json.dumps(world.manifest()["roles"]))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from replay.rootstore.world import RootFarm, RootWorld
+
+    async def serve() -> None:
+        farm = RootFarm(RootWorld(args.dir), port=args.port)
+        port = await farm.start()
+        print(f"serving {args.dir} on 127.0.0.1:{port}", flush=True)
+        try:
+            await asyncio.sleep(max(0.0, min(args.seconds, 86_400.0)))
+        finally:
+            await farm.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from replay.rootstore.view import client_view
+
+    view, hosts = client_view(args.state)
+    text = "".join(json.dumps(v) + "\n" for v in view)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.hosts:
+        args.hosts.write_text("".join(f"{h}\n" for h in hosts), encoding="utf-8")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.command == "scan":
-        return cmd_scan(args)
-    handler = {"analyze": cmd_analyze, "topk": cmd_topk, "compare": cmd_compare,
-               "verify": cmd_verify}
+    handler = {"scan": cmd_scan, "analyze": cmd_analyze, "topk": cmd_topk,
+               "compare": cmd_compare, "verify": cmd_verify, "world": cmd_world,
+               "serve": cmd_serve, "view": cmd_view}
     return handler[args.rootstore_command](args)
 
 
-__all__ = ["add_parsers", "run"]
+__all__ = ["add_parser", "run"]

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from notary.rootstore.verify import CAVerdict, RootStore, verify_chain
+from notary.ca.verify import CAVerdict, RootStore, verify_chain
 
 PATTERNS = tuple(f"P{p} F{f} K{k}" for p in "+-" for f in "+-" for k in "+-")
 ATTACK_LABELS = frozenset({"mitm", "mitm-tail", "mitm-untrusted", "mitm-notary-path"})

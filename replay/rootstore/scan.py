@@ -1,4 +1,4 @@
-"""``notary scan``: fetch the chains a list of hosts presents, with bounded concurrency.
+"""``replay rootstore scan``: fetch the chains a list of hosts presents, with bounded concurrency.
 
 * Host list: one ``host`` or ``host:port`` (``[v6]:port``) per line, ``#`` comments, at most
   :data:`MAX_HOSTS` lines. Duplicates are scanned once.
@@ -9,7 +9,7 @@
     {"host", "port", "address", "sha256", "chain": [base64 DER, leaf first], "error"}
 
   ``error`` is null on success; otherwise ``chain`` is empty and ``error`` says why.
-* Chain files (scan output, or ``notary rootstore export``) are read back with
+* Chain files (scan output, or ``replay rootstore export``) are read back with
   :func:`read_chains`, bounded by :data:`MAX_HOSTS` lines.
 """
 
@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from notary.core.target import Target, normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadData, BadInput, TargetRefused, TargetUnreachable
 from notary.probe import Prober
-from notary.rootstore.analysis import SiteChain
+from replay.rootstore.analysis import SiteChain
 
 MAX_HOSTS = 1_000_000
 MAX_CONCURRENCY = 1024

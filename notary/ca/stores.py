@@ -1,6 +1,6 @@
 """Root stores from files: Mozilla's (the ``certifi`` package), PEM bundles, and the top-k.
 
-Reading files happens here (the edge); :mod:`notary.rootstore.verify` stays pure. Bounds:
+Reading files happens here (the edge); :mod:`notary.ca.verify` stays pure. Bounds:
 a PEM bundle is at most :data:`MAX_BUNDLE_BYTES`, a fingerprint list at most
 :data:`MAX_FINGERPRINTS` lines.
 """
@@ -15,8 +15,8 @@ import certifi
 from cryptography import x509
 from cryptography.utils import CryptographyDeprecationWarning
 
+from notary.ca.verify import RootStore
 from notary.errors import BadConfig, BadData
-from notary.rootstore.verify import RootStore
 
 MAX_BUNDLE_BYTES = 8 * 1024 * 1024
 MAX_FINGERPRINTS = 10_000

@@ -1,8 +1,8 @@
 """The stored form of a presented chain. Pure.
 
 ``b"C1"`` then, per certificate (leaf first), a 4-byte big-endian length and the DER bytes.
-At most :data:`~notary.rootstore.verify.MAX_CHAIN_CERTS` certificates and
-:data:`~notary.rootstore.verify.MAX_CHAIN_BYTES` DER bytes; anything else is
+At most :data:`~notary.ca.verify.MAX_CHAIN_CERTS` certificates and
+:data:`~notary.ca.verify.MAX_CHAIN_BYTES` DER bytes; anything else is
 :class:`~notary.errors.BadData`.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from notary.ca.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 from notary.errors import BadData
-from notary.rootstore.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 
 MAGIC = b"C1"
 _LEN = struct.Struct(">I")

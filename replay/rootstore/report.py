@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from notary.errors import BadConfig
-from notary.rootstore.analysis import THESIS_COVERAGE, THESIS_ORG_COVERAGE, RootCount
-from notary.rootstore.compare import PATTERNS, Comparison, Score
+from replay.rootstore.analysis import THESIS_COVERAGE, THESIS_ORG_COVERAGE, RootCount
+from replay.rootstore.compare import PATTERNS, Comparison, Score
 
 
 @dataclass(frozen=True)

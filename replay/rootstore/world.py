@@ -20,7 +20,8 @@ Roles (what the client is shown; the farm serves the same, except for ``mitm``):
 
 Files under the world directory: ``roots.pem`` (the public store), ``private-root.pem``,
 ``leaf.key``, ``chains/<host>.pem`` (served), ``client-view.jsonl``, ``hosts.txt``
-(``host:port`` lines for ``notary scan``), ``hosts`` (``IP name`` lines) and ``world.json``.
+(``host:port`` lines for ``replay rootstore scan``), ``hosts`` (``IP name`` lines) and
+``world.json``.
 ``now`` is an argument; keys come from the OS random source.
 """
 
@@ -397,58 +398,6 @@ def load_client_view(path: Path, max_sites: int = MAX_SITES) -> list[dict[str, A
     except OSError as exc:
         raise ReplayIOError(f"cannot read {path}: {exc}") from exc
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m replay.rootpki build DIR [--sites N] [--roots R] [--seed S] [--port P]``
-    or ``serve DIR [--port P] [--seconds S]`` (serves on 127.0.0.1 for at most S seconds)."""
-    import argparse
-    import sys
-
-    p = argparse.ArgumentParser(prog="python -m replay.rootpki")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build")
-    b.add_argument("dir", type=Path)
-    b.add_argument("--sites", type=int, default=1000)
-    b.add_argument("--roots", type=int, default=20)
-    b.add_argument("--seed", type=int, default=1)
-    b.add_argument("--port", type=int, default=443, help="port written in hosts.txt")
-    b.add_argument("--popularity", default="thesis",
-                   help="root popularity model: thesis (Table 3's counts), zipf:S or uniform "
-                   "(default: %(default)s)")
-    sv = sub.add_parser("serve")
-    sv.add_argument("dir", type=Path)
-    sv.add_argument("--port", type=int, default=18453)
-    sv.add_argument("--seconds", type=float, default=3600.0)
-    args = p.parse_args(argv)
-    try:
-        if args.cmd == "build":
-            RootWorld.build(args.dir, dt.datetime.now(dt.UTC), sites=args.sites,
-                            roots=args.roots, seed=args.seed, port=args.port,
-                            popularity=args.popularity)
-            print(json.dumps(RootWorld(args.dir).manifest()["roles"]))
-            return 0
-
-        async def serve() -> None:
-            farm = RootFarm(RootWorld(args.dir), port=args.port)
-            port = await farm.start()
-            print(f"serving {args.dir} on 127.0.0.1:{port}", flush=True)
-            try:
-                await asyncio.sleep(max(0.0, min(args.seconds, 86_400.0)))
-            finally:
-                await farm.stop()
-
-        asyncio.run(serve())
-    except (ReplayInputError, ReplayIOError) as exc:
-        print(f"rootpki: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 __all__ = ["BAD_ROLES", "GOOD_ROLES", "POPULARITY_MODELS", "ROLES", "THESIS_TABLE3", "CA",

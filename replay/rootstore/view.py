@@ -1,5 +1,5 @@
 """What clients of a prepared target farm were shown, as a client-view file for
-``notary rootstore compare`` (docs/rootstore.md), and the host list for ``notary scan``.
+``replay rootstore compare`` (docs/rootstore.md), and the host list for ``replay rootstore scan``.
 
 For every site in ``<state>/targets.csv``: the chain its clients were shown (``client`` in
 ``sites.json``): the chain the farm serves, except for the ``mitm`` roles, whose clients
@@ -7,16 +7,13 @@ were shown a forged chain while the farm, the notary's clean path, serves the ge
 ``dead`` sites have no chain and are left out of the view (a scan reports them
 unreachable). ``rotating`` sites show their first certificate, as the targets list does.
 
-    python -m replay.rootview STATE [-o client-view.jsonl] [--hosts hosts.txt]
+    replay rootstore view STATE [-o client-view.jsonl] [--hosts hosts.txt]
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,32 +61,4 @@ def client_view(state: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return view, scan
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m replay.rootview")
-    p.add_argument("state", type=Path, help="a prepared farm state directory")
-    p.add_argument("-o", "--output", type=Path, help="client view JSONL (default stdout)")
-    p.add_argument("--hosts", type=Path, help="also write host:port lines for notary scan")
-    args = p.parse_args(argv)
-    try:
-        view, scan = client_view(args.state)
-        text = "".join(json.dumps(v) + "\n" for v in view)
-        if args.output:
-            args.output.write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
-        if args.hosts:
-            args.hosts.write_text("".join(f"{h}\n" for h in scan), encoding="utf-8")
-    except (ReplayInputError, ReplayIOError) as exc:
-        print(f"rootview: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"rootview: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
-__all__ = ["client_view", "main"]
+__all__ = ["client_view"]
