@@ -52,7 +52,8 @@ end
 describe("the shared vectors", function()
   local files = {}
   for name in lfs.dir(DIR) do
-    if name:match("%.json$") then files[#files + 1] = name end
+    -- canonical-json.json tests the notary's encoder: clients have none and must not run it
+    if name:match("%.json$") and name ~= "canonical-json.json" then files[#files + 1] = name end
   end
   table.sort(files)
 

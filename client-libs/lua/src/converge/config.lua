@@ -58,29 +58,29 @@ function M.discover(explicit, env)
 end
 
 local function number(raw, key, default, low, high)
-  if not raw:has(key) then return default end
-  local v = json.number_value(raw:get(key))
+  if raw[key] == nil then return default end
+  local v = json.number_value(raw[key])
   if not v or v ~= v or v < low or v > high then bad(key .. " must be a number in [" .. low .. ", " .. high .. "]") end
   return v
 end
 
 local function int(raw, key, default, low, high, what)
-  if not raw:has(key) then return default end
-  local v = json.int(raw:get(key))
+  if raw[key] == nil then return default end
+  local v = json.int(raw[key])
   if not v or v < low or v > high then bad(key .. " must be " .. what) end
   return v
 end
 
 local function bool(raw, key, default)
-  if not raw:has(key) then return default end
-  local v = raw:get(key)
+  if raw[key] == nil then return default end
+  local v = raw[key]
   if type(v) ~= "boolean" then bad(key .. " must be true or false") end
   return v
 end
 
 local function path(dir, raw, key, default)
-  if not raw:has(key) then return default and (dir .. "/" .. default) or nil end
-  local v = raw:get(key)
+  if raw[key] == nil then return default and (dir .. "/" .. default) or nil end
+  local v = raw[key]
   if v == json.null then return nil end
   if type(v) ~= "string" or v == "" then bad(key .. " must be a path") end
   if v == "~" or v:sub(1, 2) == "~/" then v = (os.getenv("HOME") or "") .. v:sub(2) end
@@ -94,14 +94,14 @@ M.Config = Config
 --- Validates the decoded converge.config (an ordered object) of `dir`.
 function M.from_raw(dir, raw)
   local unknown = {}
-  for _, k in ipairs(raw.keys) do
-    if not KNOWN[k] then unknown[#unknown + 1] = k end
+  for k in pairs(raw) do
+    if not KNOWN[k] and k ~= json.EMPTY then unknown[#unknown + 1] = k end
   end
   table.sort(unknown)
   if #unknown > 0 then bad("unknown configuration keys: " .. table.concat(unknown, ", ")) end
   local c = setmetatable({ directory = dir }, Config)
   c.bounce_port = int(raw, "bounce-port", 4242, 1, 65535, "an integer port 1..65535")
-  if raw:has("cache-lifetime") and raw:get("cache-lifetime") == json.null then
+  if raw["cache-lifetime"] == json.null then
     c.cache_lifetime = nil
   else
     c.cache_lifetime = number(raw, "cache-lifetime", M.DEFAULT_CACHE_LIFETIME, 0, 10 * 365 * 86400)
@@ -109,8 +109,8 @@ function M.from_raw(dir, raw)
   c.quorum = int(raw, "quorum", 3, 1, 16, "an integer 1..16")
   c.max_response_bytes = int(raw, "max-response-bytes", M.MAX_RESPONSE_BYTES, 1024, 16 * 1024 * 1024, "an integer 1024..16777216")
   c.extended = "prefer"
-  if raw:has("extended") then
-    local e = raw:get("extended")
+  if raw["extended"] ~= nil then
+    local e = raw["extended"]
     if e ~= "off" and e ~= "prefer" and e ~= "fallback" and e ~= "require" then
       bad("extended must be one of off, prefer, fallback, require")
     end
@@ -119,8 +119,8 @@ function M.from_raw(dir, raw)
   c.max_skew = int(raw, "max-skew", M.DEFAULT_MAX_SKEW, 0, 86400, "an integer 0..86400 (seconds)")
   c.extended_nonce = bool(raw, "extended-nonce", true)
   c.agreement = "majority"
-  if raw:has("notary-agreement") then
-    local a = raw:get("notary-agreement")
+  if raw["notary-agreement"] ~= nil then
+    local a = raw["notary-agreement"]
     if type(a) ~= "string" then bad("notary-agreement must be a string") end
     c.agreement = policy.parse(a)
   end
@@ -148,13 +148,13 @@ end
 function M.load(explicit, env)
   local dir = M.discover(explicit, env)
   local f = dir .. "/" .. M.CONFIG_FILE
-  local raw = json.object()
+  local raw = {}
   if exists(f) then
     local text = read_file(f, M.MAX_CONFIG_BYTES)
     if not text then bad("cannot read " .. f) end
     if #text > M.MAX_CONFIG_BYTES then bad(f .. " larger than " .. M.MAX_CONFIG_BYTES .. " bytes") end
-    local v, ok = json.parse(text)
-    if not ok or not json.is_object(v) then bad(f .. " must hold a JSON object") end
+    local v = json.decode(text)
+    if not json.is_object(v) then bad(f .. " must hold a JSON object") end
     raw = v
   end
   return M.from_raw(dir, raw)

@@ -1,5 +1,6 @@
 --- The legacy (Convergence v1) protocol, client side (pure): the request bytes, the response
--- framing, the signed bytes (both recipes), RSA/SHA-1 verification and the reduction of an
+-- framing, the signed bytes S (the body without its signature member), RSA/SHA-1 verification
+-- over S, the stock parse of S alone and the reduction of an
 -- answer to a vote (an outcome: vote, kind, status, detail).
 -- @module converge.legacy
 local errors = require "converge.errors"
@@ -176,73 +177,78 @@ local function timestamp(v, what)
   bad(what .. " is not a decimal unix time")
 end
 
---- Parses and checks the shape of a 200/409 body (no signature check): {entries ({fp, start,
--- finish}...), signature, cut (recipe b, or nil), reserialised (recipe a)}.
-function M.parse_signed_list(body, max)
+local MARK = ', "signature": "'
+
+--- Step 1 of the contract: a 200/409 body is the signed bytes without their final `}`, then
+-- `, "signature": "<base64>"}` and nothing else. Returns S and the signature text.
+function M.split_body(body, max)
   max = max or M.MAX_RESPONSE_BYTES
   if #body > max then bad("body larger than " .. max .. " bytes") end
-  local obj, ok = json.parse(body)
-  if not ok or not json.is_object(obj) then bad("body is not a JSON object") end
-  local fl = obj:get("fingerprintList")
-  if not json.is_array(fl) then bad("fingerprintList missing or not a list") end
-  if #fl > M.MAX_HISTORY_ENTRIES then bad("more than " .. M.MAX_HISTORY_ENTRIES .. " history entries") end
-  local sig_text = obj:get("signature")
-  if type(sig_text) ~= "string" then bad("signature missing or not a string") end
-  local signature = crypto.strict_base64(sig_text)
-  if not signature then bad("signature is not base64") end
-  local entries = {}
-  for _, item in ipairs(fl) do
-    if not json.is_object(item) then bad("history entry is not an object") end
-    local ts = item:get("timestamp")
-    if not json.is_object(ts) then bad("history entry has no timestamp object") end
-    local fp_text = item:get("fingerprint")
-    if type(fp_text) ~= "string" then bad("history entry has no fingerprint") end
-    local okp, fp = pcall(fingerprint.parse, fp_text)
-    if not okp then bad("history entry fingerprint: " .. fp.detail) end
-    entries[#entries + 1] = { fp, timestamp(ts:get("start"), "start"), timestamp(ts:get("finish"), "finish") }
-  end
-  local cut
   local i, from = nil, 1
   while true do
-    local a = body:find(', "signature"', from, true)
+    local a = body:find(MARK, from, true)
     if not a then break end
     i, from = a, a + 1
   end
-  if i then cut = body:sub(1, i - 1) .. "}" end
-  return { entries = entries, signature = signature, cut = cut, reserialised = json.py_dumps(obj:without("signature")) }
+  if not i then bad("body has no trailing signature member") end
+  local b64 = body:sub(i + #MARK):match('^([A-Za-z0-9+/]+=?=?)"}$')
+  if not b64 then bad("the signature member is not the last bytes of the body") end
+  return body:sub(1, i - 1) .. "}", b64
 end
 
---- Checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a).
-function M.verify_signed_list(s, der)
-  for _, msg in ipairs({ s.cut or false, s.reserialised }) do
-    if msg and crypto.rsa_sha1_verify(der, s.signature, msg) then return end
+--- Splits a body and checks its RSASSA-PKCS1-v1_5 SHA-1 signature over S: S, else a
+-- "response" or "signature" error.
+function M.verified_bytes(body, der, max)
+  local s, b64 = M.split_body(body, max)
+  local signature = crypto.strict_base64(b64)
+  if not (signature and crypto.rsa_sha1_verify(der, signature, s)) then
+    errors.throw("signature", "signature does not verify against the notary's certificate")
   end
-  errors.throw("signature", "signature does not verify against the notary's certificate")
+  return s
+end
+
+--- The history entries ({fp, start, finish}...) of verified bytes S: the bounds scan, the
+-- stock parse, the shape; else a "response" error.
+function M.entries_of(s)
+  local obj, err = json.decode_verified(s)
+  if not obj then bad("signed bytes: " .. err) end
+  local fl = obj.fingerprintList
+  if not json.is_array(fl) then bad("fingerprintList missing or not a list") end
+  if #fl > M.MAX_HISTORY_ENTRIES then bad("more than " .. M.MAX_HISTORY_ENTRIES .. " history entries") end
+  local entries = {}
+  for _, item in ipairs(fl) do
+    if not json.is_object(item) then bad("history entry is not an object") end
+    local ts = item.timestamp
+    if not json.is_object(ts) then bad("history entry has no timestamp object") end
+    local fp_text = item.fingerprint
+    if type(fp_text) ~= "string" then bad("history entry has no fingerprint") end
+    local okp, fp = pcall(fingerprint.parse, fp_text)
+    if not okp then bad("history entry fingerprint: " .. (errors.is(fp) and fp.detail or "invalid")) end
+    entries[#entries + 1] = { fp, timestamp(ts.start, "start"), timestamp(ts.finish, "finish") }
+  end
+  return entries
 end
 
 --- Reduces one response (status and body) to a vote; `wanted`: the asked certificate's forms.
 function M.evaluate(status, body, wanted, der, max)
   if status == 200 or status == 409 then
-    local ok, signed = pcall(function()
-      local x = M.parse_signed_list(body, max)
-      M.verify_signed_list(x, der)
-      return x
-    end)
+    -- the one parse boundary: whatever these raise on hostile bytes is this notary's failure
+    local ok, entries = pcall(function() return M.entries_of(M.verified_bytes(body, der, max)) end)
     if not ok then
-      if errors.is(signed) then return M.failure_of(signed, status) end
-      error(signed, 0)
+      if errors.is(entries) then return M.failure_of(entries, status) end
+      return M.outcome("failure", "response", status, "unreadable answer: " .. tostring(entries))
     end
     if status == 409 then return M.outcome("failure", "mismatch", status, "notary sees another certificate") end
     for _, fp in ipairs(wanted) do
-      for _, e in ipairs(signed.entries) do
+      for _, e in ipairs(entries) do
         if e[1]:equals(fp) then return M.outcome("success", "listed", status, "") end
       end
     end
     local algs = {}
-    for _, e in ipairs(signed.entries) do algs[e[1].algorithm] = true end
+    for _, e in ipairs(entries) do algs[e[1].algorithm] = true end
     local any = false
     for _, fp in ipairs(wanted) do any = any or algs[fp.algorithm] == true end
-    if not any and #signed.entries > 0 then
+    if not any and #entries > 0 then
       return M.outcome("success", "status-only", status, "list holds no fingerprint of the asked kind")
     end
     return M.outcome("failure", "not-listed", status, "200 without the fingerprint in the signed list")
@@ -256,7 +262,7 @@ function M.outcome_from_http(raw, wanted, der, max)
   local ok, r = pcall(M.parse_http_response, raw, max)
   if not ok then
     if errors.is(r) then return M.failure_of(r, nil), nil end
-    error(r, 0)
+    return M.outcome("failure", "response", nil, "unreadable response: " .. tostring(r)), nil
   end
   return M.evaluate(r.status, r.body, wanted, der, M.MAX_RESPONSE_BYTES), r
 end

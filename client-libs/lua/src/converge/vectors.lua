@@ -18,7 +18,7 @@ local M = {}
 M.SCHEMAS = {}
 for _, s in ipairs({ "fingerprints", "requests", "legacy-signatures", "notary-responses", "bundles", "consensus", "cache",
   "extended-answers", "config" }) do M.SCHEMAS[#M.SCHEMAS + 1] = "converge-vectors/" .. s .. "/1" end
-M.COMPARED = { "result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes", "signed_bytes_reserialised",
+M.COMPARED = { "result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
   "name", "version", "hosts", "verdict", "extended", "enabled" }
 
 local function v(x) if x == cjson.null then return nil end return x end
@@ -86,18 +86,11 @@ local function extended_case(doc, c)
       error(b, 0)
     end
     return { result = "valid", extended = b:offers_extended() }
-  elseif t == "canonical" then
-    local val, ok = json.parse(c.input)
-    local text = ok and json.canonical(val) or nil
-    if not text then return { result = "invalid", kind = "canonical" } end
-    return { result = "valid", canonical = text }
   elseif t == "answer" then
     local exp = v(c.expect) or {}
     local entries = {}
     for i, n in ipairs(v(c.bundle_keys) or {}) do entries[i] = doc.signing_keys[n] end
-    local parsed = json.parse(cjson.encode(entries))
-    if #entries == 0 then parsed = setmetatable({}, json.Array) end
-    local keys = bundle.parse_signing_keys(parsed)
+    local keys = bundle.parse_signing_keys(entries)
     local now = integer(exp.now) or 0
     local e = { host = v(exp.host) or "", port = integer(exp.port), nonce = v(exp.nonce) or "", now = now,
       max_skew = integer(exp.max_skew) or extended.DEFAULT_MAX_SKEW, bind_ip = exp.ip ~= nil, ip = v(exp.ip) or "" }
@@ -121,9 +114,9 @@ local function run(doc, c)
     local fp = fingerprint.parse(v(c.fingerprint))
     return { result = "valid", request = legacy.request_bytes(v(c.host), integer(c.port), fp, v(c.ip)) }
   elseif schema == "converge-vectors/legacy-signatures/1" then
-    local s = legacy.parse_signed_list(bytes(c, "body"))
-    legacy.verify_signed_list(s, certificate(doc, c.certificate))
-    return { result = "valid", signed_bytes = s.cut or json.null, signed_bytes_reserialised = s.reserialised }
+    local s = legacy.verified_bytes(bytes(c, "body"), certificate(doc, c.certificate))
+    legacy.entries_of(s)
+    return { result = "valid", signed_bytes = s }
   elseif schema == "converge-vectors/notary-responses/1" then
     local wanted = {}
     for i, x in ipairs(v(c.fingerprints) or {}) do wanted[i] = fingerprint.parse(x) end
