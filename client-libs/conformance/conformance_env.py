@@ -59,6 +59,7 @@ from typing import Any
 import pytest
 import trustme
 from connect_proxy import ConnectProxy
+from hostile_world import FORMS, start_hostile
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -479,6 +480,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             doc = {**b, "name": name}
             doc["hosts"] = [{**b["hosts"][0], "ssl_port": srv.server_address[1]}]
             e.bundles[name] = tmp / f"{name.lower().replace(' ', '-')}.notary"
+            e.bundles[name].write_text(json.dumps(doc))
+        a_doc = json.loads(e.bundles["Org A"].read_text())
+        for form_name, form in FORMS.items():
+            name = f"Org Hostile {form_name}"
+            srv, doc = start_hostile(name, form, procs[0].data_dir, a_doc, e.genuine_sha1,
+                                     e.forged_sha1, _read_request, _tls_server)
+            servers.append(srv)
+            e.bundles[name] = tmp / f"org-hostile-{form_name}.notary"
             e.bundles[name].write_text(json.dumps(doc))
         e.hook = _hook_scene(tmp, ca, servers, proxies)
         e.bundles["Org Hanging"] = _hanging_bundle(tmp, e, b)

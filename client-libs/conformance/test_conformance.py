@@ -19,6 +19,7 @@ from conformance_env import (
     HookScene,
     make_config_dir,
 )
+from hostile_world import FORMS
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
@@ -364,6 +365,33 @@ CASES = [
         {"notary-agreement": "minority"},
     ),
 ]
+
+
+
+def _hostile_cases() -> list[Case]:
+    """One hostile notary (holding A's keys) beside two honest ones, under the majority policy:
+    its answer must be a failure vote of the documented kind, and the verdict must still come
+    back (docs/wire-format.md, "One parse boundary"). ``honest`` is the twin: the same server
+    without a hostile element is a success vote."""
+    cases = []
+    for form_name, form in FORMS.items():
+        for ext, (kind, ok_kind) in ((False, (form.kinds[0], "listed")),
+                                     (True, (form.kinds[1], "match"))):
+            plus = "+" if ext else ""
+            vote = (S, ok_kind) if form_name == "honest" else (F, kind)
+            honest = MATCH if ext else LISTED
+            cases.append(Case(
+                f"hostile-{form_name}{'-ext' if ext else ''}",
+                f"one hostile notary ({form_name}, {'extended' if ext else 'legacy'}) among two "
+                "honest ones",
+                (f"Org A{plus}", f"Org B{plus}", f"Org Hostile {form_name}{plus}"),
+                (Step("genuine", 0, True, False, (honest, honest, vote)),),
+                {"notary-agreement": "majority", "stand-aside": False},
+            ))
+    return cases
+
+
+CASES += _hostile_cases()
 
 
 def _fingerprint(env: Environment, key: str) -> str:
