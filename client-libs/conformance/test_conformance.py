@@ -568,7 +568,9 @@ def test_hook(client: ClientCli, case: HookCase, env: Environment, tmp_path: Pat
     _strict(client, f"hook:{case.id}", _run_hook(client, env, case, cfg))
 
 
-VECTOR_FILES = sorted(VECTORS.glob("*.json"))
+# canonical-json.json pins the notary's signer; clients verify bytes and never re-serialise
+NOTARY_ONLY = {"canonical-json.json"}
+VECTOR_FILES = sorted(f for f in VECTORS.glob("*.json") if f.name not in NOTARY_ONLY)
 
 
 @pytest.mark.parametrize("client", CLIENTS, ids=[c.language for c in CLIENTS])
