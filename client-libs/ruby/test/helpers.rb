@@ -26,6 +26,18 @@ module Helpers
   GENUINE = fp(NOTARY_CERT)
   FORGED = fp(OTHER_CERT)
 
+  # The notary's canonical JSON (RFC 8785) for the ASCII test statements: keys sorted, no spaces.
+  def self.canonical(v)
+    sorted = lambda do |x|
+      case x
+      when Hash then x.keys.sort.to_h { |k| [k, sorted.(x[k])] }
+      when Array then x.map(&sorted)
+      else x
+      end
+    end
+    JSON.generate(sorted.(v))
+  end
+
   def self.server_context(cert, key)
     ctx = OpenSSL::SSL::SSLContext.new
     ctx.cert = OpenSSL::X509::Certificate.new(cert)
@@ -50,7 +62,8 @@ module Helpers
   # A notary answering every request the same way; counts the requests it read.
   class FakeNotary
     attr_reader :name, :port, :requests, :cert
-    attr_accessor :mode, :sees, :delay
+    attr_accessor :mode, :sees, :delay, :reply
+    attr_reader :key, :ed, :kid
 
     def initialize(name, mode, cert: NOTARY_CERT, key: NOTARY_KEY, sees: GENUINE)
       @name = name
@@ -121,6 +134,7 @@ module Helpers
 
     def answer(req)
       return nil if mode == :hang
+      return reply if mode == :raw
       return "SSH-2.0-nope\r\n\r\n" if mode == :garbage
 
       body_text = req[(req.index("\r\n\r\n") + 4)..]
@@ -134,8 +148,8 @@ module Helpers
                  "answered_at" => Time.now.to_i - (mode == :extended_stale ? 3600 : 0),
                  "target" => { "host" => body["host"].downcase, "port" => body["port"], "ip" => body["ip"] },
                  "request" => request, "cache" => "miss", "observations" => [] }
-        value = Converge::Bundles.b64url(@ed.sign(nil, Converge::PyJSON.canonical(stmt)))
-        answer = Converge::PyJSON.canonical("statement" => stmt, "signature" => { "alg" => "ed25519", "key_id" => @kid, "value" => value })
+        value = Converge::Bundles.b64url(@ed.sign(nil, Helpers.canonical(stmt)))
+        answer = Helpers.canonical("statement" => stmt, "signature" => { "alg" => "ed25519", "key_id" => @kid, "value" => value })
         status = verdict == "match" ? "200 OK" : "409 Conflict"
         return "HTTP/1.0 #{status}\r\nContent-Type: application/vnd.converge.answer+json\r\nContent-Length: #{answer.bytesize}\r\n\r\n#{answer}"
       end

@@ -9,7 +9,10 @@ class TestVectors < Minitest::Test
 
   def diff(c, out) = Converge::Vectors::COMPARED.select { |f| c.key?(f) && c[f] != out[f] }
 
-  Dir.children(Helpers::VECTORS).select { |n| n.end_with?(".json") }.sort.each do |name|
+  # canonical-json.json tests the notary's encoder: clients never re-serialise.
+  NOTARY_ONLY = "canonical-json.json"
+
+  Dir.children(Helpers::VECTORS).select { |n| n.end_with?(".json") && n != NOTARY_ONLY }.sort.each do |name|
     define_method("test_vectors_#{name.tr('.-', '__')}") do
       doc = load(name)
       assert_includes Converge::Vectors::SCHEMAS, doc["schema"]

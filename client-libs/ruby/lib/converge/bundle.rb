@@ -109,7 +109,7 @@ module Converge
         SigningKey.new(key_id: kid, public_key: raw, current: true, valid_until: 0)
       when "retired"
         u = k["valid_until"]
-        unless u.is_a?(Integer) && u.positive? && u <= PyJSON::MAX_SAFE_INTEGER
+        unless u.is_a?(Integer) && u.positive? && u <= StrictJSON::MAX_SAFE_INTEGER
           raise BundleError, "a retired signing key needs valid_until (unix seconds)"
         end
 
@@ -149,7 +149,7 @@ module Converge
     def parse(data)
       raise BundleError, "bundle larger than #{MAX_BYTES} bytes" if data.bytesize > MAX_BYTES
 
-      obj = PyJSON.parse(data)
+      obj = StrictJSON.parse(data)
       raise BundleError, "bundle is not a JSON object" unless obj.is_a?(Hash)
 
       version = 0

@@ -145,7 +145,7 @@ module Converge
       if File.exist?(f)
         raise ConfigError, "#{f} larger than #{MAX_CONFIG_BYTES} bytes" if File.size(f) > MAX_CONFIG_BYTES
 
-        v = PyJSON.parse(File.binread(f))
+        v = StrictJSON.parse(File.binread(f))
         raise ConfigError, "#{f} must hold a JSON object" unless v.is_a?(Hash)
 
         raw = v

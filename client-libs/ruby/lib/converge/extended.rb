@@ -10,6 +10,8 @@ module Converge
     DEFAULT_MAX_SKEW = 300
     MEDIA_TYPE = "application/vnd.converge.answer+json"
     PATH = "/v2/answer"
+    # The signed-answer frame: fixed ASCII prefix, key id K, signature V, statement bytes T, final }.
+    FRAME = /\A\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":(.*)\}\z/mn
     VERDICT_STATUS = { "match" => 200, "mismatch" => 409, "unreachable" => 503, "refused" => 403 }.freeze
     VOTES = { "match" => %w[success match], "mismatch" => %w[failure mismatch],
               "unreachable" => %w[unreachable target-unreachable], "refused" => %w[unreachable refused] }.freeze
@@ -47,33 +49,26 @@ module Converge
 
     # Checks an extended answer body in the documented order; raises AnswerRejected.
     def verify_answer(raw, keys, exp)
-      reject("malformed", "answer too large") if raw.bytesize > MAX_ANSWER_BYTES
-      doc = PyJSON.parse(raw)
-      unless doc.is_a?(Hash) && doc.size == 2 && doc.key?("statement") && doc.key?("signature")
-        reject("malformed", "answer must have exactly statement and signature")
-      end
-      stmt = doc["statement"]
-      sig = doc["signature"]
-      reject("malformed", "statement and signature must be objects") unless stmt.is_a?(Hash) && sig.is_a?(Hash)
-      canon = PyJSON.canonical(doc)
-      reject("malformed", "answer holds values canonical JSON cannot encode") if canon.nil?
-      reject("non-canonical", "answer bytes are not canonical JSON") unless canon.b == raw.b
-      unless stmt["type"] == EXTENDED_FORMAT && sig["alg"] == "ed25519"
-        reject("malformed", "not a #{EXTENDED_FORMAT} answer signed with ed25519")
-      end
-      kid = sig["key_id"]
-      reject("malformed", "key ids of statement and signature differ") unless kid.is_a?(String) && kid == stmt["key_id"]
+      m = raw.bytesize <= MAX_ANSWER_BYTES && FRAME.match(raw.b)
+      reject("malformed", "answer is not the signed-answer frame") unless m
+      kid = m[1]
+      statement = m[3]
       pub = keys[kid]
       reject("unknown-key", "signing key #{kid} is not trusted") unless pub
-      signature = Bundles.unb64url(sig["value"])
-      unless signature && signature.bytesize == 64 && pub.bytesize == 32 && ed25519_verify(pub, PyJSON.canonical(stmt).b, signature)
+      signature = Bundles.unb64url(m[2])
+      unless signature && signature.bytesize == 64 && pub.bytesize == 32 && ed25519_verify(pub, statement, signature)
         reject("bad-signature", "signature does not verify")
+      end
+      stmt = StrictJSON.verified_object(statement)
+      reject("malformed", "statement is not a JSON object within the bounds") unless stmt
+      unless stmt["type"] == EXTENDED_FORMAT && stmt["key_id"] == kid
+        reject("malformed", "not a #{EXTENDED_FORMAT} statement by key #{kid}")
       end
       verdict = stmt["verdict"]
       target = stmt["target"]
-      unless VERDICT_STATUS.key?(verdict) && target.is_a?(Hash)
-        reject("malformed", "statement lacks a verdict or target")
-      end
+      reject("malformed", "statement lacks a verdict or target") unless VERDICT_STATUS.key?(verdict) && target.is_a?(Hash)
+      at = stmt["answered_at"]
+      reject("malformed", "answered_at must be an integer") unless at.is_a?(Integer)
       if exp.host && !exp.host.empty?
         unless target["host"].is_a?(String) && target["host"] == expected_host(exp.host) && target["port"].is_a?(Integer) && target["port"] == exp.port
           reject("wrong-target", "answer is about another target, not #{exp.host}:#{exp.port}")
@@ -94,8 +89,6 @@ module Converge
       if exp.nonce && !exp.nonce.empty? && !(req && req["nonce"] == exp.nonce)
         reject("nonce-mismatch", "answer does not echo our nonce")
       end
-      at = stmt["answered_at"]
-      reject("malformed", "answered_at must be an integer") unless at.is_a?(Integer)
       if exp.now && (exp.now - at).abs > (exp.max_skew || DEFAULT_MAX_SKEW)
         reject("stale", "answer time is #{exp.now - at} s from now (max skew #{exp.max_skew} s)")
       end

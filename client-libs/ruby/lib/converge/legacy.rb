@@ -10,8 +10,8 @@ module Converge
   # A split HTTP/1.x response; header names lower-cased, repeated headers joined by ", ".
   HttpResponse = Struct.new(:status, :headers, :body, keyword_init: true)
 
-  # A parsed 200/409 body: the history, the signature, and the signed bytes of both recipes.
-  SignedList = Struct.new(:entries, :signature, :signed_bytes_cut, :signed_bytes_reserialised, keyword_init: true) do
+  # The history a verified 200/409 body lists.
+  SignedList = Struct.new(:entries, keyword_init: true) do
     def lists?(fp) = entries.any? { |e| e[:fingerprint] == fp }
   end
 
@@ -20,6 +20,8 @@ module Converge
     MAX_RESPONSE_BYTES = 256 * 1024
     MAX_HEADER_BYTES = 16 * 1024
     MAX_HISTORY_ENTRIES = 1000
+    SIGNATURE_MEMBER = ', "signature": "'.b
+    SIGNATURE_TAIL = %r{\A([A-Za-z0-9+/]+={0,2})"\}\z}n
     PY_SPACE = "[ \\t\\n\\r\\v\\f\\x1c\\x1d\\x1e\\x1f\\u0085\\u00a0]"
     PY_STRIP = /\A#{PY_SPACE}+|#{PY_SPACE}+\z/
 
@@ -124,28 +126,45 @@ module Converge
       raise ResponseError, "#{what} is not a decimal unix time"
     end
 
-    # Parses and checks the shape of a 200/409 body (no signature check).
-    def parse_signed_list(body, max_bytes = MAX_RESPONSE_BYTES)
-      raise ResponseError, "body larger than #{max_bytes} bytes" if body.bytesize > max_bytes
+    # Splits a 200/409 body into the signed bytes S and the signature (base64 text): the body
+    # must be S without its final }, then `, "signature": "<base64>"}` and nothing after it.
+    def split_signed_body(body, max_bytes = MAX_RESPONSE_BYTES)
+      b = body.b
+      raise ResponseError, "body larger than #{max_bytes} bytes" if b.bytesize > max_bytes
 
-      obj = PyJSON.parse(body)
-      raise ResponseError, "body is not a JSON object" unless obj.is_a?(Hash)
+      i = b.rindex(SIGNATURE_MEMBER)
+      m = i && SIGNATURE_TAIL.match(b[(i + SIGNATURE_MEMBER.bytesize)..])
+      raise ResponseError, "body does not end with the signature member" unless m
+
+      ["#{b[0, i]}}".b, m[1]]
+    end
+
+    # Checks the RSASSA-PKCS1-v1_5 SHA-1 signature (base64 text) over the signed bytes.
+    def verify_signed(signed, signature, certificate)
+      key = certificate.public_key
+      raise SignatureError, "the notary certificate does not hold an RSA key" unless key.is_a?(OpenSSL::PKey::RSA)
+
+      raw = Bundles.strict_base64(signature)
+      ok = begin
+        raw && key.verify(OpenSSL::Digest.new("SHA1"), raw, signed)
+      rescue OpenSSL::PKey::PKeyError
+        false
+      end
+      raise SignatureError, "signature does not verify against the notary's certificate" unless ok
+    end
+
+    # The history in verified signed bytes: the bounds scan, the stock parser, the shape.
+    def parse_signed_list(signed)
+      obj = StrictJSON.verified_object(signed)
+      raise ResponseError, "signed bytes are not a JSON object within the bounds" unless obj
 
       fl = obj["fingerprintList"]
       raise ResponseError, "fingerprintList missing or not a list" unless fl.is_a?(Array)
       raise ResponseError, "more than #{MAX_HISTORY_ENTRIES} history entries" if fl.length > MAX_HISTORY_ENTRIES
 
-      sig_text = obj["signature"]
-      raise ResponseError, "signature missing or not a string" unless sig_text.is_a?(String)
-
-      signature = Bundles.strict_base64(sig_text)
-      raise ResponseError, "signature is not base64" unless signature
-
       entries = fl.map do |item|
-        raise ResponseError, "history entry is not an object" unless item.is_a?(Hash)
-
-        ts = item["timestamp"]
-        raise ResponseError, "history entry has no timestamp object" unless ts.is_a?(Hash)
+        ts = item.is_a?(Hash) ? item["timestamp"] : nil
+        raise ResponseError, "history entry is not an object with a timestamp object" unless ts.is_a?(Hash)
 
         fp_text = item["fingerprint"]
         raise ResponseError, "history entry has no fingerprint" unless fp_text.is_a?(String)
@@ -157,25 +176,14 @@ module Converge
         end
         { fingerprint: fp, start: timestamp(ts["start"], "start"), finish: timestamp(ts["finish"], "finish") }
       end
-      b = body.b
-      i = b.rindex(', "signature"'.b)
-      cut = i ? "#{b[0, i]}}".b : nil
-      rest = obj.reject { |k, _| k == "signature" }
-      SignedList.new(entries: entries, signature: signature, signed_bytes_cut: cut,
-                     signed_bytes_reserialised: PyJSON.dumps(rest).b)
+      SignedList.new(entries: entries)
     end
 
-    # Checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a).
-    def verify_signed_list(s, certificate)
-      key = certificate.public_key
-      raise SignatureError, "the notary certificate does not hold an RSA key" unless key.is_a?(OpenSSL::PKey::RSA)
-
-      [s.signed_bytes_cut, s.signed_bytes_reserialised].compact.each do |msg|
-        return true if key.verify(OpenSSL::Digest.new("SHA1"), s.signature, msg)
-      rescue OpenSSL::PKey::PKeyError
-        next
-      end
-      raise SignatureError, "signature does not verify against the notary's certificate"
+    # Reads a 200/409 body: framing, signature, bounds, parse and shape, in that order.
+    def read_signed_body(body, certificate, max_bytes = MAX_RESPONSE_BYTES)
+      signed, signature = split_signed_body(body, max_bytes)
+      verify_signed(signed, signature, certificate)
+      parse_signed_list(signed)
     end
 
     def failure_of(err, status) = Outcome.new(vote: "failure", kind: err.kind, status: status, detail: err.detail)
@@ -185,8 +193,7 @@ module Converge
       case status
       when 200, 409
         begin
-          signed = parse_signed_list(body, max_bytes)
-          verify_signed_list(signed, certificate)
+          signed = read_signed_body(body, certificate, max_bytes)
         rescue Error => e
           return failure_of(e, status)
         end

@@ -15,7 +15,7 @@ module Converge
   # picks. Every wait is bounded.
   module NotaryIO
     DEFINITIVE = %w[listed status-only mismatch not-listed match].freeze
-    SEVERITY = Hash.new(0).merge("signature" => 3, "response" => 3, "malformed" => 3, "non-canonical" => 3,
+    SEVERITY = Hash.new(0).merge("signature" => 3, "response" => 3, "malformed" => 3,
                                  "unknown-key" => 3, "bad-signature" => 3, "wrong-target" => 3,
                                  "nonce-mismatch" => 3, "stale" => 3, "pin" => 2).freeze
 
@@ -221,20 +221,21 @@ module Converge
       ensure
         ssl&.close
       end
-      outcome = if ext.nil?
-                  Legacy.outcome_from_http(raw, wanted, nh.certificate, o[:max_bytes]).first
-                else
-                  now = ext[:now].call.to_i
-                  begin
-                    resp = Legacy.parse_http_response(raw, o[:max_bytes])
-                    exp = Extended::Expect.new(host: target, port: port, fingerprint: asked, nonce: nonce, now: now,
-                                               max_skew: ext[:max_skew], bind_ip: true, ip: o[:ip] || "")
-                    Extended.evaluate(resp, Extended.trusted_keys(ext[:keys], now), exp)
-                  rescue Error => e
-                    Legacy.failure_of(e, nil)
-                  end
-                end
-      answer.(outcome, label)
+      exp = ext && Extended::Expect.new(host: target, port: port, fingerprint: asked, nonce: nonce, now: ext[:now].call.to_i,
+                                        max_skew: ext[:max_skew], bind_ip: true, ip: o[:ip] || "")
+      answer.(read_answer(raw, nh, wanted, o[:max_bytes], ext, exp), label)
+    end
+
+    # The one parse boundary of a notary's answer: whatever its bytes raise in any check
+    # (framing, base64, signature, bounds scan, parser, shape) is that notary's failure vote.
+    def read_answer(raw, nh, wanted, max_bytes, ext, exp)
+      return Legacy.outcome_from_http(raw, wanted, nh.certificate, max_bytes).first if ext.nil?
+
+      Extended.evaluate(Legacy.parse_http_response(raw, max_bytes), Extended.trusted_keys(ext[:keys], exp.now), exp)
+    rescue Error => e
+      Legacy.failure_of(e, nil)
+    rescue EncodingError, ArgumentError, TypeError, RangeError, JSON::JSONError, OpenSSL::OpenSSLError => e
+      Outcome.new(vote: "failure", kind: "response", status: nil, detail: "unreadable answer (#{e.class})")
     end
 
     def query_host(nh, target, port, wanted, o, deadline)
