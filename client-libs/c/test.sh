@@ -4,7 +4,7 @@
 # installed library (tests/install_test.sh), the conformance CLI at
 # client-libs/c/bin/converge-conformance (see clients.toml) and the shared conformance
 # runner's C cases.
-# Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, valgrind, binutils
+# Needs: a C compiler, make, pkg-config, libssl-dev, libsqlite3-dev, libjansson-dev, valgrind, binutils
 # (scripts/install-system-deps installs them).
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -15,17 +15,17 @@
 
 #define MAX_VECTOR_FILE (16 * 1024 * 1024)
 
-static void emit(cj_buf *b) {
+static void emit(cv_buf *b) {
     fwrite(b->p, 1, b->len, stdout);
     fputc('\n', stdout);
-    cj_buf_free(b);
+    cv_buf_free(b);
 }
 
 static int info(void) {
-    cj_buf b = {0};
-    cj_buf_puts(&b, "{\"language\":\"c\",\"implementation\":\"libconverge\",\"version\":\"" CONVERGE_VERSION "\",\"schemas\":[");
-    for (size_t i = 0; i < cv_schema_count(); i++) cj_buf_printf(&b, "%s\"%s\"", i ? "," : "", cv_schema(i));
-    cj_buf_puts(&b, "]}");
+    cv_buf b = {0};
+    cv_buf_puts(&b, "{\"language\":\"c\",\"implementation\":\"libconverge\",\"version\":\"" CONVERGE_VERSION "\",\"schemas\":[");
+    for (size_t i = 0; i < cv_schema_count(); i++) cv_buf_printf(&b, "%s\"%s\"", i ? "," : "", cv_schema(i));
+    cv_buf_puts(&b, "]}");
     emit(&b);
     return 0;
 }
@@ -33,47 +33,45 @@ static int info(void) {
 static int vector(const char *path) {
     char *data = NULL;
     size_t n = 0;
-    cj_buf b = {0};
+    cv_buf b = {0};
     if (cv_read_file(path, MAX_VECTOR_FILE, &data, &n) != 0) {
         free(data);
-        cj_buf_puts(&b, "{\"error\":\"usage\",\"message\":\"cannot read the vector file\"}");
+        cv_buf_puts(&b, "{\"error\":\"usage\",\"message\":\"cannot read the vector file\"}");
         emit(&b);
         return 2;
     }
-    char err[64];
-    cj_doc *doc = cj_parse(data, n, err, sizeof err);
+    json_t *root = cv_json_parse(data, n);
     free(data);
-    if (!doc || cj_root(doc)->kind != CJ_OBJECT) {
-        cj_free(doc);
-        cj_buf_puts(&b, "{\"error\":\"usage\",\"message\":\"the vector file is not a JSON object\"}");
+    if (!json_is_object(root)) {
+        json_decref(root);
+        cv_buf_puts(&b, "{\"error\":\"usage\",\"message\":\"the vector file is not a JSON object\"}");
         emit(&b);
         return 2;
     }
-    const cj_value *root = cj_root(doc);
-    if (!cv_schema_supported(cj_get(root, "schema"))) {
-        cj_free(doc);
-        cj_buf_puts(&b, "{\"error\":\"unsupported-schema\"}");
+    if (!cv_schema_supported(json_object_get(root, "schema"))) {
+        json_decref(root);
+        cv_buf_puts(&b, "{\"error\":\"unsupported-schema\"}");
         emit(&b);
         return 2;
     }
-    const cj_value *tests = cj_get(root, "tests");
-    for (size_t i = 0; tests && tests->kind == CJ_ARRAY && i < tests->n; i++) {
-        cj_buf line = {0};
-        cv_run_vector_case(root, tests->items[i], &line);
+    const json_t *tests = json_object_get(root, "tests");
+    for (size_t i = 0; i < json_array_size(tests); i++) {
+        cv_buf line = {0};
+        cv_run_vector_case(root, json_array_get(tests, i), &line);
         emit(&line);
     }
-    cj_free(doc);
+    json_decref(root);
     return 0;
 }
 
 static int check(const char *dir, const char *host, const char *port_text, const char *fp) {
-    cj_buf b = {0};
+    cv_buf b = {0};
     int port = 0;
     int digits = port_text[0] != '\0';
     for (const char *p = port_text; *p; p++)
         if (*p < '0' || *p > '9') digits = 0;
     if (!digits) {
-        cj_buf_puts(&b, "{\"error\":\"usage\",\"message\":\"PORT must be decimal\"}");
+        cv_buf_puts(&b, "{\"error\":\"usage\",\"message\":\"PORT must be decimal\"}");
         emit(&b);
         return 2;
     }
@@ -84,31 +82,31 @@ static int check(const char *dir, const char *host, const char *port_text, const
     int rc = converge_check(ctx, host, port, fp, &r);
     converge_ctx_free(ctx);
     if (rc < 0) {
-        cj_buf_printf(&b, "{\"error\":\"%s\",\"message\":", r.error_kind ? r.error_kind : "internal");
-        cj_write_string(&b, r.message, strlen(r.message));
-        cj_buf_puts(&b, "}");
+        cv_buf_printf(&b, "{\"error\":\"%s\",\"message\":", r.error_kind ? r.error_kind : "internal");
+        cv_json_string(&b, r.message, strlen(r.message));
+        cv_buf_puts(&b, "}");
         emit(&b);
         return 2;
     }
-    cj_buf_printf(&b, "{\"verdict\":%s,\"cache\":%s,\"relay\":", r.trusted ? "true" : "false",
+    cv_buf_printf(&b, "{\"verdict\":%s,\"cache\":%s,\"relay\":", r.trusted ? "true" : "false",
                   r.from_cache ? "true" : "false");
-    if (r.relay[0]) cj_write_string(&b, r.relay, strlen(r.relay));
-    else cj_buf_puts(&b, "null");
-    cj_buf_puts(&b, ",\"notaries\":[");
+    if (r.relay[0]) cv_json_string(&b, r.relay, strlen(r.relay));
+    else cv_buf_puts(&b, "null");
+    cv_buf_puts(&b, ",\"notaries\":[");
     for (size_t i = 0; i < r.count; i++) {
         const converge_notary_result *n = &r.notaries[i];
-        cj_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
-        cj_write_string(&b, n->name, strlen(n->name));
-        cj_buf_printf(&b, ",\"outcome\":\"%s\",\"kind\":\"%s\",\"status\":", n->outcome, n->kind);
-        if (n->status) cj_buf_printf(&b, "%d", n->status);
-        else cj_buf_puts(&b, "null");
-        cj_buf_puts(&b, ",\"protocol\":");
-        if (n->protocol) cj_buf_printf(&b, "\"%s\"", n->protocol);
-        else cj_buf_puts(&b, "null");
-        cj_buf_puts(&b, "}");
+        cv_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+        cv_json_string(&b, n->name, strlen(n->name));
+        cv_buf_printf(&b, ",\"outcome\":\"%s\",\"kind\":\"%s\",\"status\":", n->outcome, n->kind);
+        if (n->status) cv_buf_printf(&b, "%d", n->status);
+        else cv_buf_puts(&b, "null");
+        cv_buf_puts(&b, ",\"protocol\":");
+        if (n->protocol) cv_buf_printf(&b, "\"%s\"", n->protocol);
+        else cv_buf_puts(&b, "null");
+        cv_buf_puts(&b, "}");
         fprintf(stderr, "%s: %s %s %s\n", n->name, n->outcome, n->kind, n->detail);
     }
-    cj_buf_puts(&b, "]}");
+    cv_buf_puts(&b, "]}");
     emit(&b);
     return rc == CONVERGE_TRUSTED ? 0 : 1;
 }

@@ -21,29 +21,29 @@
 #define HEAD_MAX 8192
 #define RESPONSE_MAX (64 * 1024)
 
-static void emit_line(cj_buf *b) {
+static void emit_line(cv_buf *b) {
     fwrite(b->p, 1, b->len, stdout);
     fputc('\n', stdout);
-    cj_buf_free(b);
+    cv_buf_free(b);
 }
 
 /* {"connected":false,"error":kind,"message":prefix+detail}; exit status 1 */
 static int fail(const char *kind, const char *prefix, const char *detail) {
     char msg[600];
     snprintf(msg, sizeof msg, "%s%s", prefix, detail ? detail : "");
-    cj_buf b = {0};
-    cj_buf_printf(&b, "{\"connected\":false,\"error\":\"%s\",\"message\":", kind);
-    cj_write_string(&b, msg, strlen(msg));
-    cj_buf_puts(&b, "}");
+    cv_buf b = {0};
+    cv_buf_printf(&b, "{\"connected\":false,\"error\":\"%s\",\"message\":", kind);
+    cv_json_string(&b, msg, strlen(msg));
+    cv_buf_puts(&b, "}");
     emit_line(&b);
     return 1;
 }
 
 static int usage_error(const char *kind, const char *msg) {
-    cj_buf b = {0};
-    cj_buf_printf(&b, "{\"error\":\"%s\",\"message\":", kind);
-    cj_write_string(&b, msg, strlen(msg));
-    cj_buf_puts(&b, "}");
+    cv_buf b = {0};
+    cv_buf_printf(&b, "{\"error\":\"%s\",\"message\":", kind);
+    cv_json_string(&b, msg, strlen(msg));
+    cv_buf_puts(&b, "}");
     emit_line(&b);
     return 2;
 }
@@ -189,10 +189,10 @@ int cli_hook(const char *dir, int argc, char **argv) {
             body += 4;
             size_t bl = got - (size_t)(body - resp);
             if (bl > HOOK_BODY_MAX) bl = HOOK_BODY_MAX;
-            cj_buf b = {0};
-            cj_buf_printf(&b, "{\"connected\":true,\"status\":%d,\"body\":", status);
-            cj_write_string(&b, body, bl);
-            cj_buf_puts(&b, "}");
+            cv_buf b = {0};
+            cv_buf_printf(&b, "{\"connected\":true,\"status\":%d,\"body\":", status);
+            cv_json_string(&b, body, bl);
+            cv_buf_puts(&b, "}");
             emit_line(&b);
             rc = 0;
         } else {

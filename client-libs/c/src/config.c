@@ -92,44 +92,43 @@ static const char *const KNOWN[] = {"db", "userdb", "notaries-dir", "notary-agre
                                     "stand-aside", "early-return", "bounce", "bounce-port",
                                     "max-response-bytes", "extended", "extended-nonce", "max-skew"};
 
-static int number(const cj_value *raw, const char *key, double *out, double low, double high, cv_err *e) {
-    const cj_value *v = cj_get(raw, key);
+static int number(const json_t *raw, const char *key, double *out, double low, double high, cv_err *e) {
+    const json_t *v = json_object_get(raw, key);
     if (!v) return 0;
     double x;
-    if (v->kind == CJ_INT) x = v->int_ok ? (double)v->i : 1e300;
-    else if (v->kind == CJ_FLOAT) x = v->f;
+    if (json_is_number(v)) x = json_number_value(v);
     else return cv_fail(e, K_CONFIG, "%s must be a number in [%g, %g]", key, low, high);
     if (!(x >= low && x <= high)) return cv_fail(e, K_CONFIG, "%s must be a number in [%g, %g]", key, low, high);
     *out = x;
     return 0;
 }
 
-static int boolean(const cj_value *raw, const char *key, int *out, cv_err *e) {
-    const cj_value *v = cj_get(raw, key);
+static int boolean(const json_t *raw, const char *key, int *out, cv_err *e) {
+    const json_t *v = json_object_get(raw, key);
     if (!v) return 0;
-    if (v->kind != CJ_BOOL) return cv_fail(e, K_CONFIG, "%s must be true or false", key);
-    *out = v->b;
+    if (!json_is_boolean(v)) return cv_fail(e, K_CONFIG, "%s must be true or false", key);
+    *out = json_is_true(v);
     return 0;
 }
 
-static int integer(const cj_value *raw, const char *key, int64_t *out, int64_t low, int64_t high, cv_err *e) {
-    const cj_value *v = cj_get(raw, key);
+static int integer(const json_t *raw, const char *key, int64_t *out, int64_t low, int64_t high, cv_err *e) {
+    const json_t *v = json_object_get(raw, key);
     if (!v) return 0;
     int64_t x;
-    if (!cj_int(v, &x) || x < low || x > high)
+    if (!cv_jint(v, &x) || x < low || x > high)
         return cv_fail(e, K_CONFIG, "%s must be an integer %lld..%lld", key, (long long)low, (long long)high);
     *out = x;
     return 0;
 }
 
-static int path(const char *dir, const cj_value *raw, const char *key, const char *def, char *out, size_t outlen,
+static int path(const char *dir, const json_t *raw, const char *key, const char *def, char *out, size_t outlen,
                 cv_err *e) {
-    const cj_value *v = cj_get(raw, key);
+    const json_t *v = json_object_get(raw, key);
     const char *s = def;
     if (v) {
-        if (v->kind == CJ_NULL) s = NULL;
-        else if (!cj_is_str(v) || v->slen == 0 || strlen(v->s) != v->slen) return cv_fail(e, K_CONFIG, "%s must be a path", key);
-        else s = v->s;
+        if (json_is_null(v)) s = NULL;
+        else if (!cv_jcstr(v) || json_string_length(v) == 0) return cv_fail(e, K_CONFIG, "%s must be a path", key);
+        else s = json_string_value(v);
     }
     if (!s) {
         out[0] = '\0';
@@ -148,8 +147,7 @@ int cv_load_config(const char *dir, cv_config *c, cv_err *e) {
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     char file[4200];
     snprintf(file, sizeof file, "%s/converge.config", dir);
-    cj_doc *doc = NULL;
-    const cj_value *raw = NULL;
+    json_t *raw = NULL;
     struct stat st;
     if (stat(file, &st) == 0) {
         char *data = NULL;
@@ -160,27 +158,27 @@ int cv_load_config(const char *dir, cv_config *c, cv_err *e) {
             free(data);
             return cv_fail(e, K_CONFIG, "%s larger than %d bytes", file, MAX_CONFIG_BYTES);
         }
-        char perr[64];
-        doc = cj_parse(data, n, perr, sizeof perr);
+        raw = cv_json_parse(data, n);
         free(data);
-        if (!doc) return cv_fail(e, K_CONFIG, "%s is not JSON: %s", file, perr);
-        raw = cj_root(doc);
-        if (raw->kind != CJ_OBJECT) {
-            cj_free(doc);
+        if (!raw) return cv_fail(e, K_CONFIG, "%s is not JSON", file);
+        if (!json_is_object(raw)) {
+            json_decref(raw);
             return cv_fail(e, K_CONFIG, "%s must hold a JSON object", file);
         }
     }
     int rc = 0;
     if (raw) {
-        for (size_t i = 0; i < raw->n && !rc; i++) {
+        const char *name;
+        json_t *member;
+        json_object_foreach(raw, name, member) {
             int ok = 0;
             for (size_t j = 0; j < sizeof KNOWN / sizeof *KNOWN; j++)
-                if (raw->klens[i] == strlen(KNOWN[j]) && !memcmp(raw->keys[i], KNOWN[j], raw->klens[i])) ok = 1;
-            if (!ok) rc = cv_fail(e, K_CONFIG, "unknown configuration key %.60s", raw->keys[i]);
+                if (!strcmp(name, KNOWN[j])) ok = 1;
+            if (!ok && !rc) rc = cv_fail(e, K_CONFIG, "unknown configuration key %.60s", name);
         }
         int64_t bp = 4242, q = 3, mb = 256 * 1024, skew = 300;
-        const cj_value *lt = cj_get(raw, "cache-lifetime");
-        if (!rc && lt && lt->kind == CJ_NULL) c->has_lifetime = 0;
+        const json_t *lt = json_object_get(raw, "cache-lifetime");
+        if (!rc && json_is_null(lt)) c->has_lifetime = 0;
         else if (!rc) rc = number(raw, "cache-lifetime", &c->cache_lifetime, 0, 10.0 * 365 * 86400, e);
         if (!rc) rc = integer(raw, "bounce-port", &bp, 1, 65535, e);
         if (!rc) rc = integer(raw, "quorum", &q, 1, 16, e);
@@ -190,18 +188,18 @@ int cv_load_config(const char *dir, cv_config *c, cv_err *e) {
         c->quorum = (int)q;
         c->max_response_bytes = (long)mb;
         c->max_skew = skew;
-        const cj_value *ext = cj_get(raw, "extended");
+        const json_t *ext = json_object_get(raw, "extended");
         if (!rc && ext) {
-            if (cj_str_eq(ext, "off")) c->extended = EXT_OFF;
-            else if (cj_str_eq(ext, "prefer")) c->extended = EXT_PREFER;
-            else if (cj_str_eq(ext, "fallback")) c->extended = EXT_FALLBACK;
-            else if (cj_str_eq(ext, "require")) c->extended = EXT_REQUIRE;
+            if (cv_jstr_eq(ext, "off")) c->extended = EXT_OFF;
+            else if (cv_jstr_eq(ext, "prefer")) c->extended = EXT_PREFER;
+            else if (cv_jstr_eq(ext, "fallback")) c->extended = EXT_FALLBACK;
+            else if (cv_jstr_eq(ext, "require")) c->extended = EXT_REQUIRE;
             else rc = cv_fail(e, K_CONFIG, "extended must be one of off, prefer, fallback, require");
         }
-        const cj_value *ag = cj_get(raw, "notary-agreement");
+        const json_t *ag = json_object_get(raw, "notary-agreement");
         if (!rc && ag) {
-            if (!cj_is_str(ag)) rc = cv_fail(e, K_CONFIG, "notary-agreement must be a string");
-            else if (!(c->agreement = cv_parse_policy(ag->s, ag->slen)))
+            if (!json_is_string(ag)) rc = cv_fail(e, K_CONFIG, "notary-agreement must be a string");
+            else if (!(c->agreement = cv_parse_policy(json_string_value(ag), json_string_length(ag))))
                 rc = cv_fail(e, K_CONFIG, "notary-agreement must be consensus, majority or minority");
         }
         if (!rc) rc = number(raw, "connect-timeout", &c->connect_timeout, 0.01, 600, e);
@@ -215,7 +213,7 @@ int cv_load_config(const char *dir, cv_config *c, cv_err *e) {
     if (!rc) rc = path(dir, raw, "db", "cache.sqlite3", c->db, sizeof c->db, e);
     if (!rc) rc = path(dir, raw, "userdb", NULL, c->userdb, sizeof c->userdb, e);
     if (!rc) rc = path(dir, raw, "notaries-dir", ".", c->notaries_dir, sizeof c->notaries_dir, e);
-    cj_free(doc);
+    json_decref(raw);
     return rc;
 }
 

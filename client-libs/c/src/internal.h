@@ -1,5 +1,8 @@
-/* Internal interfaces of libconverge: pure rules (core.c), cache (cache.c), network
- * (net.c) and orchestration (client.c). */
+/* Internal interfaces of libconverge. Pure rules, one file per concern: fingerprint.c
+ * (fingerprints, targets), http.c (requests, HTTP framing, votes), legacy.c, extended.c,
+ * bundle.c, policy.c (consensus, cache rule), json.c (the stock parser, the bounds scan);
+ * then cache.c (SQLite), config.c (files), net.c (network) and client.c (orchestration,
+ * OpenSSL hooks). */
 #ifndef CONVERGE_INTERNAL_H
 #define CONVERGE_INTERNAL_H
 
@@ -8,7 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cjson.h"
+#include <jansson.h>
+
 #include "converge.h"
 
 /* error kinds (stable words shared with the vectors) */
@@ -19,6 +23,33 @@
 #define K_CACHE_IO "cache-io"
 #define K_RESPONSE "response"
 #define K_SIGNATURE "signature"
+
+/* ---------------------------------------------------------------- JSON (json.c) */
+/* the bounds scan over signed bytes: at most CV_MAX_LEVELS open levels, integers of at most
+ * CV_MAX_DIGITS digits and no other number; 0 passes */
+#define CV_MAX_LEVELS 32
+#define CV_MAX_DIGITS 15
+int cv_bounds_scan(const char *p, size_t n);
+/* jansson, strict (NULL on any error); the caller owns the value (json_decref) */
+json_t *cv_json_parse(const char *data, size_t n);
+/* the bounds scan, then the parser; an object or NULL */
+json_t *cv_json_parse_signed(const char *data, size_t n);
+int cv_jstr_eq(const json_t *v, const char *text); /* a string of exactly these bytes */
+int cv_jint(const json_t *v, int64_t *out);        /* an integer (not a bool, not a real) */
+int cv_jcstr(const json_t *v);                     /* a string without NUL */
+
+/* growable byte buffer */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} cv_buf;
+void cv_buf_put(cv_buf *b, const void *data, size_t n);
+void cv_buf_puts(cv_buf *b, const char *s);
+void cv_buf_printf(cv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cv_buf_free(cv_buf *b);
+/* a JSON string literal of bytes (UTF-8 kept; other bytes as \u00XX) */
+void cv_json_string(cv_buf *b, const char *s, size_t n);
 
 typedef struct {
     char kind[24]; /* "" = no error */
@@ -40,6 +71,7 @@ const char *cv_fp_alg(const cv_fp *fp);
 int cv_fp_eq(const cv_fp *a, const cv_fp *b);
 
 /* ---------------------------------------------------------------- targets, requests */
+int cv_host_re(const char *s);
 int cv_check_target(const char *host, long port, cv_err *e);
 int cv_check_ip(const char *ip, char out[64], cv_err *e);
 void cv_expected_host(const char *host, char *out, size_t outlen);
@@ -60,6 +92,9 @@ typedef struct {
 } cv_http;
 int cv_parse_http(const char *raw, size_t n, size_t max_bytes, cv_http *out, cv_err *e);
 void cv_http_free(cv_http *h);
+/* Python's str.strip() bounds for Latin-1 (isspace) */
+int cv_py_space(unsigned char c);
+void cv_trim(const char **s, const char **end);
 
 /* ---------------------------------------------------------------- votes */
 enum { V_SUCCESS = 1, V_FAILURE, V_UNREACHABLE, V_SKIPPED };
@@ -71,21 +106,25 @@ typedef struct {
     const char *protocol; /* NULL: no answer */
     char detail[200];
 } cv_outcome;
+void cv_set_outcome(cv_outcome *o, int vote, const char *kind, int status, const char *protocol, const char *detail);
+const char *cv_intern_kind(const char *k);
+/* frame one notary response: 0 (its Cache-Status handed to *cache_status when not NULL), or
+ * -1 with the failure vote set in o */
+int cv_frame_answer(const char *raw, size_t n, size_t max_bytes, const char *protocol, cv_http *h, cv_outcome *o,
+                    char **cache_status);
 
 /* ---------------------------------------------------------------- legacy signed lists */
 #define MAX_HISTORY_ENTRIES 1000
 typedef struct {
-    cv_fp *fps;
+    cv_fp *fps;     /* the SHA-1 fingerprints of the signed list */
     size_t n;
-    unsigned char *sig;
-    size_t sig_len;
-    cj_buf cut;     /* recipe (b); len 0 and p NULL when absent */
-    int has_cut;
-    cj_buf reser;   /* recipe (a) */
+    char *signed_bytes; /* S: what the signature covers, and all that was parsed */
+    size_t signed_len;
 } cv_signed_list;
-int cv_parse_signed_list(const char *body, size_t n, size_t max_bytes, cv_signed_list *out, cv_err *e);
+/* docs/wire-format.md, "Verifying a legacy answer": the body's shape, RSA/SHA-1 over S,
+ * the bounds scan, the stock parse of S and its shape; errors of kind response/signature */
+int cv_legacy_verify(const char *body, size_t n, EVP_PKEY *key, cv_signed_list *out, cv_err *e);
 void cv_signed_list_free(cv_signed_list *s);
-int cv_verify_signed_list(const cv_signed_list *s, EVP_PKEY *key, cv_err *e);
 /* one response (read to EOF) to a vote */
 void cv_legacy_outcome(const char *raw, size_t n, const cv_fp *wanted, size_t nwanted, EVP_PKEY *key,
                        size_t max_bytes, cv_outcome *out, char **cache_status);
@@ -102,7 +141,9 @@ typedef struct {
     int retired;
     int64_t valid_until;
 } cv_key;
-int cv_parse_signing_keys(const cj_value *v, cv_key *keys, size_t *n, cv_err *e);
+int cv_parse_signing_keys(const json_t *v, cv_key *keys, size_t *n, cv_err *e);
+/* the value of a base64 digit (url: the RFC 4648 section 5 alphabet), -1 when not one */
+int cv_b64_digit(char c, int url);
 int cv_b64url_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen);
 void cv_b64url_encode(const unsigned char *d, size_t n, char *out);
 typedef struct {

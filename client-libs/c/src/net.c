@@ -170,14 +170,14 @@ static int open_via_relay(const cv_query *q, const cv_host **dest, io_err *e) {
             if (e->io == IO_CANCEL || e->io == IO_TIMEOUT) return -1;
             continue;
         }
-        cj_buf h = {0};
-        cj_buf_printf(&h, "CONNECT %s:%d HTTP/1.1\r\nHost: %s\r\n", nb->hosts[0].host, q->bounce_port, nb->hosts[0].host);
+        cv_buf h = {0};
+        cv_buf_printf(&h, "CONNECT %s:%d HTTP/1.1\r\nHost: %s\r\n", nb->hosts[0].host, q->bounce_port, nb->hosts[0].host);
         for (size_t i = 1; i < nb->nhosts; i++)
-            cj_buf_printf(&h, "X-Convergence-Notary: %s+%d\r\n", nb->hosts[i].host, q->bounce_port);
-        cj_buf_puts(&h, "\r\n");
+            cv_buf_printf(&h, "X-Convergence-Notary: %s+%d\r\n", nb->hosts[i].host, q->bounce_port);
+        cv_buf_puts(&h, "\r\n");
         int rc = h.oom ? io_fail(e, IO_UNREACHABLE, "out of memory%s", "")
                        : raw_send(fd, h.p, h.len, q->connect_deadline, q->cancel_fd, e);
-        cj_buf_free(&h);
+        cv_buf_free(&h);
         char head[MAX_RELAY_HEAD + 1];
         size_t hl = 0;
         while (!rc) {

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal.h"
+
 typedef struct {
     EVP_PKEY *key;
     X509 *cert;
@@ -115,23 +117,6 @@ typedef struct {
     char pub_b64[64];
 } ed_key;
 
-static void b64url(const unsigned char *d, size_t n, char *out) {
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t k = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        acc = (acc << 8) | d[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[k++] = A[(acc >> bits) & 63];
-        }
-    }
-    if (bits) out[k++] = A[(acc << (6 - bits)) & 63];
-    out[k] = '\0';
-}
-
 __attribute__((unused)) static int make_ed_key(ed_key *k) {
     memset(k, 0, sizeof *k);
     k->key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
@@ -140,7 +125,7 @@ __attribute__((unused)) static int make_ed_key(ed_key *k) {
     unsigned char h[32];
     SHA256(k->pub, 32, h);
     for (int i = 0; i < 8; i++) sprintf(k->key_id + 2 * i, "%02x", h[i]);
-    b64url(k->pub, 32, k->pub_b64);
+    cv_b64url_encode(k->pub, 32, k->pub_b64);
     return 0;
 }
 
@@ -192,7 +177,7 @@ static char *ext_response(const ext_behaviour *b, const char *req) {
     EVP_DigestSign(md, sig, &sl, (const unsigned char *)stmt, strlen(stmt));
     EVP_MD_CTX_free(md);
     char sb64[100];
-    b64url(sig, sl, sb64);
+    cv_b64url_encode(sig, sl, sb64);
     char body[3000];
     snprintf(body, sizeof body, "{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"%s\",\"value\":\"%s\"},\"statement\":%s}",
              b->key->key_id, sb64, stmt);
