@@ -47,6 +47,7 @@ import shutil
 import socket
 import socketserver
 import ssl
+import struct
 import subprocess
 import threading
 import time
@@ -229,6 +230,8 @@ class HookScene:
     good_proxy: ConnectProxy
     evil_proxy: ConnectProxy
     hanging_port: int
+    switching_proxy: ConnectProxy
+    reset_port: int
 
 
 @dataclass
@@ -534,8 +537,21 @@ def _hook_scene(
     servers.append(hanging)
     proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.1"}).start())
     proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.2"}).start())
-    return HookScene(port, ca_file, genuine, forged, proxies[-2], proxies[-1],
-                     int(hanging.server_address[1]))
+    proxies.append(
+        ConnectProxy({HOOK_HOST: "127.0.0.1"}, later_routes={HOOK_HOST: "127.0.0.2"}).start()
+    )
+    reset_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(HOOK_HOST, "127.0.0.1").configure_cert(reset_ctx)
+    reset = _tls_server(("127.0.0.1", 0), reset_ctx, _reset_after_handshake)
+    servers.append(reset)
+    return HookScene(port, ca_file, genuine, forged, proxies[-3], proxies[-2],
+                     int(hanging.server_address[1]), proxies[-1], int(reset.server_address[1]))
+
+
+def _reset_after_handshake(s: ssl.SSLSocket) -> None:
+    """Hold the connection while the client asks its notaries, then reset it (RST)."""
+    time.sleep(0.5)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 class _Hang(socketserver.BaseRequestHandler):

@@ -3,7 +3,9 @@ Python client's).
 
 ``CONNECT host:port`` opens a tunnel to ``routes.get(host, host):port``: a test routes a
 name to the genuine server or to a forged one (a TLS-inspecting proxy, or a man-in-the-middle
-with a mis-issued certificate). Every CONNECT target is recorded in ``connects``; any other
+with a mis-issued certificate). With ``later_routes``, every CONNECT after the first uses
+those instead: an attacker who relays the connection a client checks to the genuine server
+and the next one to his own. Every CONNECT target is recorded in ``connects``; any other
 method gets 405. Tunnels are bounded in time (``idle_timeout`` without traffic) and bytes.
 
     python connect_proxy.py [--route NAME=ADDR ...]    # prints its port, serves until killed
@@ -36,6 +38,7 @@ class ConnectProxy:
     idle_timeout: float = 30.0
     connects: list[tuple[str, int]] = field(default_factory=list)
     port: int = 0
+    later_routes: dict[str, str] | None = None
 
     def start(self) -> ConnectProxy:
         proxy = self
@@ -81,8 +84,11 @@ class ConnectProxy:
             client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
             return
         self.connects.append((host, port))
+        routes = self.routes
+        if self.later_routes is not None and len(self.connects) > 1:
+            routes = self.later_routes
         try:
-            upstream = socket.create_connection((self.routes.get(host, host), port), timeout=10)
+            upstream = socket.create_connection((routes.get(host, host), port), timeout=10)
         except OSError:
             client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
             return

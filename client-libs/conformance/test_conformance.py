@@ -4,6 +4,7 @@ same vector files. See CLIENT-CLI.md. Expected failures are strict: one that pas
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -476,13 +477,16 @@ class HookCase:
     id: str
     comment: str
     notaries: tuple[str, ...]
-    proxy: str | None  # None (direct), "good" or "evil"
+    proxy: str | None  # None (direct), "good", "evil" or "switching"
     host: str
     connected: bool
     body: str | None = None
     error: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     within: float | None = None  # seconds: the answer must come before this
+    server: str = "genuine"  # "reset": the server that resets during the check
+    errors: tuple[str, ...] = ()  # other acceptable errors besides ``error``
+    refusal_ok: bool = False  # a refusal ("untrusted", nothing written) passes too
 
 
 HOOK_CASES = [
@@ -513,6 +517,18 @@ HOOK_CASES = [
              settings={"connect-timeout": 2, "notary-timeout": 2, "total-timeout": 3,
                        "notary-agreement": "consensus", "stand-aside": True},
              within=3 + 5),
+    HookCase("hook-check-then-use", "the attacker's proxy tunnels the first connection to the "
+             "genuine server and every later one to his forged server: the response must come "
+             "over the connection that was checked (or the hook refuses); the forged server never "
+             "gets a request", ("Org A", "Org B", "Org C"), "switching", HOOK_HOST, True,
+             body="genuine", refusal_ok=True),
+    HookCase("hook-reset-during-check", "the server resets the connection while the notaries "
+             "are asked (one answers, one hangs until its timeout): a clean refusal, the CLI "
+             "neither crashes nor hangs", ("Org A", "Org Hanging"), None, "127.0.0.1", False,
+             error="io", errors=("untrusted",), server="reset",
+             settings={"connect-timeout": 2, "notary-timeout": 2, "total-timeout": 3,
+                       "notary-agreement": "consensus", "stand-aside": True},
+             within=3 + 5),
 ]
 
 
@@ -520,15 +536,25 @@ def _run_hook(client: ClientCli, env: Environment, case: HookCase, cfg: Path) ->
     scene = env.hook
     assert scene is not None
     args = ["hook", "--config-dir", str(cfg), "--ca-file", str(scene.ca_file)]
-    proxy = {"good": scene.good_proxy, "evil": scene.evil_proxy}.get(case.proxy or "")
+    proxy = {"good": scene.good_proxy, "evil": scene.evil_proxy,
+             "switching": scene.switching_proxy}.get(case.proxy or "")
     if proxy is not None:
         args += ["--proxy", proxy.url]
     heads_before = (len(scene.genuine.heads), len(scene.forged.heads))
+    if case.proxy == "switching":
+        scene.switching_proxy.connects.clear()  # its first CONNECT goes to the genuine server
     connects_before = len(proxy.connects) if proxy else 0
+    port = scene.reset_port if case.server == "reset" else scene.port
     t0 = time.monotonic()
-    code, lines, stderr = client.run(*args, case.host, str(scene.port))
+    code, lines, stderr = client.run(*args, case.host, str(port))
     took = time.monotonic() - t0
-    problems = []
+    problems: list[str] = []
+    if case.refusal_ok and code == 1 and lines and lines[0].get("error") == "untrusted":
+        if len(scene.forged.heads) != heads_before[1]:
+            problems.append("the request was written to the forged server")
+        return problems
+    if len(scene.forged.heads) != heads_before[1] and case.body == "genuine":
+        problems.append("a request was written to the forged server")
     want_exit = 0 if case.connected else 1
     if code != want_exit:
         problems.append(f"exit {code}, expected {want_exit} (stderr: {stderr[-300:]})")
@@ -539,11 +565,11 @@ def _run_hook(client: ClientCli, env: Environment, case: HookCase, cfg: Path) ->
         problems.append(f"connected {out.get('connected')!r}, expected {case.connected}: {out}")
     if case.body is not None and out.get("body") != case.body:
         problems.append(f"body {out.get('body')!r}, expected {case.body!r}")
-    if case.error is not None and out.get("error") != case.error:
+    if case.error is not None and out.get("error") not in (case.error, *case.errors):
         problems.append(f"error {out.get('error')!r}, expected {case.error!r}: {out}")
     if case.within is not None and took > case.within:
         problems.append(f"answered after {took:.1f} s, expected within {case.within:g} s")
-    if proxy is not None and proxy.connects[connects_before:][:1] != [(case.host, scene.port)]:
+    if proxy is not None and proxy.connects[connects_before:][:1] != [(case.host, port)]:
         problems.append(f"the proxy saw {proxy.connects[connects_before:]}, expected "
                         f"CONNECT {case.host}:{scene.port}")
     if not case.connected:
@@ -566,6 +592,21 @@ def test_hook(client: ClientCli, case: HookCase, env: Environment, tmp_path: Pat
     cfg = make_config_dir(tmp_path / "cfg", env, list(case.notaries),
                           {"cache-lifetime": 0, **case.settings})
     _strict(client, f"hook:{case.id}", _run_hook(client, env, case, cfg))
+
+
+@pytest.mark.parametrize("mode,case_id", [("check-then-use", "hook-check-then-use"),
+                                          ("crash", "hook-reset-during-check")])
+def test_hook_cases_catch_an_unsafe_hook(
+    mode: str, case_id: str, env: Environment, tmp_path: Path
+) -> None:
+    """The must-fail twins: a hook that checks one connection and uses another, and one that
+    crashes on a reset, are caught by the cases above."""
+    (case,) = [c for c in HOOK_CASES if c.id == case_id]
+    unsafe = ClientCli("unsafe", [sys.executable, str(Path(__file__).with_name(
+        "unsafe_hook.py")), mode], set())
+    cfg = make_config_dir(tmp_path / "cfg", env, list(case.notaries),
+                          {"cache-lifetime": 0, **case.settings})
+    assert _run_hook(unsafe, env, case, cfg), f"{mode} was not caught by {case_id}"
 
 
 # canonical-json.json pins the notary's signer; clients verify bytes and never re-serialise
