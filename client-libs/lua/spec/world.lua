@@ -14,7 +14,11 @@ World.ROOT = here .. "/../../.."
 
 local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
-function World.new(...)
+--- fake_world.py with `...` as its arguments.
+function World.new(...) return World.script("client-libs/conformance/fake_world.py", ...) end
+
+--- Another world script (a path under the repository) with `...` as its arguments.
+function World.script(script, ...)
   local dir = os.tmpname()
   os.remove(dir)
   assert(lfs.mkdir(dir))
@@ -22,18 +26,18 @@ function World.new(...)
   assert(os.execute("mkfifo " .. quote(fifo)))
   local args = {}
   for i, a in ipairs({ ... }) do args[i] = quote(a) end
-  local cmd = quote(World.ROOT .. "/.venv/bin/python") .. " " .. quote(World.ROOT .. "/client-libs/conformance/fake_world.py")
+  local cmd = quote(World.ROOT .. "/.venv/bin/python") .. " " .. quote(World.ROOT .. "/" .. script)
     .. " " .. table.concat(args, " ") .. " > " .. quote(fifo)
   local self = setmetatable({ dir = dir, input = assert(io.popen(cmd, "w")) }, World)
   self.output = assert(io.open(fifo, "r"))
-  self.info = cjson.decode((assert(self.output:read("l"), "fake_world.py did not start")))
+  self.info = cjson.decode((assert(self.output:read("l"), script .. " did not start")))
   return self
 end
 
 function World:ask(command)
   self.input:write(command, "\n")
   self.input:flush()
-  return cjson.decode((assert(self.output:read("l"), "fake_world.py did not answer " .. command)))
+  return cjson.decode((assert(self.output:read("l"), "the world did not answer " .. command)))
 end
 
 function World:stop()
