@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from notary.errors import BadInput as NotaryBadInput
 
@@ -47,12 +48,6 @@ def _ext_request(data: bytes) -> object:
     from notary.core.extended import parse_request
 
     return parse_request(data)
-
-
-def _ext_answer(data: bytes) -> object:
-    from notary.core.extended import verify_answer
-
-    return verify_answer(data, {})
 
 
 def _legacy_body(data: bytes) -> object:
@@ -153,16 +148,29 @@ def _client_config_file(data: bytes) -> object:
 
 
 def _client_response(data: bytes) -> object:
-    from converge.legacy import parse_http_response, parse_signed_list
+    from converge.legacy import parse_http_response, verify_body
 
     resp = parse_http_response(data)
-    return parse_signed_list(resp.body)
+    return verify_body(resp.body, _client_key())
 
 
 def _client_body(data: bytes) -> object:
-    from converge.legacy import parse_signed_list
+    """A legacy body's framing, then the input as signed bytes whose signature verified."""
+    from converge.errors import BadInput
+    from converge.legacy import parse_signed, split_body
 
-    return parse_signed_list(data)
+    with contextlib.suppress(BadInput):
+        split_body(data)
+    return parse_signed(data)
+
+
+def _client_answer(data: bytes) -> object:
+    """An extended answer, then the input as a statement whose signature verified."""
+    from converge.extended import AnswerRejected, parse_statement, verify_answer
+
+    with contextlib.suppress(AnswerRejected):
+        verify_answer(data, {"980c6b60ee6bd9a8": _client_ed25519_key()})
+    return parse_statement("980c6b60ee6bd9a8", data)
 
 
 def _client_outcome(data: bytes) -> object:
@@ -174,6 +182,15 @@ def _client_outcome(data: bytes) -> object:
 
 
 _KEY: list[object] = []
+_ED25519: list[Any] = []
+
+
+def _client_ed25519_key() -> Any:
+    if not _ED25519:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        _ED25519.append(Ed25519PrivateKey.from_private_bytes(bytes(32)).public_key())
+    return _ED25519[0]
 
 
 def _client_key() -> object:
@@ -254,7 +271,6 @@ PARSERS: dict[str, tuple[Parser, Callable[[], type[Exception]], str]] = {
     "notary fingerprint": (_fingerprint, lambda: NotaryBadInput, "text"),
     "notary form body": (_form, lambda: NotaryBadInput, "form"),
     "notary extended request": (_ext_request, lambda: NotaryBadInput, "json"),
-    "notary extended answer": (_ext_answer, lambda: NotaryBadInput, "json"),
     "notary legacy body": (_legacy_body, lambda: NotaryBadInput, "json"),
     "relay CONNECT head": (_relay_head, lambda: NotaryBadInput, "head"),
     "notary hosts file": (_hosts_file, lambda: NotaryBadInput, "text"),
@@ -267,6 +283,7 @@ PARSERS: dict[str, tuple[Parser, Callable[[], type[Exception]], str]] = {
     "client config file": (_client_config_file, _client_errors, "json"),
     "client notary HTTP response": (_client_response, _client_errors, "http"),
     "client notary body": (_client_body, _client_errors, "json"),
+    "client extended answer": (_client_answer, _client_errors, "json"),
     "client notary vote": (_client_outcome, _client_errors, "http"),
     "CA verifier (leaf extension bytes)": (_ca_verify, lambda: _NeverRaised, "der"),
     "replay flow CSV file": (_flow_csv, _replay_errors, "csv"),

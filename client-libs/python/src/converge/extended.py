@@ -8,15 +8,21 @@ Rules (see ``docs/wire-format.md``, "Extended: converge-answer/1"):
   ``current`` or ``retired``; a retired key has ``valid_until``, unix seconds).
 * Request: ``POST /v2/answer`` with a JSON body ``{"host", "port", "fingerprint", "alg",
   "ip"?, "nonce"?}``; the nonce is unpadded base64url of 8-64 random bytes.
-* Answer: canonical JSON (RFC 8785) ``{"statement": {...}, "signature": {"alg": "ed25519",
-  "key_id", "value"}}``; the signature is Ed25519 over the canonical bytes of ``statement``.
-* Verification, in this order, each failure named by its ``kind`` (the names of the test
-  vectors): ``malformed`` / ``non-canonical`` (shape, canonical bytes), ``malformed`` (type,
-  alg, key ids), ``unknown-key`` (not a trusted key of the bundle; a retired key only while
-  ``now <= valid_until``), ``bad-signature``, ``wrong-target`` (host/port; the address
-  asked to probe -- none unless the caller named one; the fingerprint asked about when the
-  caller names it), ``nonce-mismatch``, ``stale``
-  (``|now - answered_at| > max_skew``).
+* Answer: canonical JSON (RFC 8785) ``{"signature": {"alg": "ed25519", "key_id", "value"},
+  "statement": {...}}``; the signature is Ed25519 over the statement's bytes ``T``. The body
+  always begins with the fixed ASCII prefix ``{"signature":{"alg":"ed25519","key_id":"<K>",
+  "value":"<V>"},"statement":`` and ends with ``}``; ``T`` is what lies between. The client
+  never re-serialises: it verifies ``T`` as received and parses ``T`` alone.
+* Verification (``docs/wire-format.md``, "Verifying"), in this order, each failure named by
+  its ``kind`` (the names of the test vectors): ``malformed`` (size, prefix, final ``}``),
+  ``unknown-key`` (``K`` is not a trusted key of the bundle; a retired key only while
+  ``now <= valid_until``), ``bad-signature`` (``V`` is not unpadded base64url of 64 bytes
+  verifying over ``T``), ``malformed`` (the bounds scan and the strict ``json`` parse of
+  ``T``; the statement's ``type``, ``key_id`` = ``K``, ``verdict``, ``target`` object,
+  integer ``answered_at``), ``wrong-target`` (host/port; the address asked to probe -- none
+  unless the caller named one; the fingerprint asked about when the caller names it),
+  ``nonce-mismatch``, ``stale`` (``|now - answered_at| > max_skew``). Any error the bytes
+  can cause on the way is one of these kinds, never another exception.
 * Votes: ``match`` = success, ``mismatch`` = failure, ``unreachable`` = unreachable (stands
   aside like any unreachable notary), ``refused`` = unreachable (the notary declined to look
   at the target under its address policy: it says nothing about the certificate). A verified
@@ -30,6 +36,7 @@ import base64
 import hashlib
 import ipaddress
 import json
+import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from .errors import BadInput, BundleError, ResponseError
 from .fingerprint import Fingerprint
 from .legacy import HttpResponse, Vote, check_ip, check_target, parse_http_response
+from .signedjson import loads_verified
 
 FORMAT = "converge-answer/1"
 MEDIA_TYPE = "application/vnd.converge.answer+json"
@@ -51,10 +59,15 @@ NONCE_MIN, NONCE_MAX = 8, 64
 DEFAULT_NONCE_BYTES = 16
 DEFAULT_MAX_SKEW = 300
 MAX_SAFE_INT = 2**53 - 1
+# the fixed beginning of every answer: key id K and signature V are printable ASCII
+# without '"' or '\\'; the statement's bytes T follow, then a final '}'
+_PREFIX = re.compile(
+    rb'\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)",'
+    rb'"value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":'
+)
 VERDICTS = ("match", "mismatch", "unreachable", "refused")
 FAILURE_KINDS = (
     "malformed",
-    "non-canonical",
     "unknown-key",
     "bad-signature",
     "wrong-target",
@@ -95,61 +108,6 @@ def unb64url(text: object) -> bytes:
 
 
 _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-
-
-class CanonicalError(ValueError):
-    """A value outside what canonical JSON of this format can express."""
-
-
-def _check(value: Any, depth: int = 0) -> None:
-    """Refuse what RFC 8785 serialisation below would get wrong or the format excludes."""
-    if depth > 16:
-        raise CanonicalError("nested too deeply")
-    if value is None or isinstance(value, bool | str):
-        return
-    if isinstance(value, int):
-        if abs(value) > MAX_SAFE_INT:
-            raise CanonicalError("integer outside the interoperable range")
-        return
-    if isinstance(value, list):
-        for item in value:
-            _check(item, depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str) or not key.isascii():
-                raise CanonicalError("keys must be ASCII strings")
-            _check(item, depth + 1)
-        return
-    raise CanonicalError(f"cannot encode {type(value).__name__} (the format has no floats)")
-
-
-def canonical_json(value: Any) -> bytes:
-    """RFC 8785 bytes of ``value`` (objects with ASCII keys, arrays, strings, booleans, null,
-    integers of magnitude below 2**53). Raises :class:`CanonicalError` otherwise.
-
-    For that subset RFC 8785 is exactly ``json.dumps`` with sorted keys (ASCII keys: code
-    point order equals UTF-16 order), no white space, UTF-8 output, and only ``"``, ``\\``
-    and control characters escaped (short forms, else lower-case ``\\u00xx``), which is
-    what the standard library's encoder writes; integers are their shortest decimal form.
-    """
-    return _canonical(value, 0)
-
-
-def _canonical(value: Any, depth: int) -> bytes:
-    _check(value, depth)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as e:  # a lone surrogate has no UTF-8 form
-        raise CanonicalError("string is not valid Unicode") from e
-
-
-def is_canonical(raw: bytes) -> bool:
-    try:
-        return canonical_json(json.loads(raw)) == raw
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return False
 
 
 # ---------------------------------------------------------------------------- keys
@@ -311,6 +269,39 @@ class VerifiedAnswer:
     raw: bytes
 
 
+def split_answer(raw: bytes) -> tuple[str, str, bytes]:
+    """``(K, V, T)`` of an answer: the fixed prefix with key id ``K`` and signature ``V``,
+    the statement bytes ``T``, a final ``}``. :class:`AnswerRejected` ``malformed`` else."""
+    if len(raw) > MAX_ANSWER:
+        raise AnswerRejected("malformed", f"answer larger than {MAX_ANSWER} bytes")
+    m = _PREFIX.match(raw)
+    if m is None or not raw.endswith(b"}") or len(raw) < m.end() + 1:
+        raise AnswerRejected("malformed", "answer does not have the canonical answer shape")
+    return m.group(1).decode("ascii"), m.group(2).decode("ascii"), raw[m.end() : -1]
+
+
+def parse_statement(kid: str, signed: bytes) -> tuple[dict[str, Any], str]:
+    """Steps 4-5: the bounds scan, the strict parse and the shape of statement bytes ``T``
+    signed under key id ``kid``; :class:`AnswerRejected` ``malformed`` else. Call it on bytes
+    whose signature verified."""
+    try:
+        stmt = loads_verified(signed)
+    except (ValueError, RecursionError) as e:
+        raise AnswerRejected("malformed", f"statement is not bounded strict JSON: {e}") from e
+    if not isinstance(stmt, dict) or stmt.get("type") != FORMAT:
+        raise AnswerRejected("malformed", f"not a {FORMAT} statement")
+    if stmt.get("key_id") != kid:
+        raise AnswerRejected("malformed", "key ids of statement and signature differ")
+    verdict = stmt.get("verdict")
+    if verdict not in VERDICTS or not isinstance(stmt.get("target"), dict):
+        raise AnswerRejected("malformed", "statement lacks a verdict or target")
+    answered_at = stmt.get("answered_at")
+    if not isinstance(answered_at, int) or isinstance(answered_at, bool):
+        raise AnswerRejected("malformed", "answered_at must be an integer")
+    assert isinstance(verdict, str)
+    return stmt, verdict
+
+
 def verify_answer(
     raw: bytes,
     keys: Mapping[str, Ed25519PublicKey],
@@ -324,7 +315,8 @@ def verify_answer(
     ip: str | None = None,
     bind_ip: bool = False,
 ) -> VerifiedAnswer:
-    """Check an answer in the documented order; raise :class:`AnswerRejected`.
+    """Check an answer in the documented order; raise :class:`AnswerRejected` and nothing
+    else, whatever the bytes (the one parse boundary of an extended answer).
 
     ``keys``: the trusted keys (see :func:`trusted_keys`). Expectations left ``None`` are not
     checked (an offline verifier may not know them). ``host`` is compared in the notary's
@@ -332,43 +324,44 @@ def verify_answer(
     be ``ip`` (``None``: the client named no address, so an answer about a probe of an
     address someone else chose is ``wrong-target``).
     """
-    if len(raw) > MAX_ANSWER:
-        raise AnswerRejected("malformed", f"answer larger than {MAX_ANSWER} bytes")
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise AnswerRejected("malformed", "answer is not JSON") from e
-    if not isinstance(doc, dict) or set(doc) != {"statement", "signature"}:
-        raise AnswerRejected("malformed", "answer must have exactly statement and signature")
-    stmt, sig = doc["statement"], doc["signature"]
-    if not isinstance(stmt, dict) or not isinstance(sig, dict):
-        raise AnswerRejected("malformed", "statement and signature must be objects")
-    try:
-        # the statement's bytes (signed) and, with the two members in key order, the
-        # whole document's canonical form; depth counted as in the whole document
-        signed = _canonical(stmt, 1)
-        canonical = b'{"signature":' + _canonical(sig, 1) + b',"statement":' + signed + b"}"
-    except CanonicalError as e:
-        raise AnswerRejected("malformed", f"answer outside canonical JSON: {e}") from e
-    if canonical != raw:
-        raise AnswerRejected("non-canonical", "answer bytes are not canonical JSON (RFC 8785)")
-    if stmt.get("type") != FORMAT or sig.get("alg") != "ed25519":
-        raise AnswerRejected("malformed", f"not a {FORMAT} answer signed with ed25519")
-    kid = sig.get("key_id")
-    if not isinstance(kid, str) or stmt.get("key_id") != kid:
-        raise AnswerRejected("malformed", "key ids of statement and signature differ")
-    pub = keys.get(kid)
-    if pub is None:
-        raise AnswerRejected("unknown-key", f"signing key {kid} is not trusted by the bundle")
-    try:
-        pub.verify(unb64url(sig.get("value")), signed)
-    except (InvalidSignature, ValueError) as e:
-        raise AnswerRejected("bad-signature", "signature does not verify") from e
-    verdict = stmt.get("verdict")
-    target = stmt.get("target")
-    if verdict not in VERDICTS or not isinstance(target, dict):
-        raise AnswerRejected("malformed", "statement lacks a verdict or target")
-    assert isinstance(verdict, str)
+        kid, value, signed = split_answer(raw)
+        pub = keys.get(kid)
+        if pub is None:
+            raise AnswerRejected("unknown-key", f"signing key {kid} is not trusted by the bundle")
+        try:
+            signature = unb64url(value)
+            if len(signature) != 64:
+                raise ValueError("an Ed25519 signature has 64 bytes")
+            pub.verify(signature, signed)
+        except (InvalidSignature, ValueError) as e:
+            raise AnswerRejected("bad-signature", "signature does not verify") from e
+        stmt, verdict = parse_statement(kid, signed)
+        _bind(stmt, host, port, fingerprint, nonce, ip, bind_ip)
+    except AnswerRejected:
+        raise
+    except (ValueError, RecursionError) as e:  # a library's own error escaping a step
+        raise AnswerRejected("malformed", f"unreadable answer: {type(e).__name__}: {e}") from e
+    answered_at = stmt["answered_at"]
+    if now is not None and abs(now - answered_at) > max_skew:
+        raise AnswerRejected(
+            "stale", f"answer time is {now - answered_at} s from now (max skew {max_skew} s)"
+        )
+    return VerifiedAnswer(stmt, verdict, kid, raw)
+
+
+def _bind(
+    stmt: dict[str, Any],
+    host: str | None,
+    port: int | None,
+    fingerprint: Fingerprint | None,
+    nonce: str | None,
+    ip: str | None,
+    bind_ip: bool,
+) -> None:
+    """Steps 6-7: the statement is about what was asked (``wrong-target``) and echoes the
+    nonce (``nonce-mismatch``)."""
+    target = stmt["target"]
     if host is not None and (
         target.get("host") != expected_host(host) or target.get("port") != port
     ):
@@ -389,14 +382,6 @@ def verify_answer(
         raise AnswerRejected("wrong-target", "answer is about another certificate fingerprint")
     if nonce is not None and (not isinstance(request, dict) or request.get("nonce") != nonce):
         raise AnswerRejected("nonce-mismatch", "answer does not echo our nonce")
-    answered_at = stmt.get("answered_at")
-    if not isinstance(answered_at, int) or isinstance(answered_at, bool):
-        raise AnswerRejected("malformed", "answered_at must be an integer")
-    if now is not None and abs(now - answered_at) > max_skew:
-        raise AnswerRejected(
-            "stale", f"answer time is {now - answered_at} s from now (max skew {max_skew} s)"
-        )
-    return VerifiedAnswer(stmt, verdict, kid, raw)
 
 
 # ---------------------------------------------------------------------------- outcome
@@ -527,24 +512,23 @@ __all__ = [
     "MEDIA_TYPE",
     "MODES",
     "AnswerRejected",
-    "CanonicalError",
     "ExtOutcome",
     "Mode",
     "SigningKey",
     "VerifiedAnswer",
     "b64url",
-    "canonical_json",
     "describe",
     "evaluate",
     "expected_host",
-    "is_canonical",
     "key_id_of",
     "new_nonce",
     "outcome_from_http",
     "parse_protocols",
     "parse_signing_keys",
+    "parse_statement",
     "request_bytes",
     "request_fingerprint",
+    "split_answer",
     "trusted_keys",
     "unb64url",
     "verify_answer",

@@ -8,11 +8,12 @@ Rules (see ``convergence-v1.md``):
 * Response framing: status line, headers, blank line, body. Chunked transfer coding is
   refused (legacy clients cannot read it); a ``Content-Length`` longer than the body is a
   truncated response; bytes beyond it are ignored.
-* Body of 200/409: ``{"fingerprintList": [...], "signature": "<b64>"}``. The signature is
-  RSASSA-PKCS1-v1_5 with SHA-1 over the body without its signature member. Two recipes give
-  those bytes: (b) cut the body at the last ``, "signature"`` and append ``}``; (a) parse with
-  key order kept, drop ``signature``, re-serialise with ``json.dumps`` defaults. A response
-  verifies if either recipe's bytes verify.
+* Body of 200/409 (``docs/wire-format.md``, "Verifying a legacy answer"): the signed bytes
+  ``S`` without their final ``}``, then ``, "signature": "<base64>"}`` as the body's last
+  bytes (else ``response``). The signature is RSASSA-PKCS1-v1_5 with SHA-1 over ``S`` (else
+  ``signature``). Only ``S`` is then parsed, after the bounds scan, with the standard
+  ``json`` parser (strict), and its shape checked (else ``response``): nothing outside the
+  signed bytes is ever read. Every error on the way is one of those two kinds.
 * Outcome (the add-on's reading, plus signature checks): 200 is a *success* only if the body
   parses, its signature verifies against the notary's certificate key and the fingerprint
   is listed (or, asked by SHA-256 alone, the signed list holds no SHA-256 entry to compare:
@@ -26,18 +27,18 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .errors import FingerprintError, ResponseError, SignatureError, TargetError
 from .fingerprint import Fingerprint, parse_fingerprint
+from .signedjson import loads_verified
 
 Vote = Literal["success", "failure", "unreachable"]
 
@@ -45,7 +46,8 @@ LEGACY_FORMAT = "convergence-v1"
 MAX_RESPONSE_BYTES = 256 * 1024
 MAX_HEADER_BYTES = 16 * 1024
 MAX_HISTORY_ENTRIES = 1000
-_SIG_MARKER = b', "signature"'
+_SIG_MARKER = b', "signature": "'
+_SIG_TAIL = re.compile(rb'([A-Za-z0-9+/]+={0,2})"}')
 _HOST_RE = re.compile(r"^[A-Za-z0-9._:-]{1,253}$")
 
 
@@ -156,109 +158,98 @@ class HistoryEntry:
 
 @dataclass(frozen=True, slots=True)
 class SignedList:
-    """A parsed 200/409 body."""
+    """A verified 200/409 body: the signed bytes ``S`` and what they say."""
 
     entries: tuple[HistoryEntry, ...]
     signature: bytes
-    signed_bytes_cut: bytes | None  # recipe (b); None when the body has no ', "signature"'
-    signed_bytes_reserialised: bytes  # recipe (a)
+    signed_bytes: bytes  # S: the body before its signature member, then "}"
 
     def lists(self, fingerprint: Fingerprint) -> bool:
         return any(e.fingerprint == fingerprint for e in self.entries)
 
 
-def signed_bytes_cut(body: bytes) -> bytes:
-    """Recipe (b): the body up to the last ``, "signature"``, then ``}``."""
+def split_body(body: bytes, *, max_bytes: int = MAX_RESPONSE_BYTES) -> tuple[bytes, bytes]:
+    """``(S, signature)`` of a body that is ``S`` without its final ``}``, then
+    ``, "signature": "<base64>"}`` as its last bytes. :class:`ResponseError` for any other
+    shape; :class:`SignatureError` when the base64 does not decode."""
+    if len(body) > max_bytes:
+        raise ResponseError(f"body larger than {max_bytes} bytes")
     i = body.rfind(_SIG_MARKER)
     if i < 0:
-        raise ResponseError('body has no ", "signature"" member')
-    return body[:i] + b"}"
-
-
-def signed_bytes_reserialised(body: bytes) -> bytes:
-    """Recipe (a): parse keeping key order, drop ``signature``, ``json.dumps`` defaults."""
-    obj = _load_json_object(body)
-    obj.pop("signature", None)
-    return json.dumps(obj).encode("utf-8")
-
-
-def _load_json_object(body: bytes) -> dict[str, Any]:
+        raise ResponseError("body has no signature member")
+    tail = _SIG_TAIL.fullmatch(body, i + len(_SIG_MARKER))
+    if tail is None:
+        raise ResponseError("the signature member is not the last bytes of the body")
     try:
-        obj = json.loads(body.decode("utf-8"), object_pairs_hook=dict)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ResponseError(f"body is not JSON: {e}") from e
-    if not isinstance(obj, dict):
-        raise ResponseError("body is not a JSON object")
-    return obj
+        signature = base64.b64decode(tail.group(1), validate=True)
+    except binascii.Error as e:
+        raise SignatureError("signature is not base64") from e
+    return body[:i] + b"}", signature
 
 
 def _timestamp(value: object, what: str) -> int:
-    if isinstance(value, str) and value.isdigit() and len(value) <= 12:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**12:
         return value
     raise ResponseError(f"{what} is not a decimal unix time")
 
 
-def parse_signed_list(body: bytes, *, max_bytes: int = MAX_RESPONSE_BYTES) -> SignedList:
-    """Parse and check the shape of a 200/409 body (does not verify the signature)."""
-    if len(body) > max_bytes:
-        raise ResponseError(f"body larger than {max_bytes} bytes")
-    obj = _load_json_object(body)
+def _entry(item: object) -> HistoryEntry:
+    if not isinstance(item, dict):
+        raise ResponseError("history entry is not an object")
+    ts = item.get("timestamp")
+    if not isinstance(ts, dict):
+        raise ResponseError("history entry has no timestamp object")
+    fp_text = item.get("fingerprint")
+    if not isinstance(fp_text, str):
+        raise ResponseError("history entry has no fingerprint")
+    try:
+        fp = parse_fingerprint(fp_text)
+    except FingerprintError as e:
+        raise ResponseError(f"history entry fingerprint: {e}") from e
+    if fp.algorithm != "sha1":
+        raise ResponseError("history entry fingerprint is not a SHA-1")
+    start = _timestamp(ts.get("start"), "start")
+    return HistoryEntry(fp, start, _timestamp(ts.get("finish"), "finish"))
+
+
+def parse_signed(signed: bytes) -> tuple[HistoryEntry, ...]:
+    """The history in signed bytes ``S`` (bounds scan, strict parse, shape); raises
+    :class:`ResponseError` only. Call it on bytes whose signature verified."""
+    try:
+        obj = loads_verified(signed)
+    except (ValueError, RecursionError) as e:
+        raise ResponseError(f"signed bytes are not bounded strict JSON: {e}") from e
+    if not isinstance(obj, dict):
+        raise ResponseError("signed bytes are not a JSON object")
     fl = obj.get("fingerprintList")
     if not isinstance(fl, list):
         raise ResponseError("fingerprintList missing or not a list")
     if len(fl) > MAX_HISTORY_ENTRIES:
         raise ResponseError(f"more than {MAX_HISTORY_ENTRIES} history entries")
-    sig_text = obj.get("signature")
-    if not isinstance(sig_text, str):
-        raise ResponseError("signature missing or not a string")
-    try:
-        signature = base64.b64decode(sig_text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError) as e:
-        raise ResponseError("signature is not base64") from e
-    entries = []
-    for item in fl:
-        if not isinstance(item, dict):
-            raise ResponseError("history entry is not an object")
-        ts = item.get("timestamp")
-        if not isinstance(ts, dict):
-            raise ResponseError("history entry has no timestamp object")
-        fp_text = item.get("fingerprint")
-        if not isinstance(fp_text, str):
-            raise ResponseError("history entry has no fingerprint")
-        try:
-            fp = parse_fingerprint(fp_text)
-        except FingerprintError as e:
-            raise ResponseError(f"history entry fingerprint: {e}") from e
-        entries.append(
-            HistoryEntry(
-                fp, _timestamp(ts.get("start"), "start"), _timestamp(ts.get("finish"), "finish")
-            )
-        )
-    cut = signed_bytes_cut(body) if _SIG_MARKER in body else None
-    return SignedList(tuple(entries), signature, cut, signed_bytes_reserialised(body))
-
-
-def verify_signed_list(signed: SignedList, public_key: object) -> None:
-    """Check the signature with recipe (b), then (a); raise :class:`SignatureError`."""
-    if not isinstance(public_key, rsa.RSAPublicKey):
-        raise SignatureError("the notary certificate does not hold an RSA key")
-    recipes = (signed.signed_bytes_cut, signed.signed_bytes_reserialised)
-    for message in dict.fromkeys(m for m in recipes if m is not None):
-        try:
-            public_key.verify(signed.signature, message, padding.PKCS1v15(), hashes.SHA1())
-            return
-        except InvalidSignature:
-            continue
-    raise SignatureError("signature does not verify against the notary's certificate")
+    return tuple(_entry(item) for item in fl)
 
 
 def verify_body(body: bytes, public_key: object) -> SignedList:
-    """Parse a body and verify its signature (raises ResponseError / SignatureError)."""
-    signed = parse_signed_list(body)
-    verify_signed_list(signed, public_key)
-    return signed
+    """The one parse boundary of a 200/409 body: split it, verify RSA/SHA-1 over ``S`` with
+    the pinned certificate's key, then parse ``S`` alone. Raises :class:`ResponseError` or
+    :class:`SignatureError` and nothing else, whatever the bytes."""
+    try:
+        signed, signature = split_body(body)
+        if not isinstance(public_key, rsa.RSAPublicKey):
+            raise SignatureError("the notary certificate does not hold an RSA key")
+        try:
+            public_key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA1())
+        except (InvalidSignature, UnsupportedAlgorithm, ValueError) as e:
+            raise SignatureError(
+                "signature does not verify against the notary's certificate"
+            ) from e
+        return SignedList(parse_signed(signed), signature, signed)
+    except (ResponseError, SignatureError):
+        raise
+    except (ValueError, RecursionError) as e:  # a library's own error escaping a step
+        raise ResponseError(f"unreadable body: {type(e).__name__}: {e}") from e
 
 
 # ---------------------------------------------------------------------------- outcome

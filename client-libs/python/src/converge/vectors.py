@@ -9,7 +9,6 @@ in a field, or hex in the same field name with a ``_hex`` suffix.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,21 +19,9 @@ from cryptography import x509
 from .bundle import parse_bundle
 from .cachepolicy import cache_decision
 from .errors import BadInput
-from .extended import (
-    AnswerRejected,
-    CanonicalError,
-    canonical_json,
-    parse_signing_keys,
-    trusted_keys,
-    verify_answer,
-)
+from .extended import AnswerRejected, parse_signing_keys, trusted_keys, verify_answer
 from .fingerprint import parse_fingerprint
-from .legacy import (
-    outcome_from_http,
-    parse_signed_list,
-    request_bytes,
-    verify_signed_list,
-)
+from .legacy import outcome_from_http, request_bytes, verify_body
 from .policy import Policy, decide, settled
 
 SCHEMAS = (
@@ -78,17 +65,8 @@ def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
             req = request_bytes(case["host"], case["port"], fp)
             out.update(result="valid", request=req.decode("ascii"))
         elif schema == "converge-vectors/legacy-signatures/1":
-            signed = parse_signed_list(_bytes(case, "body"))
-            verify_signed_list(signed, _key(doc, case["certificate"]))
-            out.update(
-                result="valid",
-                signed_bytes=(
-                    None
-                    if signed.signed_bytes_cut is None
-                    else signed.signed_bytes_cut.decode("utf-8")
-                ),
-                signed_bytes_reserialised=signed.signed_bytes_reserialised.decode("utf-8"),
-            )
+            signed = verify_body(_bytes(case, "body"), _key(doc, case["certificate"]))
+            out.update(result="valid", signed_bytes=signed.signed_bytes.decode("utf-8"))
         elif schema == "converge-vectors/notary-responses/1":
             wanted = [parse_fingerprint(f) for f in case["fingerprints"]]
             outcome, _ = outcome_from_http(
@@ -158,12 +136,6 @@ def _extended_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str,
         except BadInput as e:
             return {"result": "invalid", "kind": e.kind}
         return {"result": "valid", "extended": b.offers_extended}
-    if case["type"] == "canonical":
-        try:
-            text = canonical_json(json.loads(case["input"])).decode("utf-8")
-        except (CanonicalError, ValueError):
-            return {"result": "invalid", "kind": "canonical"}
-        return {"result": "valid", "canonical": text}
     exp = case["expect"]
     keys = parse_signing_keys([doc["signing_keys"][name] for name in case["bundle_keys"]])
     fp = exp.get("fingerprint")
@@ -189,7 +161,7 @@ def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
     """Differences between a case's expected output fields and ``actual`` (empty = pass).
 
     Compared: ``result``, and each of ``error``, ``kind``, ``algorithm``, ``canonical``,
-    ``request``, ``signed_bytes``, ``signed_bytes_reserialised``, ``name``, ``version``,
+    ``request``, ``signed_bytes``, ``name``, ``version``,
     ``hosts``, ``verdict``, ``extended``, ``enabled`` that the case states.
     """
     problems = []
@@ -201,7 +173,6 @@ def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
         "canonical",
         "request",
         "signed_bytes",
-        "signed_bytes_reserialised",
         "name",
         "version",
         "hosts",
