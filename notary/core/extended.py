@@ -7,7 +7,9 @@ fingerprint asked about and its algorithm, the client's nonce, the verdict, the 
 history (SHA-256 and SHA-1, first/last seen), the notary's answer time and the key id, so an
 answer can be checked offline and cannot be replayed for another target, nonce or time.
 
-Everything here is pure: time is an argument, keys are passed in.
+Everything here is pure: time is an argument, keys are passed in. The notary signs answers
+and never verifies them: verification is the client's (``converge.extended.verify_answer``,
+the reference the shared vectors and ``tests/extended`` check the signer against).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -31,7 +32,6 @@ from notary.errors import BadData, BadInput
 FORMAT = "converge-answer/1"
 MEDIA_TYPE = "application/vnd.converge.answer+json"
 MAX_REQUEST = 2048
-MAX_ANSWER = 64 * 1024
 NONCE_MIN, NONCE_MAX = 8, 64  # bytes, after base64url decoding
 
 Verdict = Literal["match", "mismatch", "unreachable", "refused"]
@@ -173,95 +173,10 @@ def sign_answer(stmt: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
     return canonical_json(doc)
 
 
-class AnswerRejected(BadData):
-    """An answer failed verification; ``kind`` names the check that failed."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedAnswer:
-    statement: dict[str, Any]
-    verdict: Verdict
-    key_id: str
-
-
-def verify_answer(
-    raw: bytes,
-    keys: dict[str, Ed25519PublicKey],
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    nonce: str | None = None,
-    now: int | None = None,
-    max_skew: int = 300,
-) -> VerifiedAnswer:
-    """Verify an answer document; raise :class:`AnswerRejected` naming the failed check.
-
-    ``keys`` maps key ids to trusted public keys. ``host``/``port``/``nonce``/``now`` are the
-    expectations to bind (skipped when ``None``: an offline verifier may not know them).
-    Kinds: ``malformed``, ``non-canonical``, ``unknown-key``, ``bad-signature``,
-    ``wrong-target``, ``nonce-mismatch``, ``stale``.
-    """
-    if len(raw) > MAX_ANSWER:
-        raise AnswerRejected("malformed", "answer too large")
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise AnswerRejected("malformed", "answer is not JSON") from exc
-    if not isinstance(doc, dict) or set(doc) != {"statement", "signature"}:
-        raise AnswerRejected("malformed", "answer must have exactly statement and signature")
-    stmt, sig = doc["statement"], doc["signature"]
-    if not isinstance(stmt, dict) or not isinstance(sig, dict):
-        raise AnswerRejected("malformed", "statement and signature must be objects")
-    try:
-        if canonical_json(doc) != raw:
-            raise AnswerRejected("non-canonical", "answer bytes are not canonical JSON")
-    except BadData as exc:
-        if isinstance(exc, AnswerRejected):
-            raise
-        raise AnswerRejected("malformed", exc.message) from exc
-    if stmt.get("type") != FORMAT or sig.get("alg") != "ed25519":
-        raise AnswerRejected("malformed", f"not a {FORMAT} answer signed with ed25519")
-    kid = sig.get("key_id")
-    if not isinstance(kid, str) or stmt.get("key_id") != kid:
-        raise AnswerRejected("malformed", "key ids of statement and signature differ")
-    pub = keys.get(kid)
-    if pub is None:
-        raise AnswerRejected("unknown-key", f"signing key {kid} is not trusted")
-    try:
-        signature = unb64url(sig.get("value", ""))
-        pub.verify(signature, canonical_json(stmt))
-    except (InvalidSignature, BadData) as exc:
-        raise AnswerRejected("bad-signature", "signature does not verify") from exc
-    verdict = stmt.get("verdict")
-    target = stmt.get("target")
-    if verdict not in VERDICTS or not isinstance(target, dict):
-        raise AnswerRejected("malformed", "statement lacks a verdict or target")
-    if host is not None and (target.get("host") != host or target.get("port") != port):
-        raise AnswerRejected(
-            "wrong-target",
-            f"answer is about {target.get('host')}:{target.get('port')}, not {host}:{port}",
-        )
-    request = stmt.get("request")
-    if nonce is not None and (not isinstance(request, dict) or request.get("nonce") != nonce):
-        raise AnswerRejected("nonce-mismatch", "answer does not echo our nonce")
-    answered_at = stmt.get("answered_at")
-    if not isinstance(answered_at, int) or isinstance(answered_at, bool):
-        raise AnswerRejected("malformed", "answered_at must be an integer")
-    if now is not None and abs(now - answered_at) > max_skew:
-        raise AnswerRejected("stale", f"answer time is {now - answered_at} s from now")
-    return VerifiedAnswer(stmt, verdict, kid)
-
-
 __all__ = [
     "FORMAT",
     "MEDIA_TYPE",
-    "AnswerRejected",
     "ExtRequest",
-    "VerifiedAnswer",
     "b64url",
     "key_id",
     "parse_request",
@@ -269,5 +184,4 @@ __all__ = [
     "sign_answer",
     "statement",
     "unb64url",
-    "verify_answer",
 ]

@@ -1,4 +1,6 @@
-"""The pure extended-format core: canonical JSON, request parsing, signing and verifying."""
+"""The pure extended-format core: canonical JSON, request parsing and signing. Signed answers
+are checked with the client's verifier (``converge.extended.verify_answer``), the one
+verifier the project has."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import json
 from ipaddress import ip_address
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from converge.extended import AnswerRejected, split_answer, verify_answer
+from converge.fingerprint import parse_fingerprint as cparse_fingerprint
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -117,30 +121,44 @@ def test_parse_request_rejects_oversize_and_non_json() -> None:
         extended.parse_request(b"\xff\xfe")
 
 
-# -- signing and verifying ---------------------------------------------------------------------
+# -- signing (verified with the client's verifier, converge.extended) -------------------------
+
+
+def _keys(key: Ed25519PrivateKey) -> dict[str, Ed25519PublicKey]:
+    return {extended.key_id(key.public_key()): key.public_key()}
 
 
 def test_valid_answer_verifies_with_every_binding(key: Ed25519PrivateKey) -> None:
     raw = make_answer(key)
-    keys = {extended.key_id(key.public_key()): key.public_key()}
-    ok = extended.verify_answer(raw, keys, host="example.org", port=443,
-                                nonce="AAAAAAAAAAA", now=1100)
+    ok = verify_answer(raw, _keys(key), host="example.org", port=443,
+                       fingerprint=cparse_fingerprint(SHA256), nonce="AAAAAAAAAAA", now=1100,
+                       ip=None, bind_ip=True)
     assert ok.verdict == "match"
     assert ok.statement["observations"][0]["sha256"] == ":".join(["AB"] * 32)
 
 
+def test_signed_bytes_are_the_canonical_statement_after_the_fixed_prefix(
+    key: Ed25519PrivateKey,
+) -> None:
+    raw = make_answer(key)
+    kid, value, signed = split_answer(raw)
+    assert signed == canonical_json(json.loads(raw)["statement"])
+    key.public_key().verify(extended.unb64url(value), signed)
+    assert kid == extended.key_id(key.public_key())
+
+
 def _reject(raw: bytes, key: Ed25519PrivateKey, kind: str, **expect: object) -> None:
-    keys = {extended.key_id(key.public_key()): key.public_key()}
     args: dict[str, object] = dict(host="example.org", port=443, nonce="AAAAAAAAAAA", now=1100)
     args.update(expect)
-    with pytest.raises(extended.AnswerRejected) as info:
-        extended.verify_answer(raw, keys, **args)  # type: ignore[arg-type]
+    with pytest.raises(AnswerRejected) as info:
+        verify_answer(raw, _keys(key), **args)  # type: ignore[arg-type]
     assert info.value.kind == kind
 
 
 def test_tampered_field_fails(key: Ed25519PrivateKey) -> None:
-    raw = make_answer(key).replace(b'"verdict":"match"', b'"verdict":"mism\\u0061tch"')
-    _reject(raw, key, "non-canonical")
+    # the same statement value, other bytes: not what was signed
+    raw = make_answer(key).replace(b'"verdict":"match"', b'"verdict":"m\\u0061tch"')
+    _reject(raw, key, "bad-signature")
     doc = json.loads(make_answer(key))
     doc["statement"]["verdict"] = "mismatch"
     _reject(canonical_json(doc), key, "bad-signature")

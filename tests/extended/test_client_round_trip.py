@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from converge import Client, parse_bundle
+from converge import extended as cext
 from converge.cli import main as converge_main
 from converge.config import Config
 from converge.errors import ConfigError
@@ -26,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from notary import keys
 from notary.cli import make_bundle
 from notary.core import extended as sext
+from notary.core.canonical import canonical_json
 
 if TYPE_CHECKING:
     from tests.extended.conftest import Notary, Target
@@ -77,10 +79,14 @@ async def test_match_is_a_verified_success_and_the_answer_verifies_offline(
     stmt = json.loads(r.answer)["statement"]
     assert stmt["request"]["nonce"] is not None  # a fresh nonce by default
     assert stmt["target"] == {"host": "site.test", "port": tls_target.port, "ip": None}
-    # the notary's own verifier agrees with what the client accepted
+    # what the client verified is the statement exactly as the notary's signer wrote it
+    kid, _, signed = cext.split_answer(r.answer)
+    assert signed == canonical_json(stmt) and kid == stmt["key_id"]
+    # twin: the same statement bytes under a key the bundle does not hold
     trusted = {k.key_id: k.public_key for k in parse_bundle(bundle_doc(notary)).signing_keys}
-    assert sext.verify_answer(r.answer, trusted, host="site.test", port=tls_target.port,
-                              nonce=stmt["request"]["nonce"]).verdict == "match"
+    with pytest.raises(cext.AnswerRejected) as info:
+        cext.verify_answer(r.answer.replace(kid.encode(), b"0" * 16, 1), trusted)
+    assert info.value.kind == "unknown-key"
     c.close()
 
 

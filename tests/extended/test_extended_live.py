@@ -1,4 +1,5 @@
-"""The extended format end to end over loopback, beside unaffected legacy clients."""
+"""The extended format end to end over loopback, beside unaffected legacy clients. The
+notary's answers are checked with the client's verifier (``converge.extended``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import ssl
 from typing import TYPE_CHECKING
 
 import aiohttp
+from converge.extended import AnswerRejected, verify_answer
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -51,7 +53,7 @@ async def test_match_then_cached_answer_verifies_and_binds(
     status, raw, cache = await ask(notary, host="site.test", port=tls_target.port,
                                    fingerprint=fp, nonce=NONCE)
     assert (status, cache) == (200, "converge-notary; fwd=miss")
-    ok = extended.verify_answer(raw, bundle_keys(notary), host="site.test",
+    ok = verify_answer(raw, bundle_keys(notary), host="site.test",
                                 port=tls_target.port, nonce=NONCE, now=int(notary.clock[0]))
     assert ok.verdict == "match"
     assert ok.statement["address"] == "127.0.0.1"
@@ -61,7 +63,7 @@ async def test_match_then_cached_answer_verifies_and_binds(
                                     fingerprint=fp.lower().replace(":", ""))
     assert (status, cache) == (200, "converge-notary; hit")
     assert len(tls_target.handshakes) == 1  # the hit did not probe
-    hit = extended.verify_answer(raw2, bundle_keys(notary), host="site.test",
+    hit = verify_answer(raw2, bundle_keys(notary), host="site.test",
                                  port=tls_target.port, now=int(notary.clock[0]))
     assert hit.statement["cache"] == "hit" and hit.statement["request"]["nonce"] is None
     # twin: the same answer presented for another target or nonce is rejected
@@ -69,8 +71,8 @@ async def test_match_then_cached_answer_verifies_and_binds(
     for kw, kind in twins:
         args = {"host": "site.test", "port": tls_target.port, **kw}
         try:
-            extended.verify_answer(raw2, bundle_keys(notary), **args)  # type: ignore[arg-type]
-        except extended.AnswerRejected as exc:
+            verify_answer(raw2, bundle_keys(notary), **args)  # type: ignore[arg-type]
+        except AnswerRejected as exc:
             assert exc.kind == kind
         else:
             raise AssertionError(f"{kind} answer accepted")
@@ -80,7 +82,7 @@ async def test_mismatch_is_a_signed_409(notary: Notary, tls_target: Target) -> N
     status, raw, _ = await ask(notary, host="site.test", port=tls_target.port,
                                fingerprint="00" * 32)
     assert status == 409
-    ok = extended.verify_answer(raw, bundle_keys(notary), host="site.test", port=tls_target.port)
+    ok = verify_answer(raw, bundle_keys(notary), host="site.test", port=tls_target.port)
     assert ok.verdict == "mismatch"
     assert ok.statement["observations"][0]["sha256"] == sha256(tls_target.der)
 
@@ -88,7 +90,7 @@ async def test_mismatch_is_a_signed_409(notary: Notary, tls_target: Target) -> N
 async def test_refused_and_unreachable_are_signed(notary: Notary, tls_target: Target) -> None:
     status, raw, cache = await ask(notary, host="private.test", port=443, fingerprint="00" * 32)
     assert status == 403 and cache.endswith("fwd=miss")
-    ok = extended.verify_answer(raw, bundle_keys(notary), host="private.test", port=443)
+    ok = verify_answer(raw, bundle_keys(notary), host="private.test", port=443)
     assert ok.verdict == "refused" and "address policy" in ok.statement["detail"]
     # the signed refusal names neither the address the notary's resolver gave nor its kind
     assert ok.statement["address"] is None
@@ -96,7 +98,7 @@ async def test_refused_and_unreachable_are_signed(notary: Notary, tls_target: Ta
 
     status, raw, _ = await ask(notary, host="site.test", port=1, fingerprint="00" * 32)
     assert status == 503
-    assert extended.verify_answer(raw, bundle_keys(notary)).verdict == "unreachable"
+    assert verify_answer(raw, bundle_keys(notary)).verdict == "unreachable"
 
 
 async def test_hits_without_nonce_reuse_one_signature_per_window(
@@ -128,7 +130,7 @@ async def test_rotation_keeps_old_answers_valid_for_the_overlap(
     keys.rotate_signing_key(notary.settings.signing_key_path, now=now)
     trusted = bundle_keys(notary)
     assert len(trusted) == 2
-    assert extended.verify_answer(old_answer, trusted).verdict == "match"
+    assert verify_answer(old_answer, trusted).verdict == "match"
     later = keys.bundle_signing_keys(
         notary.settings.signing_key_path, now=now + keys.DEFAULT_OVERLAP + 1
     )
