@@ -63,23 +63,24 @@ func (b *Bundle) Offers(p string) bool {
 
 func bundleErr(format string, args ...any) error { return badInput(KindBundle, format, args...) }
 
-func jsonPort(obj *jsonValue, key string) (int, error) {
-	n, ok := obj.get(key).asInt()
+func jsonPort(obj map[string]any, key string) (int, error) {
+	n, ok := jInt(obj[key])
 	if !ok || n < 1 || n > 65535 {
 		return 0, bundleErr("%s must be an integer port 1..65535", key)
 	}
 	return int(n), nil
 }
 
-func parseNotaryHost(obj *jsonValue) (NotaryHost, error) {
-	if obj == nil || obj.kind != jObject {
+func parseNotaryHost(v any) (NotaryHost, error) {
+	obj, ok := jObject(v)
+	if !ok {
 		return NotaryHost{}, bundleErr("a host entry must be an object")
 	}
-	name, ok := obj.get("host").asString()
+	name, ok := jString(obj["host"])
 	if !ok || !hostRE.MatchString(name) {
 		return NotaryHost{}, bundleErr("host must be a DNS name or an IP address")
 	}
-	pemText, ok := obj.get("certificate").asString()
+	pemText, ok := jString(obj["certificate"])
 	if !ok || !pemRE.MatchString(pemText) {
 		return NotaryHost{}, bundleErr("certificate of %s is not one PEM certificate", name)
 	}
@@ -108,19 +109,19 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	if len(data) > MaxBundleBytes {
 		return nil, bundleErr("bundle larger than %d bytes", MaxBundleBytes)
 	}
-	obj, err := parseJSON(data)
+	doc, err := decodeJSON(data)
 	if err != nil {
 		return nil, bundleErr("bundle is not JSON: %v", err)
 	}
-	if obj.kind != jObject {
+	obj, ok := jObject(doc)
+	if !ok {
 		return nil, bundleErr("bundle is not a JSON object")
 	}
 	version := int64(0)
-	if obj.has("version") {
-		vv := obj.get("version")
-		v, ok := vv.asInt()
-		if vv.kind == jFloat && (vv.f == 0 || vv.f == 1) { // Python: 1.0 in (0, 1)
-			v, ok = int64(vv.f), true
+	if vv, has := obj["version"]; has {
+		v, ok := jInt(vv)
+		if f, isNum := jFloat(vv); !ok && isNum && (f == 0 || f == 1) { // Python: 1.0 in (0, 1)
+			v, ok = int64(f), true
 		}
 		if !ok || (v != 0 && v != 1) {
 			return nil, bundleErr("unsupported bundle version")
@@ -134,33 +135,33 @@ func ParseBundle(data []byte) (*Bundle, error) {
 		}
 		return &Bundle{Name: h.Host, Version: 0, Hosts: []NotaryHost{h}}, nil
 	}
-	name, ok := obj.get("name").asString()
+	name, ok := jString(obj["name"])
 	if !ok || strings.TrimSpace(name) == "" || len([]rune(name)) > maxBundleName {
 		return nil, bundleErr("name must be a non-empty string")
 	}
-	hosts := obj.get("hosts")
-	if hosts == nil || hosts.kind != jArray || len(hosts.arr) == 0 {
+	hosts, ok := jArray(obj["hosts"])
+	if !ok || len(hosts) == 0 {
 		return nil, bundleErr("hosts must be a non-empty list")
 	}
-	if len(hosts.arr) > MaxBundleHosts {
+	if len(hosts) > MaxBundleHosts {
 		return nil, bundleErr("more than %d hosts", MaxBundleHosts)
 	}
 	b := &Bundle{Name: name, Version: 1}
-	if loc := obj.get("bundle_location"); loc != nil && loc.kind != jNull {
-		s, ok := loc.asString()
+	if loc := obj["bundle_location"]; loc != nil {
+		s, ok := jString(loc)
 		if !ok || !strings.HasPrefix(s, "https://") || !strings.HasSuffix(s, ".notary") || len([]rune(s)) > 2048 {
 			return nil, bundleErr("bundle_location must be an https:// URL ending in .notary")
 		}
 		b.BundleLocation = s
 	}
-	if reg := obj.get("region"); reg != nil && reg.kind != jNull {
-		s, ok := reg.asString()
+	if reg := obj["region"]; reg != nil {
+		s, ok := jString(reg)
 		if !ok || !regionRE.MatchString(s) {
 			return nil, bundleErr("region must be an ISO-3166 alpha-2 code")
 		}
 		b.Region = strings.ToUpper(s)
 	}
-	for _, h := range hosts.arr {
+	for _, h := range hosts {
 		nh, err := parseNotaryHost(h)
 		if err != nil {
 			return nil, err
@@ -169,13 +170,13 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	}
 	// Optional fields of the extended format (legacy clients ignore them), validated as
 	// strictly as the Python client does.
-	if obj.has("protocols") {
-		if b.Protocols, err = parseProtocols(obj.get("protocols")); err != nil {
+	if v, has := obj["protocols"]; has {
+		if b.Protocols, err = parseProtocols(v); err != nil {
 			return nil, err
 		}
 	}
-	if obj.has("signing_keys") {
-		if b.SigningKeys, err = parseSigningKeys(obj.get("signing_keys")); err != nil {
+	if v, has := obj["signing_keys"]; has {
+		if b.SigningKeys, err = parseSigningKeys(v); err != nil {
 			return nil, err
 		}
 	}
@@ -192,13 +193,14 @@ func (b *Bundle) OffersExtended() bool {
 
 const maxSigningKeys = 8
 
-func parseProtocols(v *jsonValue) ([]string, error) {
-	if v.kind != jArray || len(v.arr) > 16 {
+func parseProtocols(v any) ([]string, error) {
+	list, ok := jArray(v)
+	if !ok || len(list) > 16 {
 		return nil, bundleErr("protocols must be a list of at most 16 strings")
 	}
 	out := []string{}
-	for _, x := range v.arr {
-		s, ok := x.asString()
+	for _, x := range list {
+		s, ok := jString(x)
 		if n := len([]rune(s)); !ok || n == 0 || n > 64 {
 			return nil, bundleErr("protocols must be a list of short strings")
 		}
@@ -207,21 +209,22 @@ func parseProtocols(v *jsonValue) ([]string, error) {
 	return out, nil
 }
 
-func parseSigningKey(k *jsonValue) (SigningKey, error) {
-	if k.kind != jObject {
+func parseSigningKey(v any) (SigningKey, error) {
+	k, ok := jObject(v)
+	if !ok {
 		return SigningKey{}, bundleErr("a signing key entry must be an object")
 	}
-	for _, key := range k.keys {
-		switch utf16Decode(key) {
+	for key := range k {
+		switch key {
 		case "alg", "key_id", "public_key", "status", "valid_until":
 		default:
-			return SigningKey{}, bundleErr("unknown signing key field %q", utf16Decode(key))
+			return SigningKey{}, bundleErr("unknown signing key field %q", key)
 		}
 	}
-	if alg, _ := k.get("alg").asString(); alg != "ed25519" {
+	if alg, _ := jString(k["alg"]); alg != "ed25519" {
 		return SigningKey{}, bundleErr("signing key alg must be ed25519")
 	}
-	text, ok := k.get("public_key").asString()
+	text, ok := jString(k["public_key"])
 	raw, err := unb64url(text)
 	if !ok || err != nil {
 		return SigningKey{}, bundleErr("signing key public_key must be unpadded base64url")
@@ -229,20 +232,20 @@ func parseSigningKey(k *jsonValue) (SigningKey, error) {
 	if len(raw) != 32 {
 		return SigningKey{}, bundleErr("an Ed25519 public key has 32 bytes")
 	}
-	kid, ok := k.get("key_id").asString()
+	kid, ok := jString(k["key_id"])
 	if !ok || kid != keyIDOf(raw) {
 		return SigningKey{}, bundleErr("signing key id %q does not match its public key", kid)
 	}
-	status, _ := k.get("status").asString()
-	until := k.get("valid_until")
+	status, _ := jString(k["status"])
+	until := k["valid_until"]
 	sk := SigningKey{Alg: "ed25519", KeyID: kid, PublicKey: raw, PublicKeyText: text, Status: status}
-	switch {
-	case status == "current" && k.get("status").kind == jString:
-		if until != nil && until.kind != jNull {
+	switch status {
+	case "current":
+		if until != nil {
 			return SigningKey{}, bundleErr("a current signing key has no valid_until")
 		}
-	case status == "retired" && k.get("status").kind == jString:
-		n, ok := until.asInt()
+	case "retired":
+		n, ok := jInt(until)
 		if !ok || n <= 0 || n > maxSafeInt {
 			return SigningKey{}, bundleErr("a retired signing key needs valid_until (unix seconds)")
 		}
@@ -253,17 +256,18 @@ func parseSigningKey(k *jsonValue) (SigningKey, error) {
 	return sk, nil
 }
 
-func parseSigningKeys(v *jsonValue) ([]SigningKey, error) {
-	if v.kind != jArray || len(v.arr) == 0 {
+func parseSigningKeys(v any) ([]SigningKey, error) {
+	list, ok := jArray(v)
+	if !ok || len(list) == 0 {
 		return nil, bundleErr("signing_keys must be a non-empty list")
 	}
-	if len(v.arr) > maxSigningKeys {
+	if len(list) > maxSigningKeys {
 		return nil, bundleErr("more than %d signing keys", maxSigningKeys)
 	}
 	var out []SigningKey
 	seen := map[string]bool{}
 	current := 0
-	for _, x := range v.arr {
+	for _, x := range list {
 		k, err := parseSigningKey(x)
 		if err != nil {
 			return nil, err

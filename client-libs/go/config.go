@@ -131,51 +131,40 @@ var knownConfigKeys = map[string]bool{
 
 func cfgErr(format string, args ...any) error { return badInput(KindConfig, format, args...) }
 
-func cfgNumber(raw *jsonValue, key string, def, low, high float64) (float64, error) {
-	v := raw.get(key)
-	if v == nil {
+func cfgNumber(raw map[string]any, key string, def, low, high float64) (float64, error) {
+	v, has := raw[key]
+	if !has {
 		return def, nil
 	}
-	var f float64
-	switch v.kind {
-	case jInt:
-		n, ok := v.asInt()
-		if !ok {
-			return 0, cfgErr("%s must be a number in [%g, %g]", key, low, high)
-		}
-		f = float64(n)
-	case jFloat:
-		f = v.f
-	default:
-		return 0, cfgErr("%s must be a number in [%g, %g]", key, low, high)
-	}
-	if !(f >= low && f <= high) {
+	f, ok := jFloat(v)
+	if !ok || !(f >= low && f <= high) {
 		return 0, cfgErr("%s must be a number in [%g, %g]", key, low, high)
 	}
 	return f, nil
 }
 
-func cfgInt(raw *jsonValue, key string, def, low, high int64, what string) (int, error) {
-	v := raw.get(key)
-	if v == nil {
+func cfgInt(raw map[string]any, key string, def, low, high int64, what string) (int, error) {
+	v, has := raw[key]
+	if !has {
 		return int(def), nil
 	}
-	n, ok := v.asInt()
+	n, ok := jInt(v)
 	if !ok || n < low || n > high {
 		return 0, cfgErr("%s must be %s", key, what)
 	}
 	return int(n), nil
 }
 
-func cfgBool(raw *jsonValue, key string, def bool) (bool, error) {
-	v := raw.get(key)
-	if v == nil {
+func cfgBool(raw map[string]any, key string, def bool) (bool, error) {
+	v, has := raw[key]
+	if !has {
 		return def, nil
 	}
-	if v.kind != jBool {
+	b, ok := v.(bool)
+	if !ok {
 		return false, cfgErr("%s must be true or false", key)
 	}
-	return v.b, nil
+	return b, nil
 }
 
 func expandUser(p string) string {
@@ -187,18 +176,18 @@ func expandUser(p string) string {
 	return p
 }
 
-func cfgPath(dir string, raw *jsonValue, key, def string) (string, error) {
-	v := raw.get(key)
-	if v == nil {
+func cfgPath(dir string, raw map[string]any, key, def string) (string, error) {
+	v, has := raw[key]
+	if !has {
 		if def == "" {
 			return "", nil
 		}
 		return filepath.Join(dir, def), nil
 	}
-	if v.kind == jNull {
+	if v == nil {
 		return "", nil
 	}
-	s, ok := v.asString()
+	s, ok := jString(v)
 	if !ok || s == "" {
 		return "", cfgErr("%s must be a path", key)
 	}
@@ -210,11 +199,11 @@ func cfgPath(dir string, raw *jsonValue, key, def string) (string, error) {
 }
 
 // ParseConfig validates the decoded converge.config of dir (raw must be an object).
-func parseConfig(dir string, raw *jsonValue) (Config, error) {
+func parseConfig(dir string, raw map[string]any) (Config, error) {
 	var unknown []string
-	for _, k := range raw.keys {
-		if ks := string(utf16Decode(k)); !knownConfigKeys[ks] {
-			unknown = append(unknown, ks)
+	for k := range raw {
+		if !knownConfigKeys[k] {
+			unknown = append(unknown, k)
 		}
 	}
 	if len(unknown) > 0 {
@@ -227,7 +216,7 @@ func parseConfig(dir string, raw *jsonValue) (Config, error) {
 	if c.BouncePort, err = cfgInt(raw, "bounce-port", 4242, 1, 65535, "an integer port 1..65535"); err != nil {
 		return Config{}, err
 	}
-	if v := raw.get("cache-lifetime"); v != nil && v.kind == jNull {
+	if v, has := raw["cache-lifetime"]; has && v == nil {
 		c.CacheLifetime = nil
 	} else {
 		f, err := cfgNumber(raw, "cache-lifetime", DefaultCacheLifetime, 0, 10*365*86400)
@@ -242,8 +231,8 @@ func parseConfig(dir string, raw *jsonValue) (Config, error) {
 	if c.MaxResponseBytes, err = cfgInt(raw, "max-response-bytes", 256*1024, 1024, 16*1024*1024, "an integer 1024..16777216"); err != nil {
 		return Config{}, err
 	}
-	if v := raw.get("extended"); v != nil {
-		m, _ := v.asString()
+	if v, has := raw["extended"]; has {
+		m, _ := jString(v)
 		switch m {
 		case ExtendedOff, ExtendedPrefer, ExtendedFallback, ExtendedRequire:
 			c.Extended = m
@@ -251,8 +240,8 @@ func parseConfig(dir string, raw *jsonValue) (Config, error) {
 			return Config{}, cfgErr("extended must be one of off, prefer, fallback, require")
 		}
 	}
-	if v := raw.get("max-skew"); v != nil {
-		n, ok := v.asInt()
+	if v, has := raw["max-skew"]; has {
+		n, ok := jInt(v)
 		if !ok || n < 0 || n > 86400 {
 			return Config{}, cfgErr("max-skew must be an integer 0..86400 (seconds)")
 		}
@@ -261,8 +250,8 @@ func parseConfig(dir string, raw *jsonValue) (Config, error) {
 	if c.ExtendedNonce, err = cfgBool(raw, "extended-nonce", true); err != nil {
 		return Config{}, err
 	}
-	if v := raw.get("notary-agreement"); v != nil {
-		s, ok := v.asString()
+	if v, has := raw["notary-agreement"]; has {
+		s, ok := jString(v)
 		if !ok {
 			return Config{}, cfgErr("notary-agreement must be a string")
 		}
@@ -307,17 +296,18 @@ func LoadConfig(explicit string) (Config, error) {
 		return Config{}, err
 	}
 	f := filepath.Join(dir, ConfigFile)
-	raw := &jsonValue{kind: jObject, index: map[string]int{}}
+	raw := map[string]any{}
 	if _, err := os.Stat(f); err == nil {
 		data, err := readBounded(f, maxConfigBytes)
 		if err != nil {
 			return Config{}, cfgErr("cannot read %s: %v", f, err)
 		}
-		raw, err = parseJSON(data)
+		doc, err := decodeJSON(data)
 		if err != nil {
 			return Config{}, cfgErr("%s is not JSON: %v", f, err)
 		}
-		if raw.kind != jObject {
+		var ok bool
+		if raw, ok = jObject(doc); !ok {
 			return Config{}, cfgErr("%s must hold a JSON object", f)
 		}
 	}

@@ -2,7 +2,6 @@ package converge
 
 import (
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,57 +26,42 @@ func TestFingerprintBounds(t *testing.T) {
 	}
 }
 
-func TestPythonFloatRepr(t *testing.T) {
-	cases := map[float64]string{
-		1.5: "1.5", 100: "100.0", 0.0001: "0.0001", 0.00001: "1e-05", 1e16: "1e+16",
-		1.5e16: "1.5e+16", 123456789012345.6: "123456789012345.6", -2.5: "-2.5",
-		math.Copysign(0, -1): "-0.0", 1e22: "1e+22", 0.1: "0.1", 1e300: "1e+300",
-	}
-	for f, want := range cases {
-		if got := pyFloatRepr(f); got != want {
-			t.Errorf("repr(%v) = %q, want %q", f, got, want)
+func TestBoundsScan(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n-1) + "{}" + strings.Repeat("]", n-1) }
+	// each accepted text has a refused twin one step beyond the bound
+	for _, pair := range [][2]string{
+		{deep(32), deep(33)},
+		{`{"a": 999999999999999}`, `{"a": 9999999999999999}`},
+		{`[-1, 0]`, `[-01]`},
+		{`["1.5", "1e5", "\"[[[", "\\"]`, `[1.5]`},
+		{`{"a": "]]]]"}`, `{"a": 1e5}`},
+		{`[0]`, `[-0.0]`},
+		{`[0]`, `[1E2]`},
+	} {
+		if err := boundsScan([]byte(pair[0])); err != nil {
+			t.Errorf("%.40s refused: %v", pair[0], err)
+		}
+		if err := boundsScan([]byte(pair[1])); err == nil {
+			t.Errorf("%.40s accepted", pair[1])
 		}
 	}
-	if pyFloatRepr(math.Inf(-1)) != "-Infinity" || pyFloatRepr(math.NaN()) != "NaN" {
-		t.Error("non-finite floats")
+	if err := boundsScan([]byte(`["` + strings.Repeat("9", 5000) + `"]`)); err != nil {
+		t.Errorf("digits inside a string refused: %v", err)
 	}
 }
 
-func TestPythonDumpsKeepsOrderAndEscapes(t *testing.T) {
-	in := `{"b": [1, -0, 2.50, 1E2, true, null], "a": "\u00e9\ud83d\ude00\u007f\n\"", "b": {}, "c": "\ud800"}`
-	v, err := parseJSON([]byte(in))
-	if err != nil {
-		t.Fatal(err)
+func TestDecodeJSONIsStrict(t *testing.T) {
+	v, err := decodeObject([]byte(`{"a": 1, "b": ["x"], "a": 2}`))
+	if err != nil || v["a"] != json.Number("2") {
+		t.Fatalf("the last repeated name must count: %v %v", v, err)
 	}
-	want := `{"b": {}, "a": "\u00e9\ud83d\ude00\u007f\n\"", "c": "\ud800"}`
-	if got := pyDumps(v); got != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
+	if _, err := decodeObject([]byte(" {\"a\": \"\u00e9\"}\n")); err != nil {
+		t.Fatalf("white space around the text refused: %v", err)
 	}
-	v, _ = parseJSON([]byte(`[1, -0, 2.50, 1E2, NaN, -Infinity]`))
-	if got := pyDumps(v); got != `[1, 0, 2.5, 100.0, NaN, -Infinity]` {
-		t.Fatalf("numbers: %s", got)
-	}
-	for _, bad := range []string{`{"a": 1,}`, `[01]`, "\"a\tb\"", `{"a" 1}`, `1.`, "\xff", ` [1] x`} {
-		if _, err := parseJSON([]byte(bad)); err == nil {
+	for _, bad := range []string{`{"a": 1,}`, `[01]`, "\"a\tb\"", `{"a" 1}`, `1.`, "\xff", ` [1] x`,
+		`[NaN]`, `[Infinity]`, `{1: 2}`, `{"a": 1} // c`, `/* c */ {}`, "[\"\xed\xa0\x80\"]", `{"a":1}` + "\x00", `[1]`} {
+		if _, err := decodeObject([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
-		}
-	}
-}
-
-func TestCanonicalJSON(t *testing.T) {
-	v, _ := parseJSON([]byte(`{"b": 1, "a": ["\u00e9\u0007", false], "A": -0}`))
-	got, err := canonicalJSON(v)
-	if err != nil || string(got) != "{\"A\":0,\"a\":[\"é\\u0007\",false],\"b\":1}" {
-		t.Fatalf("%s %v", got, err)
-	}
-	for _, bad := range []string{`[1.0]`, `[9007199254740992]`, `{"é": 1}`, `["\ud800"]`,
-		strings.Repeat("[", 18) + strings.Repeat("]", 18)} {
-		v, err := parseJSON([]byte(bad))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := canonicalJSON(v); err == nil {
-			t.Errorf("%s canonicalised", bad)
 		}
 	}
 }

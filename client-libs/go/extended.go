@@ -1,7 +1,6 @@
 package converge
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 )
 
@@ -29,7 +29,6 @@ const (
 // Names of the checks an extended answer can fail, in verification order.
 const (
 	RejectMalformed     = "malformed"
-	RejectNonCanonical  = "non-canonical"
 	RejectUnknownKey    = "unknown-key"
 	RejectBadSignature  = "bad-signature"
 	RejectWrongTarget   = "wrong-target"
@@ -119,7 +118,6 @@ type ExtendedAnswer struct {
 	AnsweredAt   int64
 	Cache        string
 	Observations []ExtObservation
-	statement    *jsonValue
 }
 
 // ExtObservation is one entry of the signed history.
@@ -144,92 +142,84 @@ type Expect struct {
 	IP     string
 }
 
-// VerifyAnswer checks an extended answer body in the documented order:
-// malformed / non-canonical, malformed (type, alg, key ids), unknown-key, bad-signature,
-// wrong-target, nonce-mismatch, stale.
+// answerPrefixRE is the fixed start of every answer: the signature member, then the
+// statement's name. K and V are runs of printable ASCII without '"' or '\'.
+var answerPrefixRE = regexp.MustCompile(`^\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":`)
+
+// VerifyAnswer checks an extended answer body in the documented order (docs/wire-format.md,
+// "Verifying"): malformed (framing), unknown-key, bad-signature (Ed25519 over the statement
+// bytes T as received), malformed (bounds scan, parse and shape of T), wrong-target,
+// nonce-mismatch, stale. Every failure is an *AnswerRejected.
 func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*ExtendedAnswer, error) {
 	if len(raw) > maxAnswerBytes {
 		return nil, reject(RejectMalformed, "answer too large")
 	}
-	doc, err := parseJSON(raw)
-	if err != nil {
-		return nil, reject(RejectMalformed, "answer is not JSON")
+	m := answerPrefixRE.FindSubmatchIndex(raw)
+	if m == nil || len(raw) < m[1]+1 || raw[len(raw)-1] != '}' {
+		return nil, reject(RejectMalformed, "answer does not have the fixed signature prefix and a final brace")
 	}
-	if doc.kind != jObject || len(doc.keys) != 2 || !doc.has("statement") || !doc.has("signature") {
-		return nil, reject(RejectMalformed, "answer must have exactly statement and signature")
-	}
-	stmt, sig := doc.get("statement"), doc.get("signature")
-	if stmt.kind != jObject || sig.kind != jObject {
-		return nil, reject(RejectMalformed, "statement and signature must be objects")
-	}
-	canon, err := canonicalJSON(doc)
-	if err != nil {
-		return nil, reject(RejectMalformed, "answer holds values canonical JSON cannot encode")
-	}
-	if !bytes.Equal(canon, raw) {
-		return nil, reject(RejectNonCanonical, "answer bytes are not canonical JSON")
-	}
-	typ, _ := stmt.get("type").asString()
-	alg, _ := sig.get("alg").asString()
-	if typ != ExtendedFormat || alg != "ed25519" {
-		return nil, reject(RejectMalformed, "not a %s answer signed with ed25519", ExtendedFormat)
-	}
-	kid, ok := sig.get("key_id").asString()
-	skid, ok2 := stmt.get("key_id").asString()
-	if !ok || !ok2 || kid != skid {
-		return nil, reject(RejectMalformed, "key ids of statement and signature differ")
-	}
+	kid, value := string(raw[m[2]:m[3]]), string(raw[m[4]:m[5]])
+	stmtBytes := raw[m[1] : len(raw)-1]
 	pub, ok := keys[kid]
 	if !ok {
-		return nil, reject(RejectUnknownKey, "signing key %s is not trusted", kid)
+		return nil, reject(RejectUnknownKey, "signing key %.80q is not trusted", kid)
 	}
-	value, _ := sig.get("value").asString()
 	signature, err := unb64url(value)
-	stmtBytes, _ := canonicalJSON(stmt)
 	if err != nil || len(signature) != ed25519.SignatureSize || len(pub) != ed25519.PublicKeySize ||
 		!ed25519.Verify(pub, stmtBytes, signature) {
 		return nil, reject(RejectBadSignature, "signature does not verify")
 	}
-	verdict, _ := stmt.get("verdict").asString()
-	target := stmt.get("target")
-	if !extVerdicts[verdict] || target == nil || target.kind != jObject {
+	if err := boundsScan(stmtBytes); err != nil {
+		return nil, reject(RejectMalformed, "statement: %v", err)
+	}
+	stmt, err := decodeObject(stmtBytes)
+	if err != nil {
+		return nil, reject(RejectMalformed, "statement is not a JSON object: %v", err)
+	}
+	typ, _ := jString(stmt["type"])
+	skid, _ := jString(stmt["key_id"])
+	verdict, _ := jString(stmt["verdict"])
+	target, isObj := jObject(stmt["target"])
+	at, isInt := jInt(stmt["answered_at"])
+	switch {
+	case typ != ExtendedFormat:
+		return nil, reject(RejectMalformed, "statement type is not %s", ExtendedFormat)
+	case skid != kid:
+		return nil, reject(RejectMalformed, "key ids of statement and signature differ")
+	case !extVerdicts[verdict] || !isObj:
 		return nil, reject(RejectMalformed, "statement lacks a verdict or target")
+	case !isInt:
+		return nil, reject(RejectMalformed, "answered_at must be an integer")
 	}
 	if exp.Host != "" {
-		th, okh := target.get("host").asString()
-		tp, okp := target.get("port").asInt()
+		th, okh := jString(target["host"])
+		tp, okp := jInt(target["port"])
 		if !okh || !okp || th != ExpectedHost(exp.Host) || tp != int64(exp.Port) {
 			return nil, reject(RejectWrongTarget, "answer is about another target, not %s:%d", exp.Host, exp.Port)
 		}
 	}
 	if exp.BindIP {
-		tip := target.get("ip")
+		tip, named := target["ip"]
 		if exp.IP == "" {
-			if tip != nil && tip.kind != jNull {
+			if named && tip != nil {
 				return nil, reject(RejectWrongTarget, "answer is about a probe of an address the client did not name")
 			}
-		} else if s, ok := tip.asString(); !ok || s != ExpectedHost(exp.IP) {
+		} else if s, ok := jString(tip); !ok || s != ExpectedHost(exp.IP) {
 			return nil, reject(RejectWrongTarget, "answer is about a probe of another address, not %s", exp.IP)
 		}
 	}
-	request := stmt.get("request")
+	request, _ := jObject(stmt["request"])
 	if exp.Fingerprint != nil {
-		alg, ok1 := request.get("alg").asString()
-		fp, ok2 := request.get("fingerprint").asString()
-		if request == nil || request.kind != jObject || !ok1 || !ok2 ||
-			alg != exp.Fingerprint.Algorithm || fp != exp.Fingerprint.ColonHex() {
+		alg, ok1 := jString(request["alg"])
+		fp, ok2 := jString(request["fingerprint"])
+		if !ok1 || !ok2 || alg != exp.Fingerprint.Algorithm || fp != exp.Fingerprint.ColonHex() {
 			return nil, reject(RejectWrongTarget, "answer is about another certificate fingerprint")
 		}
 	}
 	if exp.Nonce != "" {
-		n, ok := request.get("nonce").asString()
-		if request == nil || request.kind != jObject || !ok || n != exp.Nonce {
+		if n, ok := jString(request["nonce"]); !ok || n != exp.Nonce {
 			return nil, reject(RejectNonceMismatch, "answer does not echo our nonce")
 		}
-	}
-	at, ok := stmt.get("answered_at").asInt()
-	if !ok {
-		return nil, reject(RejectMalformed, "answered_at must be an integer")
 	}
 	if exp.Now != nil {
 		d := *exp.Now - at
@@ -240,18 +230,18 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 			return nil, reject(RejectStale, "answer time is %d s from now (max skew %d s)", *exp.Now-at, exp.MaxSkew)
 		}
 	}
-	out := &ExtendedAnswer{Verdict: verdict, KeyID: kid, AnsweredAt: at, statement: stmt}
-	out.Detail, _ = stmt.get("detail").asString()
-	out.Cache, _ = stmt.get("cache").asString()
-	if obs := stmt.get("observations"); obs != nil && obs.kind == jArray {
-		for _, o := range obs.arr {
-			var e ExtObservation
-			e.SHA256, _ = o.get("sha256").asString()
-			e.SHA1, _ = o.get("sha1").asString()
-			e.FirstSeen, _ = o.get("first_seen").asInt()
-			e.LastSeen, _ = o.get("last_seen").asInt()
-			out.Observations = append(out.Observations, e)
-		}
+	out := &ExtendedAnswer{Verdict: verdict, KeyID: kid, AnsweredAt: at}
+	out.Detail, _ = jString(stmt["detail"])
+	out.Cache, _ = jString(stmt["cache"])
+	obs, _ := jArray(stmt["observations"])
+	for _, x := range obs {
+		o, _ := jObject(x)
+		var e ExtObservation
+		e.SHA256, _ = jString(o["sha256"])
+		e.SHA1, _ = jString(o["sha1"])
+		e.FirstSeen, _ = jInt(o["first_seen"])
+		e.LastSeen, _ = jInt(o["last_seen"])
+		out.Observations = append(out.Observations, e)
 	}
 	return out, nil
 }

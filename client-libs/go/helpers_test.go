@@ -122,12 +122,40 @@ type fakeNotary struct {
 	mu        sync.Mutex
 	view      map[string][]byte
 	silent    bool          // accept and never answer
+	reset     bool          // read the request, then reset the connection
 	delay     time.Duration // before answering
 	requests  int
 	asked     []string // request paths, in order
 	lastNonce string
 	lastIP    string // the address a request asked the notary to connect to
 	probeIP   string // extended: name this address in target.ip whatever was asked
+	// hostile forms (nil = answer genuinely): the legacy body built from the fingerprint the
+	// notary sees and its signer; the extended statement before signing; the whole answer
+	legacyForm func(seen string, sign func(string) string) string
+	stmtForm   func(stmt string) string
+	answerForm func(answer string) string
+}
+
+// answerWith sets the hostile forms the notary answers with from now on.
+func (n *fakeNotary) answerWith(legacy func(string, func(string) string) string, stmt, answer func(string) string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.legacyForm, n.stmtForm, n.answerForm = legacy, stmt, answer
+}
+
+// sign is the legacy signature of s (base64 RSASSA-PKCS1-v1_5 SHA-1) by the notary's key.
+func (n *fakeNotary) sign(s string) string {
+	h := sha1.Sum([]byte(s))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, n.signKey, crypto.SHA1, h[:])
+	if err != nil {
+		panic(err)
+	}
+	return base64.StdEncoding.EncodeToString(sig)
+}
+
+// legacyEntry is one fingerprintList entry as the 2011 notary wrote it.
+func legacyEntry(fp string) string {
+	return `{"timestamp": {"start": "1323389219", "finish": "1324691510"}, "fingerprint": "` + fp + `"}`
 }
 
 func startNotary(t owner, addr string, cert testCert) *fakeNotary {
@@ -198,10 +226,14 @@ func (n *fakeNotary) handle(c net.Conn) {
 	if f := strings.Fields(line); len(f) == 3 {
 		n.asked = append(n.asked, f[1])
 	}
-	silent, delay := n.silent, n.delay
+	silent, delay, reset := n.silent, n.delay, n.reset
 	n.mu.Unlock()
 	if silent {
 		io.Copy(io.Discard, c)
+		return
+	}
+	if reset {
+		resetConn(c)
 		return
 	}
 	time.Sleep(delay)
@@ -216,6 +248,17 @@ func (n *fakeNotary) handle(c net.Conn) {
 		resp = []byte("HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
 	}
 	c.Write(resp)
+}
+
+// resetConn closes c with a TCP reset (SO_LINGER 0) instead of a FIN.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tcp, ok := c.(*net.TCPConn); ok {
+		tcp.SetLinger(0)
+	}
+	c.Close()
 }
 
 func colonHex(d []byte) string { return Fingerprint{"", d}.ColonHex() }
@@ -239,13 +282,14 @@ func (n *fakeNotary) legacy(target string, body []byte) []byte {
 	if seen.Equal(asked) || FingerprintOf(der, "sha256").Equal(asked) {
 		status = "200 OK"
 	}
-	signed := fmt.Sprintf(`{"fingerprintList": [{"timestamp": {"start": "1323389219", "finish": "1324691510"}, "fingerprint": "%s"}]}`, seen.ColonHex())
-	h := sha1.Sum([]byte(signed))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, n.signKey, crypto.SHA1, h[:])
-	if err != nil {
-		panic(err)
+	signed := `{"fingerprintList": [` + legacyEntry(seen.ColonHex()) + `]}`
+	full := signed[:len(signed)-1] + `, "signature": "` + n.sign(signed) + `"}`
+	n.mu.Lock()
+	form := n.legacyForm
+	n.mu.Unlock()
+	if form != nil {
+		full = form(seen.ColonHex(), n.sign)
 	}
-	full := signed[:len(signed)-1] + `, "signature": "` + base64.StdEncoding.EncodeToString(sig) + `"}`
 	return []byte(fmt.Sprintf("HTTP/1.0 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", status, len(full), full))
 }
 
@@ -295,9 +339,18 @@ func (n *fakeNotary) extendedAnswer(body []byte) []byte {
 		`"type":"converge-answer/1","verdict":"%s"}`,
 		time.Now().Unix(), n.keyID(), obs, jsonStr(asked.Algorithm), jsonStr(asked.ColonHex()), nonce,
 		jsonStr(strings.ToLower(req.Host)), ip, req.Port, verdict)
+	n.mu.Lock()
+	stmtForm, answerForm := n.stmtForm, n.answerForm
+	n.mu.Unlock()
+	if stmtForm != nil {
+		stmt = stmtForm(stmt)
+	}
 	sig := ed25519.Sign(n.edKey, []byte(stmt))
 	doc := fmt.Sprintf(`{"signature":{"alg":"ed25519","key_id":"%s","value":"%s"},"statement":%s}`,
 		n.keyID(), b64url(sig), stmt)
+	if answerForm != nil {
+		doc = answerForm(doc)
+	}
 	return []byte(fmt.Sprintf("HTTP/1.0 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
 		status, AnswerMediaType, len(doc), doc))
 }

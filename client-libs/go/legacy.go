@@ -14,7 +14,7 @@ import (
 )
 
 // The legacy (v1) protocol, client side (pure): request bytes, response framing, the signed
-// bytes (both recipes), RSA/SHA-1 verification and the reduction of an answer to a vote.
+// bytes S, RSA/SHA-1 verification and the reduction of an answer to a vote.
 
 // Bounds on one response.
 const (
@@ -22,8 +22,6 @@ const (
 	maxHeaderBytes    = 16 * 1024
 	maxHistoryEntries = 1000
 )
-
-var sigMarker = []byte(`, "signature"`)
 
 // CheckTarget refuses a host or port that cannot be put into /target/<host>+<port>.
 func CheckTarget(host string, port int) error {
@@ -177,16 +175,13 @@ type HistoryEntry struct {
 	Finish      int64
 }
 
-// SignedList is a parsed 200/409 body.
+// SignedList is a verified 200/409 body.
 type SignedList struct {
-	Entries   []HistoryEntry
-	Signature []byte
-	// SignedBytesCut is recipe (b): the body up to the last `, "signature"`, then "}"; nil
-	// when the body has no such member text.
-	SignedBytesCut []byte
-	// SignedBytesReserialised is recipe (a): parsed with key order kept, signature dropped,
-	// re-serialised as Python's json.dumps does.
-	SignedBytesReserialised []byte
+	Entries []HistoryEntry
+	// SignedBytes is S: the body up to the last `, "signature": "`, then "}". The signature
+	// covers exactly these bytes, and Entries come from them alone.
+	SignedBytes []byte
+	Signature   []byte
 }
 
 // Lists reports whether fp is in the signed history.
@@ -199,56 +194,66 @@ func (s *SignedList) Lists(fp Fingerprint) bool {
 	return false
 }
 
-func jsonTimestamp(v *jsonValue, what string) (int64, error) {
-	if s, ok := v.asString(); ok && allDigits(s) && len(s) <= 12 {
+func jsonTimestamp(v any, what string) (int64, error) {
+	if s, ok := jString(v); ok && allDigits(s) && len(s) <= 12 {
 		n, _ := strconv.ParseInt(s, 10, 64)
 		return n, nil
 	}
-	if n, ok := v.asInt(); ok && n >= 0 && n < 1_000_000_000_000 {
+	if n, ok := jInt(v); ok && n >= 0 && n < 1_000_000_000_000 {
 		return n, nil
 	}
 	return 0, responseErr("%s is not a decimal unix time", what)
 }
 
-// ParseSignedList parses and checks the shape of a 200/409 body (no signature check).
-func ParseSignedList(body []byte, maxBytes int) (*SignedList, error) {
+var (
+	sigMarker = []byte(`, "signature": "`)
+	sigTailRE = regexp.MustCompile(`^[A-Za-z0-9+/]+={0,2}"\}$`)
+)
+
+// splitSigned frames a 200/409 body: S and the signature text, or a "response" error.
+func splitSigned(body []byte, maxBytes int) (signed []byte, sigText string, err error) {
 	if len(body) > maxBytes {
-		return nil, responseErr("body larger than %d bytes", maxBytes)
+		return nil, "", responseErr("body larger than %d bytes", maxBytes)
 	}
-	obj, err := parseJSON(body)
+	i := bytes.LastIndex(body, sigMarker)
+	if i < 0 {
+		return nil, "", responseErr("body has no signature member")
+	}
+	tail := body[i+len(sigMarker):]
+	if !sigTailRE.Match(tail) {
+		return nil, "", responseErr("the signature must be the last member and the body must end with it")
+	}
+	return append(append([]byte{}, body[:i]...), '}'), string(tail[:len(tail)-2]), nil
+}
+
+// parseSignedBytes reads the history out of verified bytes S: the bounds scan, the stock
+// parser, then the shape.
+func parseSignedBytes(signed []byte) ([]HistoryEntry, error) {
+	if err := boundsScan(signed); err != nil {
+		return nil, responseErr("signed bytes: %v", err)
+	}
+	obj, err := decodeObject(signed)
 	if err != nil {
-		return nil, responseErr("body is not JSON: %v", err)
+		return nil, responseErr("signed bytes are not a JSON object: %v", err)
 	}
-	if obj.kind != jObject {
-		return nil, responseErr("body is not a JSON object")
-	}
-	fl := obj.get("fingerprintList")
-	if fl == nil || fl.kind != jArray {
+	fl, ok := jArray(obj["fingerprintList"])
+	if !ok {
 		return nil, responseErr("fingerprintList missing or not a list")
 	}
-	if len(fl.arr) > maxHistoryEntries {
+	if len(fl) > maxHistoryEntries {
 		return nil, responseErr("more than %d history entries", maxHistoryEntries)
 	}
-	sigText, ok := obj.get("signature").asString()
-	if !ok {
-		return nil, responseErr("signature missing or not a string")
-	}
-	// Python's b64decode(validate=True): the alphabet and padding are checked, the unused
-	// trailing bits are not.
-	sig, err := base64.StdEncoding.DecodeString(sigText)
-	if err != nil || strings.ContainsAny(sigText, "\r\n") {
-		return nil, responseErr("signature is not base64")
-	}
-	out := &SignedList{Signature: sig}
-	for _, item := range fl.arr {
-		if item.kind != jObject {
+	entries := []HistoryEntry{}
+	for _, x := range fl {
+		item, ok := jObject(x)
+		if !ok {
 			return nil, responseErr("history entry is not an object")
 		}
-		ts := item.get("timestamp")
-		if ts == nil || ts.kind != jObject {
+		ts, ok := jObject(item["timestamp"])
+		if !ok {
 			return nil, responseErr("history entry has no timestamp object")
 		}
-		fpText, ok := item.get("fingerprint").asString()
+		fpText, ok := jString(item["fingerprint"])
 		if !ok {
 			return nil, responseErr("history entry has no fingerprint")
 		}
@@ -256,39 +261,42 @@ func ParseSignedList(body []byte, maxBytes int) (*SignedList, error) {
 		if err != nil {
 			return nil, responseErr("history entry fingerprint: %v", err.(*Error).Message)
 		}
-		start, err := jsonTimestamp(ts.get("start"), "start")
+		start, err := jsonTimestamp(ts["start"], "start")
 		if err != nil {
 			return nil, err
 		}
-		finish, err := jsonTimestamp(ts.get("finish"), "finish")
+		finish, err := jsonTimestamp(ts["finish"], "finish")
 		if err != nil {
 			return nil, err
 		}
-		out.Entries = append(out.Entries, HistoryEntry{fp, start, finish})
+		entries = append(entries, HistoryEntry{fp, start, finish})
 	}
-	if i := bytes.LastIndex(body, sigMarker); i >= 0 {
-		out.SignedBytesCut = append(append([]byte{}, body[:i]...), '}')
-	}
-	out.SignedBytesReserialised = []byte(pyDumps(obj.without("signature")))
-	return out, nil
+	return entries, nil
 }
 
-// VerifySignedList checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a).
-func VerifySignedList(s *SignedList, publicKey crypto.PublicKey) error {
+// VerifySignedList checks a 200/409 body in the documented order (docs/wire-format.md,
+// "Verifying a legacy answer"): framing ("response"), the RSASSA-PKCS1-v1_5 SHA-1 signature
+// over S ("signature"), then the bounds scan, the parse and the shape of S ("response").
+// Errors have kind "response" or "signature".
+func VerifySignedList(body []byte, publicKey crypto.PublicKey, maxBytes int) (*SignedList, error) {
+	signed, sigText, err := splitSigned(body, maxBytes)
+	if err != nil {
+		return nil, err
+	}
 	key, ok := publicKey.(*rsa.PublicKey)
 	if !ok {
-		return badInput(KindSignature, "the notary certificate does not hold an RSA key")
+		return nil, badInput(KindSignature, "the notary certificate does not hold an RSA key")
 	}
-	for _, msg := range [][]byte{s.SignedBytesCut, s.SignedBytesReserialised} {
-		if msg == nil {
-			continue
-		}
-		h := sha1.Sum(msg)
-		if rsa.VerifyPKCS1v15(key, crypto.SHA1, h[:], s.Signature) == nil {
-			return nil
-		}
+	sig, err := base64.StdEncoding.DecodeString(sigText)
+	h := sha1.Sum(signed)
+	if err != nil || rsa.VerifyPKCS1v15(key, crypto.SHA1, h[:], sig) != nil {
+		return nil, badInput(KindSignature, "signature does not verify against the notary's certificate")
 	}
-	return badInput(KindSignature, "signature does not verify against the notary's certificate")
+	entries, err := parseSignedBytes(signed)
+	if err != nil {
+		return nil, err
+	}
+	return &SignedList{Entries: entries, SignedBytes: signed, Signature: sig}, nil
 }
 
 // Outcome is one notary's answer reduced to a vote; Kind says why (listed, status-only,
@@ -312,10 +320,7 @@ func failureOf(err error, status int) Outcome {
 func Evaluate(status int, body []byte, wanted []Fingerprint, publicKey crypto.PublicKey, maxBytes int) Outcome {
 	switch status {
 	case 200, 409:
-		signed, err := ParseSignedList(body, maxBytes)
-		if err == nil {
-			err = VerifySignedList(signed, publicKey)
-		}
+		signed, err := VerifySignedList(body, publicKey, maxBytes)
 		if err != nil {
 			return failureOf(err, status)
 		}

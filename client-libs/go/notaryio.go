@@ -339,7 +339,7 @@ func readToEOF(r io.Reader, maxBytes int) ([]byte, error) {
 
 var definitiveKinds = map[string]bool{"listed": true, "status-only": true, "mismatch": true, "not-listed": true, "match": true}
 var severity = map[string]int{"signature": 3, "response": 3, "pin": 2,
-	RejectMalformed: 3, RejectNonCanonical: 3, RejectUnknownKey: 3, RejectBadSignature: 3,
+	RejectMalformed: 3, RejectUnknownKey: 3, RejectBadSignature: 3,
 	RejectWrongTarget: 3, RejectNonceMismatch: 3, RejectStale: 3}
 
 // lapsed is the kind of a failed exchange: "timeout" once the notary's own deadline has passed
