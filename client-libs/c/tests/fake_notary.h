@@ -82,31 +82,37 @@ static void free_identity(tls_identity *id) {
     X509_free(id->cert);
 }
 
-/* a legacy 200/409 response listing fp, signed with key */
-static char *legacy_response(EVP_PKEY *key, int status, const char *fp, int corrupt) {
-    char signed_bytes[512];
-    snprintf(signed_bytes, sizeof signed_bytes,
-             "{\"fingerprintList\": [{\"timestamp\": {\"start\": \"1323389219\", \"finish\": \"1324691510\"}, "
-             "\"fingerprint\": \"%s\"}]}",
-             fp);
+/* A legacy 200/409 response whose signed bytes are exactly S (malloc'd): S without its final
+ * brace, the signature member, after_sig, the brace, then after_body (hostile forms). */
+__attribute__((unused)) static char *legacy_signed_response(EVP_PKEY *key, int status, const char *S,
+                                                            const char *after_sig, const char *after_body, int corrupt) {
     unsigned char sig[512];
     size_t sl = sizeof sig;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     EVP_DigestSignInit(md, NULL, EVP_sha1(), NULL, key);
-    EVP_DigestSign(md, sig, &sl, (const unsigned char *)signed_bytes, strlen(signed_bytes));
+    EVP_DigestSign(md, sig, &sl, (const unsigned char *)S, strlen(S));
     EVP_MD_CTX_free(md);
     if (corrupt) sig[10] ^= 1;
     char b64[1024];
     EVP_EncodeBlock((unsigned char *)b64, sig, (int)sl);
-    char body[2048];
-    size_t cut = strlen(signed_bytes) - 1;
-    snprintf(body, sizeof body, "%.*s, \"signature\": \"%s\"}", (int)cut, signed_bytes, b64);
-    char *out = malloc(4096);
-    snprintf(out, 4096,
-             "HTTP/1.0 %d %s\r\nContent-Type: application/json\r\nCache-Status: converge-notary; hit\r\n"
-             "Content-Length: %zu\r\n\r\n%s",
-             status, status == 200 ? "OK" : "Conflict", strlen(body), body);
-    return out;
+    cv_buf body = {0}, out = {0};
+    cv_buf_printf(&body, "%.*s, \"signature\": \"%s\"%s}%s", (int)strlen(S) - 1, S, b64, after_sig, after_body);
+    cv_buf_printf(&out,
+                  "HTTP/1.0 %d %s\r\nContent-Type: application/json\r\nCache-Status: converge-notary; hit\r\n"
+                  "Content-Length: %zu\r\n\r\n%s",
+                  status, status == 200 ? "OK" : "Conflict", body.len, body.p);
+    cv_buf_free(&body);
+    return out.p;
+}
+
+/* one history entry for fp (JSON text) */
+#define LEGACY_ENTRY "{\"timestamp\": {\"start\": \"1323389219\", \"finish\": \"1324691510\"}, \"fingerprint\": \"%s\"}"
+
+/* a legacy 200/409 response listing fp, signed with key */
+static char *legacy_response(EVP_PKEY *key, int status, const char *fp, int corrupt) {
+    char signed_bytes[512];
+    snprintf(signed_bytes, sizeof signed_bytes, "{\"fingerprintList\": [" LEGACY_ENTRY "]}", fp);
+    return legacy_signed_response(key, status, signed_bytes, "", "", corrupt);
 }
 
 /* an Ed25519 signing key of the extended format */
@@ -136,6 +142,7 @@ typedef struct {
     long skew;                /* added to answered_at */
     const char *swap_host;    /* answer about this host instead */
     int wrong_nonce;
+    const char *extra;        /* members put first into the statement (hostile forms), or NULL */
 } ext_behaviour;
 
 typedef struct {
@@ -162,14 +169,15 @@ static char *ext_response(const ext_behaviour *b, const char *req) {
     char nonce_json[140];
     if (nonce[0]) snprintf(nonce_json, sizeof nonce_json, "\"%s\"", nonce);
     else snprintf(nonce_json, sizeof nonce_json, "null");
-    char stmt[2048];
-    snprintf(stmt, sizeof stmt,
-             "{\"address\":null,\"answered_at\":%ld,\"cache\":\"hit\",\"detail\":null,\"key_id\":\"%s\","
+    cv_buf st = {0};
+    cv_buf_printf(&st,
+             "{%s\"address\":null,\"answered_at\":%ld,\"cache\":\"hit\",\"detail\":null,\"key_id\":\"%s\","
              "\"observations\":[],\"request\":{\"alg\":\"%s\",\"fingerprint\":\"%s\",\"nonce\":%s},"
              "\"target\":{\"host\":\"%s\",\"ip\":null,\"port\":%d},\"type\":\"converge-answer/1\","
              "\"verdict\":\"%s\"}",
-             (long)time(NULL) + b->skew, b->key->key_id, alg, fp, nonce_json, b->swap_host ? b->swap_host : host, port,
+             b->extra ? b->extra : "", (long)time(NULL) + b->skew, b->key->key_id, alg, fp, nonce_json, b->swap_host ? b->swap_host : host, port,
              b->verdict);
+    const char *stmt = st.p;
     unsigned char sig[64];
     size_t sl = sizeof sig;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -178,15 +186,16 @@ static char *ext_response(const ext_behaviour *b, const char *req) {
     EVP_MD_CTX_free(md);
     char sb64[100];
     cv_b64url_encode(sig, sl, sb64);
-    char body[3000];
-    snprintf(body, sizeof body, "{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"%s\",\"value\":\"%s\"},\"statement\":%s}",
-             b->key->key_id, sb64, stmt);
+    cv_buf body = {0}, out = {0};
+    cv_buf_printf(&body, "{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"%s\",\"value\":\"%s\"},\"statement\":%s}",
+                  b->key->key_id, sb64, stmt);
     int status = !strcmp(b->verdict, "match") ? 200 : 409;
-    char *out = malloc(4096);
-    snprintf(out, 4096,
-             "HTTP/1.0 %d X\r\nContent-Type: application/vnd.converge.answer+json\r\nContent-Length: %zu\r\n\r\n%s",
-             status, strlen(body), body);
-    return out;
+    cv_buf_printf(&out,
+                  "HTTP/1.0 %d X\r\nContent-Type: application/vnd.converge.answer+json\r\nContent-Length: %zu\r\n\r\n%s",
+                  status, body.len, body.p);
+    cv_buf_free(&body);
+    cv_buf_free(&st);
+    return out.p;
 }
 
 static void *fake_loop(void *arg) {

@@ -557,6 +557,163 @@ static void test_loopback(idents *id) {
     fake_stop(&badsig);
 }
 
+/* ------------------------------------------------------------------ one hostile notary */
+
+/* S for a legacy list: {<before>"fingerprintList": [entries]} with n entries of fp, or the
+ * JSON text given */
+static char *list_of(const char *before, const char *fp, int n) {
+    cv_buf b = {0};
+    cv_buf_printf(&b, "{%s\"fingerprintList\": [", before);
+    for (int i = 0; i < n; i++) cv_buf_printf(&b, "%s" LEGACY_ENTRY, i ? ", " : "", fp);
+    cv_buf_puts(&b, "]}");
+    return b.p;
+}
+
+static char *repeat(const char *head, char c, int n, const char *mid, char c2, int n2, const char *tail) {
+    cv_buf b = {0};
+    cv_buf_puts(&b, head);
+    for (int i = 0; i < n; i++) cv_buf_put(&b, &c, 1);
+    cv_buf_puts(&b, mid);
+    for (int i = 0; i < n2; i++) cv_buf_put(&b, &c2, 1);
+    cv_buf_puts(&b, tail);
+    return b.p;
+}
+
+/* A genuine notary (A) and one that answers a hostile form (B), each form with its twin: the
+ * verdict always comes back, A's vote is counted, and B's vote is the one its bytes deserve. */
+static void test_hostile(idents *id) {
+    const char *T = id->target.sha1, *O = id->other.sha1;
+    char lone[80], escaped[80];
+    snprintf(lone, sizeof lone, "\\ud800%s", T + 1);
+    snprintf(escaped, sizeof escaped, "\\u%04x%s", T[0], T + 1);
+    char entry_t[200];
+    snprintf(entry_t, sizeof entry_t, ", \"fingerprintList\": [" LEGACY_ENTRY "]", T);
+    char *dup_last = list_of("", O, 1), *dup_first = list_of("", T, 1);
+    /* {"fingerprintList": [O], "fingerprintList": [T]} and the other way round */
+    char *dup_t = malloc(strlen(dup_last) + strlen(entry_t) + 1), *dup_o = malloc(strlen(dup_first) + 300);
+    sprintf(dup_t, "%.*s%s}", (int)strlen(dup_last) - 1, dup_last, entry_t);
+    char entry_o[200];
+    snprintf(entry_o, sizeof entry_o, ", \"fingerprintList\": [" LEGACY_ENTRY "]", O);
+    sprintf(dup_o, "%.*s%s}", (int)strlen(dup_first) - 1, dup_first, entry_o);
+    char *n5000 = repeat("\"n\": ", '7', 5000, "", ' ', 0, ", "), *n15 = repeat("\"n\": ", '9', 15, "", ' ', 0, ", ");
+    char *deep33 = repeat("\"d\": ", '[', 32, "", ']', 32, ", "), *deep32 = repeat("\"d\": ", '[', 31, "", ']', 31, ", ");
+    struct {
+        const char *what;
+        char *S;
+        const char *after_sig, *after_body;
+        const char *outcome, *kind;
+    } cases[] = {
+        {"splice: a list naming the target after the signature of a list without it", list_of("", O, 1), entry_t, "",
+         "failure", "response"},
+        {"twin: the target in the signed list", list_of("", T, 1), "", "", "success", "listed"},
+        {"a member after the signature", list_of("", T, 1), ", \"x\": 1", "", "failure", "response"},
+        {"a newline after the closing brace", list_of("", T, 1), "", "\n", "failure", "response"},
+        {"repeated names inside the signed bytes, the last lists the target", dup_t, "", "", "success", "listed"},
+        {"twin: the last does not", dup_o, "", "", "failure", "not-listed"},
+        {"a 5000-digit integer inside the signed bytes", list_of(n5000, T, 1), "", "", "failure", "response"},
+        {"twin: 15 digits", list_of(n15, T, 1), "", "", "success", "listed"},
+        {"a number as a member name", list_of("1.5: 1, ", T, 1), "", "", "failure", "response"},
+        {"twin: the name as a string", list_of("\"1.5\": 1, ", T, 1), "", "", "success", "listed"},
+        {"33 levels open at once", list_of(deep33, T, 1), "", "", "failure", "response"},
+        {"twin: 32 levels", list_of(deep32, T, 1), "", "", "success", "listed"},
+        {"a lone surrogate in the signed fingerprint", list_of("", lone, 1), "", "", "failure", "response"},
+        {"twin: an escaped ordinary character", list_of("", escaped, 1), "", "", "success", "listed"},
+        {"NaN inside the signed bytes", list_of("\"n\": NaN, ", T, 1), "", "", "failure", "response"},
+        {"twin: null", list_of("\"n\": null, ", T, 1), "", "", "success", "listed"},
+        {"1001 history entries", list_of("", T, 1001), "", "", "failure", "response"},
+        {"twin: 1000", list_of("", T, 1000), "", "", "success", "listed"},
+    };
+    fake_server a;
+    fake_start(&a, &id->na, legacy_response(id->na.key, 200, T, 0));
+    const char *names[2] = {"Org A", "Org B"};
+    const char *pems[2] = {id->na.pem, id->nb.pem};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fake_server b;
+        fake_start(&b, &id->nb,
+                   legacy_signed_response(id->nb.key, 200, cases[i].S, cases[i].after_sig, cases[i].after_body, 0));
+        int ports[2] = {a.port, b.port};
+        char dir[256];
+        make_config(dir, sizeof dir, "{\"db\": null, \"early-return\": false, \"notary-agreement\": \"consensus\"}",
+                    names, ports, pems, 2);
+        converge_ctx *ctx = converge_ctx_new(dir);
+        converge_result r;
+        memset(&r, 0, sizeof r);
+        int rc = converge_check(ctx, "127.0.0.1", 443, T, &r);
+        int want = !strcmp(cases[i].outcome, "success") ? CONVERGE_TRUSTED : CONVERGE_NOT_TRUSTED;
+        CHECK(rc == want && r.count == 2 && !strcmp(r.notaries[0].kind, "listed") &&
+                  !strcmp(r.notaries[1].outcome, cases[i].outcome) && !strcmp(r.notaries[1].kind, cases[i].kind),
+              "hostile legacy notary, %s: %s/%s (rc %d, A %s, B %s/%s)", cases[i].what, cases[i].outcome, cases[i].kind,
+              rc, r.count ? r.notaries[0].kind : "-", r.count == 2 ? r.notaries[1].outcome : "-",
+              r.count == 2 ? r.notaries[1].kind : "-");
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+        fake_stop(&b);
+        free(cases[i].S);
+    }
+    fake_stop(&a);
+    free(dup_last);
+    free(dup_first);
+    free(n5000);
+    free(n15);
+    free(deep33);
+    free(deep32);
+
+    /* the same classes inside a signed extended statement */
+    ed_key ka, kb;
+    CHECK(make_ed_key(&ka) == 0 && make_ed_key(&kb) == 0, "Ed25519 keys");
+    char *x5000 = repeat("\"n\":", '7', 5000, "", ' ', 0, ","), *x15 = repeat("\"n\":", '9', 15, "", ' ', 0, ",");
+    char *x33 = repeat("\"d\":", '[', 32, "", ']', 32, ","), *x32 = repeat("\"d\":", '[', 31, "", ']', 31, ",");
+    struct {
+        const char *what, *extra, *verdict, *kind;
+        int want;
+    } ext[] = {
+        {"a 5000-digit integer in the statement", x5000, "match", "malformed", CONVERGE_NOT_TRUSTED},
+        {"twin: 15 digits", x15, "match", "match", CONVERGE_TRUSTED},
+        {"33 levels open at once in the statement", x33, "match", "malformed", CONVERGE_NOT_TRUSTED},
+        {"twin: 32 levels", x32, "match", "match", CONVERGE_TRUSTED},
+        {"a lone surrogate in the statement", "\"x\":\"\\ud800\",", "match", "malformed", CONVERGE_NOT_TRUSTED},
+        {"twin: an escaped ordinary character", "\"x\":\"\\u0061\",", "match", "match", CONVERGE_TRUSTED},
+        {"NaN in the statement", "\"n\":NaN,", "match", "malformed", CONVERGE_NOT_TRUSTED},
+        {"a number as a member name", "1.5:1,", "match", "malformed", CONVERGE_NOT_TRUSTED},
+        {"a repeated verdict: the last (mismatch) counts", "\"verdict\":\"match\",", "mismatch", "mismatch",
+         CONVERGE_NOT_TRUSTED},
+        {"twin: the last (match) counts", "\"verdict\":\"mismatch\",", "match", "match", CONVERGE_TRUSTED},
+    };
+    fake_server ea, eb;
+    fake_start(&ea, &id->na, legacy_response(id->na.key, 200, T, 0));
+    fake_start(&eb, &id->nb, legacy_response(id->nb.key, 200, T, 0));
+    ea.ext = (ext_behaviour){&ka, "match", 0, NULL, 0, NULL};
+    char fa[400], fb[400];
+    ext_fields(&ka, fa, sizeof fa);
+    ext_fields(&kb, fb, sizeof fb);
+    const char *extras[2] = {fa, fb};
+    int ports[2] = {ea.port, eb.port};
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+        eb.ext = (ext_behaviour){&kb, ext[i].verdict, 0, NULL, 0, ext[i].extra};
+        char dir[256];
+        make_config_ext(dir, sizeof dir, "{\"db\": null, \"early-return\": false, \"notary-agreement\": \"consensus\"}",
+                        names, ports, pems, extras, 2);
+        converge_ctx *ctx = converge_ctx_new(dir);
+        converge_result r;
+        memset(&r, 0, sizeof r);
+        int rc = converge_check(ctx, "127.0.0.1", 443, T, &r);
+        CHECK(rc == ext[i].want && r.count == 2 && !strcmp(r.notaries[0].kind, "match") &&
+                  !strcmp(r.notaries[1].kind, ext[i].kind),
+              "hostile extended notary, %s: %s (rc %d, A %s, B %s)", ext[i].what, ext[i].kind, rc,
+              r.count ? r.notaries[0].kind : "-", r.count == 2 ? r.notaries[1].kind : "-");
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+    }
+    fake_stop(&ea);
+    fake_stop(&eb);
+    free(x5000);
+    free(x15);
+    free(x33);
+    free(x32);
+    EVP_PKEY_free(ka.key);
+    EVP_PKEY_free(kb.key);
+}
+
 /* queries tunnelled through a bounce relay; the relay does not vote */
 static void test_bounce(idents *id) {
     fake_server n;
@@ -606,8 +763,8 @@ static void test_extended(idents *id) {
     fake_server a, b;
     fake_start(&a, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
     fake_start(&b, &id->nb, legacy_response(id->nb.key, 200, id->target.sha1, 0));
-    a.ext = (ext_behaviour){&ka, "match", 0, NULL, 0};
-    b.ext = (ext_behaviour){&kb, "match", 0, NULL, 0};
+    a.ext = (ext_behaviour){&ka, "match", 0, NULL, 0, NULL};
+    b.ext = (ext_behaviour){&kb, "match", 0, NULL, 0, NULL};
     char ea[400], eb[400];
     ext_fields(&ka, ea, sizeof ea);
     ext_fields(&kb, eb, sizeof eb);
@@ -620,16 +777,16 @@ static void test_extended(idents *id) {
         ext_behaviour eb;
         int clock_ahead, want;
     } cases[] = {
-        {"both notaries answer match in the extended format", "{}", "match", {&kb, "match", 0, NULL, 0}, 0, CONVERGE_TRUSTED},
-        {"a signed mismatch", "{}", "mismatch", {&kb, "mismatch", 0, NULL, 0}, 0, CONVERGE_NOT_TRUSTED},
-        {"an answer about another host is wrong-target", "{}", "wrong-target", {&kb, "match", 0, "127.0.0.2", 0}, 0,
+        {"both notaries answer match in the extended format", "{}", "match", {&kb, "match", 0, NULL, 0, NULL}, 0, CONVERGE_TRUSTED},
+        {"a signed mismatch", "{}", "mismatch", {&kb, "mismatch", 0, NULL, 0, NULL}, 0, CONVERGE_NOT_TRUSTED},
+        {"an answer about another host is wrong-target", "{}", "wrong-target", {&kb, "match", 0, "127.0.0.2", 0, NULL}, 0,
          CONVERGE_NOT_TRUSTED},
-        {"an answer without our nonce", "{}", "nonce-mismatch", {&kb, "match", 0, NULL, 1}, 0, CONVERGE_NOT_TRUSTED},
-        {"an answer signed by B with A's key id is unknown-key", "{}", "unknown-key", {&ka, "match", 0, NULL, 0}, 0,
+        {"an answer without our nonce", "{}", "nonce-mismatch", {&kb, "match", 0, NULL, 1, NULL}, 0, CONVERGE_NOT_TRUSTED},
+        {"an answer signed by B with A's key id is unknown-key", "{}", "unknown-key", {&ka, "match", 0, NULL, 0, NULL}, 0,
          CONVERGE_NOT_TRUSTED},
-        {"an answer 1000 s old is stale", "{}", "stale", {&kb, "match", 0, NULL, 0}, 1, CONVERGE_NOT_TRUSTED},
-        {"twin: max-skew 2000 accepts it", "{\"max-skew\": 2000}", "match", {&kb, "match", 0, NULL, 0}, 1, CONVERGE_TRUSTED},
-        {"extended off asks in the legacy format", "{\"extended\": \"off\"}", "listed", {&kb, "mismatch", 0, NULL, 0}, 0,
+        {"an answer 1000 s old is stale", "{}", "stale", {&kb, "match", 0, NULL, 0, NULL}, 1, CONVERGE_NOT_TRUSTED},
+        {"twin: max-skew 2000 accepts it", "{\"max-skew\": 2000}", "match", {&kb, "match", 0, NULL, 0, NULL}, 1, CONVERGE_TRUSTED},
+        {"extended off asks in the legacy format", "{\"extended\": \"off\"}", "listed", {&kb, "mismatch", 0, NULL, 0, NULL}, 0,
          CONVERGE_TRUSTED},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -674,6 +831,7 @@ int main(int argc, char **argv) {
         CHECK(made == 0, "test identities (keys from %s/keys)", vectors);
         test_loopback(&id);
         test_extended(&id);
+        test_hostile(&id);
         test_bounce(&id);
         free_identity(&id.target);
         free_identity(&id.na);
