@@ -18,7 +18,8 @@ sub diff {
     return grep { exists $c->{$_} && $JS->encode($c->{$_}) ne $JS->encode($out->{$_}) } @Converge::Vectors::COMPARED;
 }
 
-my @files = sort glob "$DIR/*.json";
+# canonical-json.json tests the notary's encoder: clients never re-serialise.
+my @files = sort grep { !m{/canonical-json\.json\z} } glob "$DIR/*.json";
 ok(@files >= 9, 'the vector files are there');
 for my $f (@files) {
     my $doc = load($f);

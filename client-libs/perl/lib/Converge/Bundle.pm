@@ -6,7 +6,7 @@ use MIME::Base64 ();
 use Net::SSLeay ();
 use Converge::Error;
 use Converge::Fingerprint;
-use Converge::JSON qw(parse_json is_object json_int json_number);
+use Converge::JSON qw(parse_json is_object json_int json_number json_string);
 
 our $VERSION = '0.1.0';
 
@@ -90,7 +90,7 @@ sub certificate_parses {
 
 sub _port {
     my ($obj, $key) = @_;
-    my $n = json_int($obj->get($key));
+    my $n = json_int($obj->{$key});
     _bad("$key must be an integer port 1..65535") unless defined $n && $n >= 1 && $n <= 65535;
     return $n;
 }
@@ -98,10 +98,10 @@ sub _port {
 sub _host {
     my ($v) = @_;
     _bad('a host entry must be an object') unless is_object($v);
-    my $host = $v->get('host');
-    _bad('host must be a DNS name or an IP address') unless defined $host && !ref $host && $host =~ $HOST_RE;
-    my $pem = $v->get('certificate');
-    _bad("certificate of $host is not one PEM certificate") unless defined $pem && !ref $pem && $pem =~ $PEM_RE;
+    my $host = $v->{'host'};
+    _bad('host must be a DNS name or an IP address') unless defined json_string($host) && $host =~ $HOST_RE;
+    my $pem = $v->{'certificate'};
+    _bad("certificate of $host is not one PEM certificate") unless defined json_string($pem) && $pem =~ $PEM_RE;
     (my $b = $1) =~ s/[\r\n]//g;
     my $der = strict_base64($b);
     _bad("certificate of $host does not parse") unless defined $der && certificate_parses($der);
@@ -115,23 +115,23 @@ sub key_id_of { unpack 'H16', Digest::SHA::sha256($_[0]) }
 sub _signing_key {
     my ($k) = @_;
     _bad('a signing key entry must be an object') unless is_object($k);
-    for my $name ($k->keys) {
+    for my $name (sort keys %$k) {
         _bad("unknown signing key field \"$name\"") unless $name =~ /\A(?:alg|key_id|public_key|status|valid_until)\z/;
     }
-    my $alg = $k->get('alg');
-    _bad('signing key alg must be ed25519') unless defined $alg && !ref $alg && $alg eq 'ed25519';
-    my $raw = unb64url($k->get('public_key'));
+    my $alg = $k->{'alg'};
+    _bad('signing key alg must be ed25519') unless defined json_string($alg) && $alg eq 'ed25519';
+    my $raw = unb64url($k->{'public_key'});
     _bad('signing key public_key must be unpadded base64url') unless defined $raw;
     _bad('an Ed25519 public key has 32 bytes') unless length $raw == 32;
-    my $kid = $k->get('key_id');
-    _bad('signing key id does not match its public key') unless defined $kid && !ref $kid && $kid eq key_id_of($raw);
-    my $status = $k->get('status') // '';
-    my $until = $k->get('valid_until');
-    if (!ref $status && $status eq 'current') {
-        _bad('a current signing key has no valid_until') if $k->has('valid_until') && defined $until;
+    my $kid = $k->{'key_id'};
+    _bad('signing key id does not match its public key') unless defined json_string($kid) && $kid eq key_id_of($raw);
+    my $status = $k->{'status'} // '';
+    my $until = $k->{'valid_until'};
+    if ((json_string($status) // '') eq 'current') {
+        _bad('a current signing key has no valid_until') if exists $k->{'valid_until'} && defined $until;
         return Converge::Bundle::Key->new(key_id => $kid, public_key => $raw, current => 1, valid_until => 0);
     }
-    if (!ref $status && $status eq 'retired') {
+    if ((json_string($status) // '') eq 'retired') {
         my $u = json_int($until);
         _bad('a retired signing key needs valid_until (unix seconds)')
             unless defined $u && $u > 0 && $u <= Converge::JSON::MAX_SAFE_INTEGER;
@@ -164,8 +164,8 @@ sub parse {
     my ($obj, $ok) = parse_json($data);
     _bad('bundle is not a JSON object') unless $ok && is_object($obj);
     my $version = 0;
-    if ($obj->has('version')) {
-        my $v = json_number($obj->get('version'));
+    if (exists $obj->{'version'}) {
+        my $v = json_number($obj->{'version'});
         _bad('unsupported bundle version') unless defined $v && ($v == 0 || $v == 1);
         $version = int $v;
     }
@@ -173,27 +173,27 @@ sub parse {
         my $h = _host($obj);
         return bless { name => $h->host, version => 0, hosts => [$h], protocols => [], signing_keys => [] }, $class;
     }
-    my $name = $obj->get('name');
-    _bad('name must be a non-empty string') if !defined $name || ref $name || $name !~ /\S/ || length $name > 200;
-    my $hosts = $obj->get('hosts');
+    my $name = $obj->{'name'};
+    _bad('name must be a non-empty string') if !defined json_string($name) || $name !~ /\S/ || length $name > 200;
+    my $hosts = $obj->{'hosts'};
     _bad('hosts must be a non-empty list') unless ref $hosts eq 'ARRAY' && @$hosts;
     _bad('more than ' . MAX_HOSTS . ' hosts') if @$hosts > MAX_HOSTS;
-    my $loc = $obj->get('bundle_location');
+    my $loc = $obj->{'bundle_location'};
     _bad('bundle_location must be an https:// URL ending in .notary')
         if defined $loc && (ref $loc || $loc !~ m{\Ahttps://.*\.notary\z}s || length $loc > 2048);
-    my $region = $obj->get('region');
-    _bad('region must be an ISO-3166 alpha-2 code') if defined $region && (ref $region || $region !~ /\A[A-Za-z]{2}\z/);
+    my $region = $obj->{'region'};
+    _bad('region must be an ISO-3166 alpha-2 code') if defined $region && (!defined json_string($region) || $region !~ /\A[A-Za-z]{2}\z/);
     my @parsed = map { _host($_) } @$hosts;
     my @protocols;
-    if ($obj->has('protocols')) {
-        my $p = $obj->get('protocols');
+    if (exists $obj->{'protocols'}) {
+        my $p = $obj->{'protocols'};
         _bad('protocols must be a list of at most 16 strings') unless ref $p eq 'ARRAY' && @$p <= 16;
         for my $x (@$p) {
-            _bad('protocols must be a list of short strings') if !defined $x || ref $x || length $x < 1 || length $x > 64;
+            _bad('protocols must be a list of short strings') if !defined json_string($x) || length $x < 1 || length $x > 64;
             push @protocols, $x;
         }
     }
-    my $keys = $obj->has('signing_keys') ? parse_signing_keys($obj->get('signing_keys')) : [];
+    my $keys = exists $obj->{'signing_keys'} ? parse_signing_keys($obj->{'signing_keys'}) : [];
     _bad('protocols lists ' . EXTENDED_FORMAT . ' but the bundle has no signing_keys')
         if (grep { $_ eq EXTENDED_FORMAT } @protocols) && !@$keys;
     return bless { name => $name, version => 1, hosts => \@parsed, bundle_location => $loc,

@@ -6,7 +6,7 @@ use Time::HiRes ();
 use Converge::Error;
 use Converge::Bundle;
 use Converge::Policy;
-use Converge::JSON qw(parse_json is_object is_bool json_int json_number);
+use Converge::JSON qw(parse_json is_object is_bool json_int json_number json_string);
 
 our $VERSION = '0.1.0';
 
@@ -51,61 +51,61 @@ sub discover {
 
 sub _number {
     my ($raw, $key, $default, $low, $high) = @_;
-    return $default unless $raw->has($key);
-    my $v = json_number($raw->get($key));
+    return $default unless exists $raw->{$key};
+    my $v = json_number($raw->{$key});
     _bad("$key must be a number in [$low, $high]") if !defined $v || $v != $v || $v < $low || $v > $high;
     return $v;
 }
 
 sub _int {
     my ($raw, $key, $default, $low, $high, $what) = @_;
-    return $default unless $raw->has($key);
-    my $v = json_int($raw->get($key));
+    return $default unless exists $raw->{$key};
+    my $v = json_int($raw->{$key});
     _bad("$key must be $what") if !defined $v || $v < $low || $v > $high;
     return $v;
 }
 
 sub _bool {
     my ($raw, $key, $default) = @_;
-    return $default unless $raw->has($key);
-    my $v = $raw->get($key);
+    return $default unless exists $raw->{$key};
+    my $v = $raw->{$key};
     _bad("$key must be true or false") unless is_bool($v);
     return $v ? 1 : 0;
 }
 
 sub _path {
     my ($dir, $raw, $key, $default) = @_;
-    return defined $default ? "$dir/$default" : undef unless $raw->has($key);
-    my $v = $raw->get($key);
+    return defined $default ? "$dir/$default" : undef unless exists $raw->{$key};
+    my $v = $raw->{$key};
     return undef unless defined $v;
-    _bad("$key must be a path") if ref $v || $v eq '';
+    _bad("$key must be a path") if !defined json_string($v) || $v eq '';
     $v = ($ENV{HOME} // '') . substr($v, 1) if $v eq '~' || $v =~ m{\A~/};
     return $v =~ m{\A/} ? $v : "$dir/$v";
 }
 
-# Validates the decoded converge.config (a Converge::JSON::Object) of $dir.
+# Validates the decoded converge.config (a hash) of $dir.
 sub from_raw {
     my ($class, $dir, $raw) = @_;
-    my @unknown = sort grep { !$KNOWN{$_} } $raw->keys;
+    my @unknown = sort grep { !$KNOWN{$_} } keys %$raw;
     _bad('unknown configuration keys: ' . join(', ', @unknown)) if @unknown;
     my %c = (directory => $dir);
     $c{bounce_port} = _int($raw, 'bounce-port', 4242, 1, 65535, 'an integer port 1..65535');
-    $c{cache_lifetime} = $raw->has('cache-lifetime') && !defined $raw->get('cache-lifetime') ? undef
+    $c{cache_lifetime} = exists $raw->{'cache-lifetime'} && !defined $raw->{'cache-lifetime'} ? undef
         : _number($raw, 'cache-lifetime', DEFAULT_CACHE_LIFETIME, 0, 10 * 365 * 86400);
     $c{quorum} = _int($raw, 'quorum', 3, 1, 16, 'an integer 1..16');
     $c{max_response_bytes} = _int($raw, 'max-response-bytes', MAX_RESPONSE_BYTES, 1024, 16 * 1024 * 1024, 'an integer 1024..16777216');
     $c{extended} = 'prefer';
-    if ($raw->has('extended')) {
-        my $e = $raw->get('extended');
+    if (exists $raw->{'extended'}) {
+        my $e = $raw->{'extended'};
         _bad('extended must be one of off, prefer, fallback, require')
-            unless defined $e && !ref $e && $e =~ /\A(?:off|prefer|fallback|require)\z/;
+            unless defined json_string($e) && $e =~ /\A(?:off|prefer|fallback|require)\z/;
         $c{extended} = $e;
     }
     $c{max_skew} = _int($raw, 'max-skew', DEFAULT_MAX_SKEW, 0, 86400, 'an integer 0..86400 (seconds)');
     $c{extended_nonce} = _bool($raw, 'extended-nonce', 1);
     $c{agreement} = 'majority';
-    if ($raw->has('notary-agreement')) {
-        my $a = $raw->get('notary-agreement');
+    if (exists $raw->{'notary-agreement'}) {
+        my $a = $raw->{'notary-agreement'};
         _bad('notary-agreement must be a string') if !defined $a || ref $a;
         $c{agreement} = Converge::Policy::parse($a);
     }
@@ -126,7 +126,7 @@ sub load {
     my ($class, $explicit, $env) = @_;
     my $dir = $class->discover($explicit, $env);
     my $f = "$dir/" . CONFIG_FILE;
-    my $raw = Converge::JSON::Object->new;
+    my $raw = {};
     if (-e $f) {
         _bad("$f larger than " . MAX_CONFIG_BYTES . ' bytes') if -s $f > MAX_CONFIG_BYTES;
         open(my $fh, '<:raw', $f) or _bad("cannot read $f: $!");

@@ -7,7 +7,7 @@ use JSON::XS ();
 use Converge::Error;
 use Converge::Bundle;
 use Converge::Legacy;
-use Converge::JSON qw(parse_json is_object json_int canonical);
+use Converge::JSON qw(verified_object is_object json_int json_string);
 
 our $VERSION = '0.1.0';
 
@@ -18,6 +18,8 @@ use constant DEFAULT_MAX_SKEW => 300;
 use constant MEDIA_TYPE       => 'application/vnd.converge.answer+json';
 use constant PATH             => '/v2/answer';
 use constant MAX_ANSWER_BYTES => 65536;
+# The signed-answer frame: fixed ASCII prefix, key id K, signature V, statement bytes T, final }.
+my $FRAME = qr/\A\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":(.*)\}\z/s;
 my %VERDICT_STATUS = (match => 200, mismatch => 409, unreachable => 503, refused => 403);
 my %VOTES = (match => [qw(success match)], mismatch => [qw(failure mismatch)],
     unreachable => [qw(unreachable target-unreachable)], refused => [qw(unreachable refused)]);
@@ -41,66 +43,58 @@ sub expected_host {
 
 sub _reject { die Converge::Extended::Rejected->new($_[0], $_[1]) }
 
-sub _str { my ($v) = @_; defined $v && !ref $v ? $v : undef }
 
 # Checks an extended answer body in the documented order. %$exp: host, port, fingerprint
 # (Converge::Fingerprint), nonce, now, max_skew, bind_ip, ip (each optional). Returns { verdict,
 # detail, key_id, answered_at }; dies with a Converge::Extended::Rejected (reason, message).
 sub verify_answer {
     my ($raw, $keys, $exp) = @_;
-    _reject('malformed', 'answer too large') if length $raw > MAX_ANSWER_BYTES;
-    my ($doc, $ok) = parse_json($raw);
-    _reject('malformed', 'answer must have exactly statement and signature')
-        unless $ok && is_object($doc) && $doc->count == 2 && $doc->has('statement') && $doc->has('signature');
-    my ($stmt, $sig) = ($doc->get('statement'), $doc->get('signature'));
-    _reject('malformed', 'statement and signature must be objects') unless is_object($stmt) && is_object($sig);
-    my $canon = canonical($doc);
-    _reject('malformed', 'answer holds values canonical JSON cannot encode') unless defined $canon;
-    _reject('non-canonical', 'answer bytes are not canonical JSON') unless $canon eq $raw;
-    _reject('malformed', 'not a ' . Converge::Bundle::EXTENDED_FORMAT . ' answer signed with ed25519')
-        unless (_str($stmt->get('type')) // '') eq Converge::Bundle::EXTENDED_FORMAT && (_str($sig->get('alg')) // '') eq 'ed25519';
-    my $kid = _str($sig->get('key_id'));
-    _reject('malformed', 'key ids of statement and signature differ') unless defined $kid && $kid eq (_str($stmt->get('key_id')) // "\0");
+    _reject('malformed', 'answer is not the signed-answer frame') unless length $raw <= MAX_ANSWER_BYTES && $raw =~ $FRAME;
+    my ($kid, $value, $statement) = ($1, $2, $3);
     my $pub = $keys->{$kid};
     _reject('unknown-key', "signing key $kid is not trusted") unless defined $pub;
-    my $signature = Converge::Bundle::unb64url($sig->get('value'));
+    my $signature = Converge::Bundle::unb64url($value);
     my $good = defined $signature && length $signature == 64 && length $pub == 32 && eval {
-        Crypt::PK::Ed25519->new->import_key_raw($pub, 'public')->verify_message($signature, canonical($stmt));
+        Crypt::PK::Ed25519->new->import_key_raw($pub, 'public')->verify_message($signature, $statement);
     };
     _reject('bad-signature', 'signature does not verify') unless $good;
-    my $verdict = _str($stmt->get('verdict'));
-    my $target = $stmt->get('target');
+    my $stmt = verified_object($statement);
+    _reject('malformed', 'statement is not a JSON object within the bounds') unless $stmt;
+    _reject('malformed', 'not a ' . Converge::Bundle::EXTENDED_FORMAT . " statement by key $kid")
+        unless (json_string($stmt->{type}) // '') eq Converge::Bundle::EXTENDED_FORMAT && (json_string($stmt->{key_id}) // '') eq $kid;
+    my $verdict = json_string($stmt->{verdict});
+    my $target = $stmt->{target};
     _reject('malformed', 'statement lacks a verdict or target') unless defined $verdict && exists $VERDICT_STATUS{$verdict} && is_object($target);
+    my $at = json_int($stmt->{answered_at});
+    _reject('malformed', 'answered_at must be an integer') unless defined $at;
     if (defined $exp->{host} && $exp->{host} ne '') {
-        my $th = _str($target->get('host'));
-        my $tp = json_int($target->get('port'));
+        my $th = json_string($target->{host});
+        my $tp = json_int($target->{port});
         _reject('wrong-target', "answer is about another target, not $exp->{host}:" . ($exp->{port} // ''))
             unless defined $th && defined $tp && $th eq expected_host($exp->{host}) && $tp == ($exp->{port} // -1);
     }
     if ($exp->{bind_ip}) {
-        my $tip = $target->get('ip');
+        my $tip = $target->{ip};
         if (!defined $exp->{ip} || $exp->{ip} eq '') {
             _reject('wrong-target', 'answer is about a probe of an address the client did not name') if defined $tip;
-        } elsif (!defined _str($tip) || $tip ne expected_host($exp->{ip})) {
+        } elsif (!defined json_string($tip) || $tip ne expected_host($exp->{ip})) {
             _reject('wrong-target', "answer is about a probe of another address, not $exp->{ip}");
         }
     }
-    my $req = $stmt->get('request');
+    my $req = $stmt->{request};
     $req = undef unless is_object($req);
     if (my $fp = $exp->{fingerprint}) {
         _reject('wrong-target', 'answer is about another certificate fingerprint')
-            unless $req && (_str($req->get('alg')) // '') eq $fp->algorithm && (_str($req->get('fingerprint')) // '') eq $fp->colon_hex;
+            unless $req && (json_string($req->{alg}) // '') eq $fp->algorithm && (json_string($req->{fingerprint}) // '') eq $fp->colon_hex;
     }
     if (defined $exp->{nonce} && $exp->{nonce} ne '') {
-        _reject('nonce-mismatch', 'answer does not echo our nonce') unless $req && (_str($req->get('nonce')) // "\0") eq $exp->{nonce};
+        _reject('nonce-mismatch', 'answer does not echo our nonce') unless $req && (json_string($req->{nonce}) // "\0") eq $exp->{nonce};
     }
-    my $at = json_int($stmt->get('answered_at'));
-    _reject('malformed', 'answered_at must be an integer') unless defined $at;
     if (defined $exp->{now}) {
         my $skew = $exp->{max_skew} // DEFAULT_MAX_SKEW;
         _reject('stale', 'answer time is ' . ($exp->{now} - $at) . " s from now (max skew $skew s)") if abs($exp->{now} - $at) > $skew;
     }
-    return { verdict => $verdict, detail => _str($stmt->get('detail')) // '', key_id => $kid, answered_at => $at };
+    return { verdict => $verdict, detail => json_string($stmt->{detail}) // '', key_id => $kid, answered_at => $at };
 }
 
 # Unpadded base64url of 16 random bytes.
@@ -161,7 +155,7 @@ use strict;
 use warnings;
 use overload '""' => sub { "answer rejected ($_[0]{reason}): $_[0]{message}" }, fallback => 1;
 
-# A signed answer that failed verification: reason (malformed, non-canonical, unknown-key,
+# A signed answer that failed verification: reason (malformed, unknown-key,
 # bad-signature, wrong-target, nonce-mismatch, stale) and message.
 sub new     { my ($c, $reason, $message) = @_; bless { reason => $reason, message => $message }, $c }
 sub reason  { $_[0]{reason} }
@@ -178,7 +172,7 @@ Converge::Extended - the converge-answer/1 format, client side
 =head1 DESCRIPTION
 
 C<verify_answer($raw, \%keys, \%expect)> checks a signed answer in the documented order
-(malformed, non-canonical, unknown-key, bad-signature, wrong-target, nonce-mismatch, stale)
+(malformed, unknown-key, bad-signature, wrong-target, nonce-mismatch, stale)
 and dies with a C<Converge::Extended::Rejected> (C<reason>, C<message>) on the first failure;
 C<request_bytes> builds the request with a fresh nonce (C<new_nonce>); C<evaluate> reduces a
 response to a vote.

@@ -7,13 +7,13 @@ use JSON::XS ();
 use Converge::Error;
 use Converge::Bundle;
 use Converge::Fingerprint;
-use Converge::JSON qw(parse_json is_object json_int py_dumps);
+use Converge::JSON qw(verified_object is_object json_int json_string);
 
 our $VERSION = '0.1.0';
 
 # The legacy (Convergence v1) protocol, client side (pure): the request bytes, the response
-# framing, the signed bytes (both recipes), RSA/SHA-1 verification and the reduction of an
-# answer to a vote (a Converge::Outcome).
+# framing, the signed bytes, RSA/SHA-1 verification, the parse of what was verified and the
+# reduction of an answer to a vote (a Converge::Outcome).
 
 use constant MAX_RESPONSE_BYTES  => 262144;
 use constant MAX_HEADER_BYTES    => 16384;
@@ -121,69 +121,82 @@ sub _timestamp {
     _bad("$what is not a decimal unix time");
 }
 
-# Parses and checks the shape of a 200/409 body (no signature check): { entries ([fp, start,
-# finish]...), signature, cut (recipe b, or undef), reserialised (recipe a) }.
-sub parse_signed_list {
+use constant SIGNATURE_MEMBER => ', "signature": "';
+
+# Splits a 200/409 body into the signed bytes S and the signature (base64 text): the body must
+# be S without its final }, then `, "signature": "<base64>"}` and nothing after it.
+sub split_signed_body {
     my ($body, $max) = @_;
     $max //= MAX_RESPONSE_BYTES;
     _bad("body larger than $max bytes") if length $body > $max;
-    my ($obj, $ok) = parse_json($body);
-    _bad('body is not a JSON object') unless $ok && is_object($obj);
-    my $fl = $obj->get('fingerprintList');
-    _bad('fingerprintList missing or not a list') unless ref $fl eq 'ARRAY';
-    _bad('more than ' . MAX_HISTORY_ENTRIES . ' history entries') if @$fl > MAX_HISTORY_ENTRIES;
-    my $sig_text = $obj->get('signature');
-    _bad('signature missing or not a string') if !defined $sig_text || ref $sig_text;
-    my $signature = Converge::Bundle::strict_base64($sig_text);
-    _bad('signature is not base64') unless defined $signature;
-    my @entries;
-    for my $item (@$fl) {
-        _bad('history entry is not an object') unless is_object($item);
-        my $ts = $item->get('timestamp');
-        _bad('history entry has no timestamp object') unless is_object($ts);
-        my $fp_text = $item->get('fingerprint');
-        _bad('history entry has no fingerprint') if !defined $fp_text || ref $fp_text;
-        my $fp = eval { Converge::Fingerprint->parse($fp_text) };
-        _bad('history entry fingerprint: ' . $@->detail) unless $fp;
-        push @entries, [$fp, _timestamp($ts->get('start'), 'start'), _timestamp($ts->get('finish'), 'finish')];
-    }
-    my $i = rindex($body, ', "signature"');
-    return { entries => \@entries, signature => $signature, cut => $i < 0 ? undef : substr($body, 0, $i) . '}',
-        reserialised => py_dumps($obj->without('signature')) };
+    my $i = rindex($body, SIGNATURE_MEMBER);
+    _bad('body does not end with the signature member')
+        unless $i >= 0 && substr($body, $i + length SIGNATURE_MEMBER) =~ m{\A([A-Za-z0-9+/]+={0,2})"\}\z};
+    return (substr($body, 0, $i) . '}', $1);
 }
 
 my %KEYS;    # certificate DER => Crypt::PK::RSA (a notary's key, parsed once)
 
-# Checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a).
-sub verify_signed_list {
-    my ($s, $der) = @_;
+# Checks the RSASSA-PKCS1-v1_5 SHA-1 signature (base64 text) over the signed bytes.
+sub verify_signed {
+    my ($signed, $signature, $der) = @_;
     my $key = $KEYS{$der} //= eval { Crypt::PK::RSA->new(\$der) };
     Converge::Error->throw('signature', 'the notary certificate does not hold an RSA key') unless $key;
-    for my $msg ($s->{cut}, $s->{reserialised}) {
-        return if defined $msg && eval { $key->verify_message($s->{signature}, $msg, 'SHA1', 'v1.5') };
-    }
+    my $raw = Converge::Bundle::strict_base64($signature);
+    return if defined $raw && eval { $key->verify_message($raw, $signed, 'SHA1', 'v1.5') };
     Converge::Error->throw('signature', "signature does not verify against the notary's certificate");
+}
+
+# The history in verified signed bytes ([fp, start, finish]...): the bounds scan, the stock
+# parser, the shape.
+sub parse_signed_list {
+    my ($signed) = @_;
+    my $obj = verified_object($signed);
+    _bad('signed bytes are not a JSON object within the bounds') unless $obj;
+    my $fl = $obj->{fingerprintList};
+    _bad('fingerprintList missing or not a list') unless ref $fl eq 'ARRAY';
+    _bad('more than ' . MAX_HISTORY_ENTRIES . ' history entries') if @$fl > MAX_HISTORY_ENTRIES;
+    my @entries;
+    for my $item (@$fl) {
+        my $ts = is_object($item) ? $item->{timestamp} : undef;
+        _bad('history entry is not an object with a timestamp object') unless is_object($ts);
+        my $fp_text = $item->{fingerprint};
+        _bad('history entry has no fingerprint') unless defined json_string($fp_text);
+        my $fp = eval { Converge::Fingerprint->parse($fp_text) };
+        _bad('history entry fingerprint: ' . $@->detail) unless $fp;
+        push @entries, [$fp, _timestamp($ts->{start}, 'start'), _timestamp($ts->{finish}, 'finish')];
+    }
+    return \@entries;
+}
+
+# Reads a 200/409 body: framing, signature, bounds, parse and shape, in that order. Returns
+# the entries.
+sub read_signed_body {
+    my ($body, $der, $max) = @_;
+    my ($signed, $signature) = split_signed_body($body, $max);
+    verify_signed($signed, $signature, $der);
+    return parse_signed_list($signed);
 }
 
 # Reduces one response (status and body) to a vote; $wanted: the asked certificate's forms.
 sub evaluate {
     my ($status, $body, $wanted, $der, $max) = @_;
     if ($status == 200 || $status == 409) {
-        my $signed = eval { my $x = parse_signed_list($body, $max); verify_signed_list($x, $der); $x };
+        my $entries = eval { read_signed_body($body, $der, $max) };
         if (my $e = $@) {
             die $e unless Converge::Error->caught($e);
             return Converge::Outcome->failure_of($e, $status);
         }
         return Converge::Outcome->new('failure', 'mismatch', $status, 'notary sees another certificate') if $status == 409;
         for my $fp (@$wanted) {
-            for my $e (@{ $signed->{entries} }) {
+            for my $e (@$entries) {
                 return Converge::Outcome->new('success', 'listed', $status, '') if $e->[0]->equals($fp);
             }
         }
-        my %algs = map { $_->[0]->algorithm => 1 } @{ $signed->{entries} };
+        my %algs = map { $_->[0]->algorithm => 1 } @$entries;
         my $any = grep { $algs{ $_->algorithm } } @$wanted;
         return Converge::Outcome->new('success', 'status-only', $status, 'list holds no fingerprint of the asked kind')
-            if !$any && @{ $signed->{entries} };
+            if !$any && @$entries;
         return Converge::Outcome->new('failure', 'not-listed', $status, '200 without the fingerprint in the signed list');
     }
     return Converge::Outcome->new('unreachable', 'inconclusive', $status, 'notary could not decide') if $status == 303;
@@ -229,9 +242,11 @@ Converge::Legacy - the Convergence v1 protocol, client side
 =head1 DESCRIPTION
 
 Pure functions: C<request_bytes($host, $port, $fp, $ip)> (the exact 2011 request),
-C<parse_http_response($raw, $max)> (strict framing), C<parse_signed_list($body)> and
-C<verify_signed_list($signed, $der)> (RSA/SHA-1 over the bytes before C<, "signature">, or
-over Python's C<json.dumps> of the body without the signature), C<evaluate> and
+C<parse_http_response($raw, $max)> (strict framing), C<split_signed_body($body)> (the
+signed bytes S and the signature: the body must be S without its C<}>, then the signature
+member and nothing else), C<verify_signed($s, $sig, $der)> (RSA/SHA-1 over S),
+C<parse_signed_list($s)> (bounds scan, JSON::XS, shape), C<read_signed_body> (all three),
+C<evaluate> and
 C<outcome_from_http> (a response reduced to a L<Converge::Outcome>: C<vote>, C<kind>,
 C<status>, C<detail>).
 

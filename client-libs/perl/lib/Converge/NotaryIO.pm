@@ -15,7 +15,7 @@ our $VERSION = '0.1.0';
 # change it.
 
 my %DEFINITIVE = map { $_ => 1 } qw(listed status-only mismatch not-listed match);
-my %SEVERITY = ((map { $_ => 3 } qw(signature response malformed non-canonical unknown-key bad-signature wrong-target
+my %SEVERITY = ((map { $_ => 3 } qw(signature response malformed unknown-key bad-signature wrong-target
     nonce-mismatch stale)), pin => 2);
 
 sub now { Time::HiRes::time() }
@@ -376,22 +376,26 @@ sub step {
 sub _finish {
     my ($self) = @_;
     $self->close;
-    my $raw = $self->{buffer};
-    unless ($self->{ext}) {
-        ($self->{outcome}) = Converge::Legacy::outcome_from_http($raw, $self->{wanted}, $self->{nh}->der, $self->{o}{max_bytes});
-        return;
-    }
-    my $now = int $self->{ext}{now}->();
-    my $resp = eval { Converge::Legacy::parse_http_response($raw, $self->{o}{max_bytes}) };
+    my $outcome = eval { $self->_read($self->{buffer}) };
     if (my $e = $@) {
-        die $e unless Converge::Error->caught($e);
-        $self->{outcome} = Converge::Outcome->failure_of($e, undef);
-        return;
+        # the one parse boundary: nothing a notary sends leaves as an exception
+        $outcome = Converge::Error->caught($e) ? Converge::Outcome->failure_of($e, undef)
+            : Converge::Outcome->new('failure', 'response', undef, 'unreadable answer: ' . (split /\n/, "$e")[0]);
     }
-    $self->{outcome} = Converge::Extended::evaluate($resp, Converge::Extended::trusted_keys($self->{ext}{keys}, $now), {
+    $self->{outcome} = $outcome;
+    return;
+}
+
+# This notary's answer as a vote (every check of either format).
+sub _read {
+    my ($self, $raw) = @_;
+    return (Converge::Legacy::outcome_from_http($raw, $self->{wanted}, $self->{nh}->der, $self->{o}{max_bytes}))[0]
+        unless $self->{ext};
+    my $now = int $self->{ext}{now}->();
+    my $resp = Converge::Legacy::parse_http_response($raw, $self->{o}{max_bytes});
+    return Converge::Extended::evaluate($resp, Converge::Extended::trusted_keys($self->{ext}{keys}, $now), {
         host => $self->{target}, port => $self->{port}, fingerprint => $self->{asked}, nonce => $self->{nonce}, now => $now,
         max_skew => $self->{ext}{max_skew}, bind_ip => 1, ip => $self->{o}{ip} // '' });
-    return;
 }
 
 # A fresh legacy query for the same host (extended fallback).
