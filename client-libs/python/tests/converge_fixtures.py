@@ -110,12 +110,13 @@ class FakeNotary:
         self._server.shutdown()
         self._server.server_close()
 
-    def _answer(self, s: ssl.SSLSocket, key: Any) -> None:
+    def _read_request(self, s: ssl.SSLSocket) -> tuple[bytes, bytes] | None:
+        """The request's head and body (recorded in ``requests``); None if the peer left."""
         data = b""
         while b"\r\n\r\n" not in data and len(data) < 8192:
             chunk = s.recv(4096)
             if not chunk:
-                return
+                return None
             data += chunk
         head, _, body = data.partition(b"\r\n\r\n")
         cl = 0
@@ -125,6 +126,13 @@ class FakeNotary:
         while len(body) < cl:
             body += s.recv(4096)
         self.requests.append(head + b"\r\n\r\n" + body)
+        return head, body
+
+    def _answer(self, s: ssl.SSLSocket, key: Any) -> None:
+        request = self._read_request(s)
+        if request is None:
+            return
+        head, body = request
         target = head.split(b" ")[1].decode().removeprefix("/target/")
         host, _, port = target.partition("+")
         fp = body.decode().removeprefix("fingerprint=")
