@@ -1,10 +1,11 @@
 """Malformed certificates by DER-level edits of a valid chain (for tests and fuzzing).
 
-A small DER reader/writer of our own (definite lengths only, which is all DER has), the
-surgery on a leaf's ``TBSCertificate`` that each defect needs, and re-signing with the
-issuer's key so that the defect is the only thing wrong (except where the defect *is* the
-signature). :func:`defects` lists the named cases; :func:`mutate_extensions` is the fuzz
-target's mutator.
+The notary's own DER reader (:mod:`notary.ca.der`, definite lengths only, which is all DER
+has), chains from the shared synthetic PKI (:mod:`replay.pki`), the surgery on a leaf's
+``TBSCertificate`` that each defect needs, and re-signing with the issuer's key so that the
+defect is the only thing wrong (except where the defect *is* the signature).
+:func:`defects` lists the named cases; :func:`mutate_extensions` is the fuzz target's
+mutator.
 """
 
 from __future__ import annotations
@@ -18,55 +19,16 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.serialization import Encoding
 
-# -- DER --------------------------------------------------------------------------------------
+from notary.ca.der import EXPLICIT_3, OID, SEQUENCE, TLV, children, read
+from replay.pki import key_pem, make_ca, make_leaf, new_key
 
-SEQUENCE = 0x30
+# -- DER: the notary's reader (notary.ca.der) and the two writers the surgery needs -------------
+
 OCTET_STRING = 0x04
 BOOLEAN = 0x01
 INTEGER = 0x02
-OID = 0x06
-EXPLICIT_3 = 0xA3
-
-
-@dataclass
-class TLV:
-    tag: int
-    value: bytes
-
-    def encode(self) -> bytes:
-        return bytes([self.tag]) + _length(len(self.value)) + self.value
-
-
-def _length(n: int) -> bytes:
-    if n < 0x80:
-        return bytes([n])
-    raw = n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes([0x80 | len(raw)]) + raw
-
-
-def read(data: bytes, pos: int = 0) -> tuple[TLV, int]:
-    """One TLV at ``pos``; returns it and the position after it."""
-    tag = data[pos]
-    first = data[pos + 1]
-    pos += 2
-    if first < 0x80:
-        n = first
-    else:
-        k = first & 0x7F
-        n = int.from_bytes(data[pos : pos + k], "big")
-        pos += k
-    return TLV(tag, data[pos : pos + n]), pos + n
-
-
-def children(value: bytes) -> list[TLV]:
-    out, pos = [], 0
-    while pos < len(value):
-        tlv, pos = read(value, pos)
-        out.append(tlv)
-    return out
 
 
 def seq(items: list[TLV], tag: int = SEQUENCE) -> TLV:
@@ -103,39 +65,12 @@ class Chain:
 
 
 def make_chain(host: str, now: dt.datetime, *, san: list[str] | None = None) -> Chain:
-    """A root and a leaf for ``host`` (EC P-256), valid around ``now``."""
-    root_key = ec.generate_private_key(ec.SECP256R1())
-    leaf_key = ec.generate_private_key(ec.SECP256R1())
-    root_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Mutation Test Root")])
-    ski = x509.SubjectKeyIdentifier.from_public_key(root_key.public_key())
-    root = (
-        x509.CertificateBuilder().subject_name(root_name).issuer_name(root_name)
-        .public_key(root_key.public_key()).serial_number(1)
-        .not_valid_before(now - dt.timedelta(days=30))
-        .not_valid_after(now + dt.timedelta(days=3650))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
-                                     False), critical=True)
-        .add_extension(ski, critical=False)
-        .sign(root_key, hashes.SHA256())
-    )
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]))
-        .issuer_name(root_name).public_key(leaf_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=90))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in san or [host]]),
-                       critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                       critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski),
-                       critical=False)
-        .sign(root_key, hashes.SHA256())
-    )
-    return Chain(root, root_key, leaf, leaf_key)
+    """A root and a leaf for ``host`` (EC P-256), valid around ``now`` (the shared synthetic
+    PKI, :mod:`replay.pki`)."""
+    root = make_ca("Mutation Test Root", "", now, serial=1)
+    leaf_key = new_key()
+    leaf = make_leaf(san or [host], root, leaf_key, now - dt.timedelta(days=1))
+    return Chain(root.cert, root.key, leaf, leaf_key)
 
 
 # -- surgery ----------------------------------------------------------------------------------
@@ -251,8 +186,7 @@ def defects(now: dt.datetime) -> list[Defect]:
     def add(name: str, host: str, build: Callable[[Chain], bytes],
             san: list[str] | None = None) -> None:
         chain = make_chain(host, now, san=san)
-        key = chain.leaf_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-        out.append(Defect(name, host, build(chain), chain.root_der, key))
+        out.append(Defect(name, host, build(chain), chain.root_der, key_pem(chain.leaf_key)))
 
     add("san-not-der", "san.test", lambda c: edit_leaf(c, _set_ext("san", b"\x30\x05\x82\x03ab")))
     add("empty-eku", "eku.test", lambda c: edit_leaf(c, _set_ext("eku", b"\x30\x00")))

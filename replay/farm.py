@@ -2,7 +2,8 @@
 
 ``prepare`` turns a farm specification (from ``replay synth``) into certificates, a targets
 list (host, port, the fingerprint clients saw, role) and a hosts file for the notary.
-``FarmServer`` serves them:
+``FarmServer`` serves them (its TLS listener is :class:`SNIFarm`, which also serves the
+root-store worlds):
 
 - one TLS listener for good, rotating and mitm sites, choosing the certificate by SNI
   (``SSLContext.sni_callback``; per-site contexts are built on demand and kept in a bounded
@@ -203,52 +204,47 @@ class FarmStats:
     refused_overload: int = 0
 
 
-class FarmServer:
-    """Serve a prepared farm state directory. ``time_source`` picks rotating certificates."""
+@dataclass(frozen=True)
+class SiteFiles:
+    """What the farm serves for one host: PEM chain files (one per certificate variant, leaf
+    first), the leaf's key, and the site's role (counted per handshake)."""
 
-    def __init__(self, state: Path, ports: FarmPorts, slow_delay: float = 1.0,
+    chains: tuple[Path, ...]
+    key: Path
+    role: str
+
+
+class SNIFarm:
+    """One TLS listener on loopback that chooses each site's chain by SNI
+    (``SSLContext.sni_callback``; per-site contexts built on demand, kept in a bounded LRU),
+    answers one request with a tiny HTTP response, and closes. Sites with several chains
+    switch between them every ``rotate_period`` seconds. Serves every world: the target
+    farm (:class:`FarmServer`) and the root-store worlds."""
+
+    def __init__(self, sites: dict[str, SiteFiles], host: str = "127.0.0.1", port: int = 0,
                  rotate_period: float = 30.0, max_contexts: int = DEFAULT_CONTEXTS,
                  max_connections: int = MAX_CONNECTIONS) -> None:
-        try:
-            self.sites: dict[str, dict[str, Any]] = json.loads(
-                (state / "sites.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ReplayIOError(f"{state}: not a prepared farm ({exc})") from exc
-        if slow_delay < 0 or rotate_period <= 0:
-            raise ReplayInputError("slow delay must be >= 0 and rotate period > 0")
-        self.state = state
-        self.ports = ports
-        self.slow_delay = slow_delay
+        if rotate_period <= 0:
+            raise ReplayInputError("rotate period must be > 0")
+        self.files = sites
+        self.host = host
+        self.port = port
         self.rotate_period = rotate_period
         self.max_contexts = max_contexts
         self.max_connections = max_connections
         self._contexts: OrderedDict[tuple[str, int], ssl.SSLContext] = OrderedDict()
         self._sem = asyncio.Semaphore(max_connections)
         self._servers: list[asyncio.base_events.Server] = []
-        self._dead_sock: socket.socket | None = None
-        self._slow_sock: socket.socket | None = None
-        self._accept_task: asyncio.Task[None] | None = None
-        self._silent_sock: socket.socket | None = None
-        self._silent_task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self.stats = FarmStats()
-        self.default_context = self._site_context(next(iter(self.sites)), 0) if self.sites \
-            else ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.listen_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        first = next(iter(self.sites), None)
+        first = next(iter(self.files), None)
         if first is not None:
             self._load_into(self.listen_context, first, 0)
         self.listen_context.sni_callback = self._sni
 
-    def _cert_files(self, host: str, variant: int) -> tuple[Path, Path]:
-        site = self.sites[host]
-        files = site["files"]
-        key = site.get("key") or f"pki/leaf-{site['root']}.key"
-        return self.state / "certs" / files[variant % len(files)], self.state / key
-
     def _load_into(self, ctx: ssl.SSLContext, host: str, variant: int) -> None:
-        cert, key = self._cert_files(host, variant)
-        ctx.load_cert_chain(cert, key)
+        site = self.files[host]
+        ctx.load_cert_chain(site.chains[variant % len(site.chains)], site.key)
 
     def _site_context(self, host: str, variant: int) -> ssl.SSLContext:
         key = (host, variant)
@@ -264,23 +260,23 @@ class FarmServer:
         return ctx
 
     def variant_at(self, host: str, now: float) -> int:
-        site = self.sites[host]
-        if len(site["files"]) < 2:
+        chains = self.files[host].chains
+        if len(chains) < 2:
             return 0
-        return int(now // self.rotate_period) % len(site["files"])
+        return int(now // self.rotate_period) % len(chains)
 
     def _sni(self, sslobj: ssl.SSLObject | ssl.SSLSocket, name: str | None,
              ctx: ssl.SSLContext) -> int | None:
         if name is None:
             return None
         host = name.lower()
-        if host not in self.sites:
+        if host not in self.files:
             return None
         try:
             sslobj.context = self._site_context(host, self.variant_at(host, time.time()))
         except (OSError, ssl.SSLError):
             return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
-        self.stats.handshakes[self.sites[host]["role"]] += 1
+        self.stats.handshakes[self.files[host].role] += 1
         return None
 
     async def _serve_conn(self, reader: asyncio.StreamReader,
@@ -307,33 +303,75 @@ class FarmServer:
                                          ConnectionError):
                     await asyncio.wait_for(writer.wait_closed(), 2.0)
 
-    async def start(self) -> None:
-        p = self.ports
+    async def start(self) -> int:
+        """Listen; returns the port (chosen by the system when ``port`` was 0)."""
         try:
-            main = await asyncio.start_server(
-                self._serve_conn, p.host, p.main,
-                ssl=self.listen_context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT, backlog=1024)
-            slow_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            slow_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            slow_sock.bind((p.host, p.slow))
-            slow_sock.listen(1024)
-            slow_sock.setblocking(False)
-            silent_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            silent_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            silent_sock.bind((p.host, p.silent))
-            silent_sock.listen(1024)
-            silent_sock.setblocking(False)
+            server = await asyncio.start_server(
+                self._serve_conn, self.host, self.port, ssl=self.listen_context,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT, backlog=1024)
+        except OSError as exc:
+            await self.stop()
+            raise ReplayIOError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
+        self._servers = [server]
+        self.port = server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        for s in self._servers:
+            s.close()
+        for s in self._servers:
+            with contextlib.suppress(OSError):
+                await s.wait_closed()
+        self._servers = []
+
+
+class FarmServer(SNIFarm):
+    """Serve a prepared farm state directory: the SNI listener on ``ports.main``, and the
+    slow, silent and dead ports."""
+
+    def __init__(self, state: Path, ports: FarmPorts, slow_delay: float = 1.0,
+                 rotate_period: float = 30.0, max_contexts: int = DEFAULT_CONTEXTS,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        try:
+            self.sites: dict[str, dict[str, Any]] = json.loads(
+                (state / "sites.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ReplayIOError(f"{state}: not a prepared farm ({exc})") from exc
+        if slow_delay < 0:
+            raise ReplayInputError("slow delay must be >= 0")
+        files = {host: SiteFiles(tuple(state / "certs" / f for f in site["files"]),
+                                 state / (site.get("key") or f"pki/leaf-{site['root']}.key"),
+                                 site["role"])
+                 for host, site in self.sites.items()}
+        super().__init__(files, ports.host, ports.main, rotate_period, max_contexts,
+                         max_connections)
+        self.state = state
+        self.ports = ports
+        self.slow_delay = slow_delay
+        self._dead_sock: socket.socket | None = None
+        self._slow_sock: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._silent_sock: socket.socket | None = None
+        self._silent_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        p = self.ports
+        port = await super().start()
+        try:
+            slow_sock = _listening(p.host, p.slow)
+            silent_sock = _listening(p.host, p.silent)
             dead = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             dead.bind((p.host, p.dead))  # bound, never listening: connections are refused
         except OSError as exc:
             await self.stop()
             raise ReplayIOError(f"cannot listen on {p.host}: {exc}") from exc
-        self._servers = [main]
         self._slow_sock = slow_sock
         self._dead_sock = dead
         self._silent_sock = silent_sock
         self._accept_task = asyncio.create_task(self._accept_slow(slow_sock))
         self._silent_task = asyncio.create_task(self._accept_silent(silent_sock))
+        return port
 
     async def _accept_silent(self, sock: socket.socket) -> None:
         """Accept on the silent port and hold each connection, unread, for ``SILENT_HOLD``
@@ -401,15 +439,23 @@ class FarmServer:
         self._slow_sock = self._silent_sock = None
         for t in list(self._tasks):
             t.cancel()
-        for s in self._servers:
-            s.close()
-        for s in self._servers:
-            with contextlib.suppress(OSError):
-                await s.wait_closed()
-        self._servers = []
+        await super().stop()
         if self._dead_sock is not None:
             self._dead_sock.close()
             self._dead_sock = None
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class _Responder(asyncio.Protocol):

@@ -1,4 +1,6 @@
-"""A synthetic web PKI for the target farm: several roots, intermediates under them, one leaf
+"""The synthetic web PKI of every world (the target farm, the root-store worlds, the fuzzing
+chains): :func:`make_ca` and :func:`make_leaf` in the web-PKI profile, and for the target farm
+several roots, intermediates under them, one leaf
 certificate per site, and the attacker's and the careless operator's certificates:
 
 * forgeries (what a man in the middle shows): from a rogue intermediate under root 0, the
@@ -28,7 +30,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from replay.errors import ReplayInputError, ReplayIOError
 
@@ -42,17 +44,21 @@ def fingerprint_sha1(der: bytes) -> str:
     return ":".join(f"{b:02X}" for b in hashlib.sha1(der).digest())
 
 
-def _name(cn: str, org: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org),
-                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)] if org else []
+    return x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, cn[:64])])
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     try:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
@@ -61,37 +67,71 @@ def _write(path: Path, data: bytes) -> None:
         raise ReplayIOError(f"cannot write {path}: {exc}") from exc
 
 
+def pem(*certs: x509.Certificate) -> bytes:
+    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
+
+
+def der(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.DER)
+
+
 @dataclass
-class Authority:
-    name: str
+class CA:
+    """A certificate authority: its key and certificate (``name``: its file stem, if any)."""
+
     key: ec.EllipticCurvePrivateKey
     cert: x509.Certificate
+    name: str = ""
 
     @property
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _ca(name: str, org: str, now: dt.datetime, parent: Authority | None,
-        key: ec.EllipticCurvePrivateKey) -> Authority:
-    subject = _name(name, org)
-    issuer = parent.cert.subject if parent else subject
-    signer = parent.key if parent else key
-    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(days=1))
-               .not_valid_after(now + dt.timedelta(days=CA_DAYS))
-               .add_extension(x509.BasicConstraints(ca=True, path_length=None if parent is None
-                                                    else 0), critical=True)
-               .add_extension(x509.KeyUsage(False, False, False, False, False, True, True,
-                                            False, False), critical=True)
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
-                              critical=False))
+def make_ca(cn: str, org: str, now: dt.datetime, parent: CA | None = None,
+            days: int = CA_DAYS, path_length: int | None = 0, *,
+            key: ec.EllipticCurvePrivateKey | None = None, serial: int | None = None,
+            backdate: dt.timedelta = dt.timedelta(days=30)) -> CA:
+    """A root (``parent`` None) or an intermediate (at most ``path_length`` CAs below it),
+    in the web-PKI profile (SKI, AKI, critical basic constraints and key usage)."""
+    key = key or new_key()
+    pub = key.public_key()
+    b = (x509.CertificateBuilder().subject_name(_name(cn, org))
+         .issuer_name(parent.cert.subject if parent else _name(cn, org))
+         .public_key(pub).serial_number(serial or x509.random_serial_number())
+         .not_valid_before(now - backdate)
+         .not_valid_after(now + dt.timedelta(days=days))
+         .add_extension(x509.BasicConstraints(ca=True, path_length=None if parent is None
+                                              else path_length), critical=True)
+         .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
+                                      key_encipherment=False, data_encipherment=False,
+                                      key_agreement=False, key_cert_sign=True, crl_sign=True,
+                                      encipher_only=False, decipher_only=False), critical=True)
+         .add_extension(x509.SubjectKeyIdentifier.from_public_key(pub), critical=False))
     if parent is not None:
-        builder = builder.add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(parent.key.public_key()),
-            critical=False)
-    return Authority(name, key, builder.sign(signer, hashes.SHA256()))
+        b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            parent.key.public_key()), critical=False)
+    return CA(key, b.sign(parent.key if parent else key, hashes.SHA256()))
+
+
+def make_leaf(names: list[str], issuer: CA | None, key: ec.EllipticCurvePrivateKey,
+              not_before: dt.datetime, days: int = LEAF_DAYS) -> x509.Certificate:
+    """A server certificate for ``names`` (the first, cut to 64 characters, as CN) in the
+    web-PKI profile; ``issuer`` None: self-signed."""
+    subject = _name(names[0])
+    b = (x509.CertificateBuilder().subject_name(subject)
+         .issuer_name(issuer.cert.subject if issuer else subject)
+         .public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(not_before).not_valid_after(not_before + dt.timedelta(days=days))
+         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
+                        critical=False)
+         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                        critical=False))
+    signer = issuer.key if issuer else key
+    b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+        signer.public_key()), critical=False)
+    return b.sign(signer, hashes.SHA256())
 
 
 class SyntheticPKI:
@@ -103,8 +143,8 @@ class SyntheticPKI:
             raise ReplayInputError("roots must be in 1..64")
         self.dir = directory
         self.now = now
-        self.roots: list[Authority] = []
-        self.intermediates: list[list[Authority]] = []
+        self.roots: list[CA] = []
+        self.intermediates: list[list[CA]] = []
         self.leaf_keys: list[ec.EllipticCurvePrivateKey] = []
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -135,18 +175,19 @@ class SyntheticPKI:
             if not isinstance(key, ec.EllipticCurvePrivateKey):
                 raise ReplayInputError(f"{path}: not an EC key")
             return key
-        key = ec.generate_private_key(ec.SECP256R1())
-        _write(path, _key_pem(key))
+        key = new_key()
+        write_atomic(path, key_pem(key))
         return key
 
-    def _load_or_make(self, stem: str, cn: str, parent: Authority | None) -> Authority:
+    def _load_or_make(self, stem: str, cn: str, parent: CA | None) -> CA:
         cert_path = self.dir / f"{stem}.pem"
         key = self._load_or_make_key(stem)
         if cert_path.exists():
-            return Authority(stem, key, x509.load_pem_x509_certificate(cert_path.read_bytes()))
-        auth = _ca(cn, "Converge Synthetic PKI", self.now, parent, key)
+            return CA(key, x509.load_pem_x509_certificate(cert_path.read_bytes()), stem)
+        auth = make_ca(cn, "Converge Synthetic PKI", self.now, parent, key=key,
+                       backdate=dt.timedelta(days=1))
         auth.name = stem
-        _write(cert_path, auth.pem)
+        write_atomic(cert_path, auth.pem)
         return auth
 
     def leaf_key_path(self, root: int) -> Path:
@@ -183,17 +224,7 @@ class SyntheticPKI:
         :meth:`leaf_key_path` of ``root``."""
         key = self.leaf_keys[root]
         if kind == "self-signed":
-            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-            start = self.now - dt.timedelta(days=1)
-            cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                    .not_valid_before(start).not_valid_after(start + dt.timedelta(days=90))
-                    .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]),
-                                   critical=False)
-                    .add_extension(x509.BasicConstraints(ca=False, path_length=None),
-                                   critical=True)
-                    .sign(key, hashes.SHA256()))
-            return cert.public_bytes(serialization.Encoding.PEM)
+            return pem(make_leaf([host], None, key, self.now - dt.timedelta(days=1)))
         issuer = self.intermediates[root][0]
         if kind == "expired":
             cert = self._leaf(host, issuer, key, LEAF_DAYS + 30)
@@ -202,21 +233,14 @@ class SyntheticPKI:
             return self._leaf(host, issuer, key, 0).public_bytes(serialization.Encoding.PEM)
         raise ReplayInputError(f"unknown misconfiguration {kind!r}")
 
-    def _leaf(self, host: str, issuer: Authority, key: ec.EllipticCurvePrivateKey,
+    def _leaf(self, host: str, issuer: CA, key: ec.EllipticCurvePrivateKey,
               variant: int) -> x509.Certificate:
-        start = self.now - dt.timedelta(days=1 + variant)
-        return (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
-                .issuer_name(issuer.cert.subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(start).not_valid_after(start + dt.timedelta(days=LEAF_DAYS))
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
-                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                    issuer.key.public_key()), critical=False)
-                .sign(issuer.key, hashes.SHA256()))
+        return make_leaf([host], issuer, key, self.now - dt.timedelta(days=1 + variant))
 
 
 def first_cert_der(pem: bytes) -> bytes:
     return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
+
+
+__all__ = ["CA", "CA_DAYS", "LEAF_DAYS", "SyntheticPKI", "der", "fingerprint_sha1",
+           "first_cert_der", "key_pem", "make_ca", "make_leaf", "new_key", "pem", "write_atomic"]

@@ -26,14 +26,14 @@ from notary.probe import TLSProber
 from notary.resolve import Resolver
 from replay.cli import main as replay_main
 from replay.rootstore.scan import scan, write_line
-from replay.rootstore.world import RootFarm, RootWorld
+from replay.rootstore.world import RootWorld
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = results_path("bench/rootstore/results/world")
 
 
 async def _scan(world: RootWorld, out: Path, concurrency: int) -> dict[str, int]:
-    farm = RootFarm(world)
+    farm = world.farm()
     port = await farm.start()
     try:
         ip = parse_ip("127.0.0.1")

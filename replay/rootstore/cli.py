@@ -389,10 +389,10 @@ def cmd_world(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from replay.rootstore.world import RootFarm, RootWorld
+    from replay.rootstore.world import RootWorld
 
     async def serve() -> None:
-        farm = RootFarm(RootWorld(args.dir), port=args.port)
+        farm = RootWorld(args.dir).farm(port=args.port)
         port = await farm.start()
         print(f"serving {args.dir} on 127.0.0.1:{port}", flush=True)
         try:

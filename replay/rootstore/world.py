@@ -1,4 +1,5 @@
-"""A synthetic web PKI for the restricted-root-store comparison, and a farm serving it.
+"""The root-store world: a synthetic web PKI for the restricted-root-store comparison (made
+with :mod:`replay.pki`, served by :class:`replay.farm.SNIFarm`).
 
 The world has ``roots`` public roots whose popularity is skewed like Table 3 of the 2015
 thesis (AddTrust 18944, GlobalSign 13788, Equifax 11285, ... then a geometric tail), one
@@ -27,24 +28,20 @@ Files under the world directory: ``roots.pem`` (the public store), ``private-roo
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import datetime as dt
 import json
 import random
-import ssl
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from replay.errors import ReplayInputError, ReplayIOError
+from replay.farm import SiteFiles, SNIFarm
+from replay.pki import CA, LEAF_DAYS, der, key_pem, make_ca, make_leaf, new_key, pem, write_atomic
 
 THESIS_TABLE3 = (
     ("AddTrust", 18944), ("GlobalSign", 13788), ("Equifax", 11285), ("Go Daddy", 6621),
@@ -60,11 +57,7 @@ GOOD_ROLES = ("good", "good-full", "good-direct")
 ROLES = GOOD_ROLES + BAD_ROLES
 MAX_SITES = 100_000
 MAX_ROOTS = 64
-LEAF_DAYS = 90
-CA_DAYS = 3650
 SUFFIXES = ("test", "example", "co.uk")
-HANDSHAKE_TIMEOUT = 5.0
-IDLE_TIMEOUT = 2.0
 
 
 POPULARITY_MODELS = ("thesis", "zipf:S", "uniform")
@@ -99,72 +92,6 @@ def root_weights(n: int, model: str = "thesis") -> list[float]:
         return [1.0 / (r + 1) ** exponent for r in range(n)]
     raise ReplayInputError(f"unknown popularity model {model!r}; choose thesis, zipf:S or "
                            "uniform")
-
-
-def _name(cn: str, org: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)] if org else []
-    return x509.Name([*attrs, x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-@dataclass
-class CA:
-    key: ec.EllipticCurvePrivateKey
-    cert: x509.Certificate
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def make_ca(cn: str, org: str, now: dt.datetime, parent: CA | None = None,
-            days: int = CA_DAYS, path_length: int | None = 0) -> CA:
-    """A root (``parent`` None) or an intermediate (at most ``path_length`` CAs below it),
-    in the web-PKI profile."""
-    key = _new_key()
-    pub = key.public_key()
-    b = (x509.CertificateBuilder().subject_name(_name(cn, org))
-         .issuer_name(parent.cert.subject if parent else _name(cn, org))
-         .public_key(pub).serial_number(x509.random_serial_number())
-         .not_valid_before(now - dt.timedelta(days=30))
-         .not_valid_after(now + dt.timedelta(days=days))
-         .add_extension(x509.BasicConstraints(ca=True, path_length=None if parent is None
-                                              else path_length), critical=True)
-         .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
-                                      key_encipherment=False, data_encipherment=False,
-                                      key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                      encipher_only=False, decipher_only=False), critical=True)
-         .add_extension(x509.SubjectKeyIdentifier.from_public_key(pub), critical=False))
-    if parent is not None:
-        b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-            parent.key.public_key()), critical=False)
-    return CA(key, b.sign(parent.key if parent else key, hashes.SHA256()))
-
-
-def make_leaf(names: list[str], issuer: CA | None, key: ec.EllipticCurvePrivateKey,
-              not_before: dt.datetime, days: int = LEAF_DAYS) -> x509.Certificate:
-    """A server certificate for ``names`` (first one as CN); ``issuer`` None: self-signed."""
-    subject = _name(names[0])
-    b = (x509.CertificateBuilder().subject_name(subject)
-         .issuer_name(issuer.cert.subject if issuer else subject)
-         .public_key(key.public_key()).serial_number(x509.random_serial_number())
-         .not_valid_before(not_before).not_valid_after(not_before + dt.timedelta(days=days))
-         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
-                        critical=False)
-         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                        critical=False))
-    signer = issuer.key if issuer else key
-    b = b.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-        signer.public_key()), critical=False)
-    return b.sign(signer, hashes.SHA256())
-
-
-def pem(*certs: x509.Certificate) -> bytes:
-    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
-
-
-def der(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.DER)
 
 
 @dataclass(frozen=True)
@@ -227,30 +154,28 @@ class RootWorld:
         private = make_ca("Corporate Private Root", "Private Corp", now)
         private_int = make_ca("Corporate Private Issuing CA", "Private Corp", now, private)
         rogue = make_ca("Rogue Issuing CA", f"Synthetic {names[0]}", now, public[0])
-        leaf_key = _new_key()
+        leaf_key = new_key()
         start = now - dt.timedelta(days=1)
         views: list[dict[str, Any]] = []
         for s in plan:
             served, client = _chains(s, public, inters, private_int, rogue, leaf_key, start,
                                      now)
-            _write(directory / "chains" / f"{_safe(s.host)}.pem", pem(*served))
+            write_atomic(directory / "chains" / f"{_safe(s.host)}.pem", pem(*served))
             views.append({"host": s.host, "port": port, "role": s.role, "org": s.org,
                           "root": s.root,
                           "chain": [base64.b64encode(der(c)).decode() for c in client]})
-        _write(directory / "roots.pem", pem(*(r.cert for r in public)))
-        _write(directory / "private-root.pem", pem(private.cert))
-        _write(directory / "leaf.key", leaf_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))
-        _write(directory / "client-view.jsonl",
+        write_atomic(directory / "roots.pem", pem(*(r.cert for r in public)))
+        write_atomic(directory / "private-root.pem", pem(private.cert))
+        write_atomic(directory / "leaf.key", key_pem(leaf_key))
+        write_atomic(directory / "client-view.jsonl",
                "".join(json.dumps(v) + "\n" for v in views).encode())
-        _write(directory / "hosts.txt", "".join(f"{s.host}:{port}\n" for s in plan).encode())
-        _write(directory / "hosts", "".join(f"127.0.0.1 {s.host}\n" for s in plan).encode())
+        write_atomic(directory / "hosts.txt", "".join(f"{s.host}:{port}\n" for s in plan).encode())
+        write_atomic(directory / "hosts", "".join(f"127.0.0.1 {s.host}\n" for s in plan).encode())
         manifest = {"version": 1, "sites": len(plan), "roots": roots, "seed": seed,
                     "port": port, "root_names": names, "root_weights": weights,
                     "popularity": popularity,
                     "roles": {r: sum(s.role == r for s in plan) for r in ROLES}}
-        _write(directory / "world.json", (json.dumps(manifest, indent=2) + "\n").encode())
+        write_atomic(directory / "world.json", (json.dumps(manifest, indent=2) + "\n").encode())
         return cls(directory)
 
     def manifest(self) -> dict[str, Any]:
@@ -262,6 +187,18 @@ class RootWorld:
 
     def hosts(self) -> list[str]:
         return [p.name[:-4] for p in sorted((self.dir / "chains").glob("*.pem"))]
+
+    def farm_sites(self) -> dict[str, SiteFiles]:
+        """What the SNI farm serves for each host: its chain file and the shared leaf key."""
+        hosts = self.hosts()
+        if not hosts:
+            raise ReplayInputError(f"{self.dir}: the world has no sites")
+        key = self.dir / "leaf.key"
+        return {h: SiteFiles((self.dir / "chains" / f"{h}.pem",), key, "world") for h in hosts}
+
+    def farm(self, host: str = "127.0.0.1", port: int = 0) -> SNIFarm:
+        """An SNI farm serving this world on one loopback port (``start()`` gives the port)."""
+        return SNIFarm(self.farm_sites(), host, port)
 
 
 def _chains(s: WorldSite, public: list[CA], inters: list[CA], private_int: CA, rogue: CA,
@@ -297,87 +234,6 @@ def _safe(host: str) -> str:
     return host
 
 
-def _write(path: Path, data: bytes) -> None:
-    try:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        raise ReplayIOError(f"cannot write {path}: {exc}") from exc
-
-
-class RootFarm:
-    """Serve a world's chains over TLS on one loopback port, choosing the chain by SNI."""
-
-    def __init__(self, world: RootWorld, host: str = "127.0.0.1", port: int = 0,
-                 max_contexts: int = 1024) -> None:
-        self.world = world
-        self.host = host
-        self.port = port
-        self._max = max_contexts
-        self._contexts: OrderedDict[str, ssl.SSLContext] = OrderedDict()
-        self._server: asyncio.base_events.Server | None = None
-        self.handshakes = 0
-        hosts = world.hosts()
-        if not hosts:
-            raise ReplayInputError(f"{world.dir}: the world has no sites")
-        self._known = set(hosts)
-        self.listen_context = self._context(hosts[0])
-        self.listen_context.sni_callback = self._sni
-
-    def _context(self, host: str) -> ssl.SSLContext:
-        ctx = self._contexts.get(host)
-        if ctx is not None:
-            self._contexts.move_to_end(host)
-            return ctx
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(self.world.dir / "chains" / f"{host}.pem",
-                            self.world.dir / "leaf.key")
-        self._contexts[host] = ctx
-        while len(self._contexts) > self._max:
-            self._contexts.popitem(last=False)
-        return ctx
-
-    def _sni(self, sslobj: ssl.SSLObject | ssl.SSLSocket, name: str | None,
-             ctx: ssl.SSLContext) -> int | None:
-        self.handshakes += 1
-        if name is None or name.lower() not in self._known:
-            return None
-        try:
-            sslobj.context = self._context(name.lower())
-        except (OSError, ssl.SSLError):
-            return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
-        return None
-
-    async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(reader.read(1024), IDLE_TIMEOUT)
-        except (OSError, ssl.SSLError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError, ssl.SSLError, TimeoutError, ConnectionError):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
-
-    async def start(self) -> int:
-        try:
-            self._server = await asyncio.start_server(
-                self._conn, self.host, self.port, ssl=self.listen_context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT)
-        except OSError as exc:
-            raise ReplayIOError(f"cannot listen on {self.host}:{self.port}: {exc}") from exc
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self.port
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(OSError):
-                await self._server.wait_closed()
-            self._server = None
-
-
 def load_client_view(path: Path, max_sites: int = MAX_SITES) -> list[dict[str, Any]]:
     """The client-view JSONL: ``{"host", "port", "role", "chain": [base64 DER, ...]}``."""
     out: list[dict[str, Any]] = []
@@ -400,6 +256,5 @@ def load_client_view(path: Path, max_sites: int = MAX_SITES) -> list[dict[str, A
     return out
 
 
-__all__ = ["BAD_ROLES", "GOOD_ROLES", "POPULARITY_MODELS", "ROLES", "THESIS_TABLE3", "CA",
-           "RootFarm", "RootWorld", "WorldSite", "load_client_view", "make_ca", "make_leaf",
-           "plan_sites", "root_weights"]
+__all__ = ["BAD_ROLES", "GOOD_ROLES", "POPULARITY_MODELS", "ROLES", "THESIS_TABLE3",
+           "RootWorld", "WorldSite", "load_client_view", "plan_sites", "root_weights"]

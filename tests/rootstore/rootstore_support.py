@@ -14,7 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from replay.rootstore.world import CA, der, make_ca, make_leaf, pem
+from replay.pki import CA, der, make_ca, make_leaf, pem
 
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 NOW_TS = int(NOW.timestamp())

@@ -11,6 +11,7 @@ import pytest
 from rootstore_support import NOW, NOW_TS, PKI
 
 from notary.ca.verify import RootStore, sha256_der
+from replay.pki import der, make_leaf
 from replay.rootstore.analysis import (
     SiteChain,
     SiteVerdict,
@@ -23,7 +24,6 @@ from replay.rootstore.analysis import (
     verdict_counts,
 )
 from replay.rootstore.report import Analysis, write_analysis
-from replay.rootstore.world import der, make_leaf
 
 # host -> root index (None: a self-signed certificate, not valid)
 SITES: dict[str, int | None] = {
@@ -135,8 +135,8 @@ def test_report_files(results: list[SiteVerdict], tmp_path: Path) -> None:
 
 
 def test_intermediates_seen_elsewhere_name_a_missing_intermediate(pki: PKI) -> None:
+    from replay.pki import make_ca
     from replay.rootstore.analysis import intermediate_pool
-    from replay.rootstore.world import make_ca
 
     upper = make_ca("Upper", "Ladder", NOW, pki.roots[0], path_length=1)
     lower = make_ca("Lower", "Ladder", NOW, upper)

@@ -13,7 +13,7 @@ from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import Target
 from notary.probe import MAX_CHAIN_CERTS, TLSProber
 from notary.resolve import Resolver
-from replay.rootstore.world import der, make_ca, make_leaf
+from replay.pki import der, make_ca, make_leaf
 
 
 def prober(*, want_chain: bool = True) -> TLSProber:

@@ -21,10 +21,11 @@ from notary.core.target import parse_ip
 from notary.probe import TLSProber
 from notary.resolve import Resolver
 from replay.cli import main
+from replay.farm import SNIFarm
 from replay.rootstore.analysis import attribute, popularity
 from replay.rootstore.compare import Observed, compare
 from replay.rootstore.scan import parse_chain_line, parse_hosts, scan
-from replay.rootstore.world import BAD_ROLES, RootFarm, RootWorld, load_client_view, plan_sites
+from replay.rootstore.world import BAD_ROLES, RootWorld, load_client_view, plan_sites
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 SITES, ROOTS = 48, 6
@@ -37,8 +38,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> RootWorld:
 
 
 @pytest.fixture
-async def farm(world: RootWorld) -> AsyncIterator[RootFarm]:
-    f = RootFarm(world)
+async def farm(world: RootWorld) -> AsyncIterator[SNIFarm]:
+    f = world.farm()
     await f.start()
     yield f
     await f.stop()
@@ -96,7 +97,7 @@ async def scan_world(world: RootWorld, port: int) -> list[dict[str, object]]:
     return lines
 
 
-async def test_agreement_matrix_on_the_farm(world: RootWorld, farm: RootFarm) -> None:
+async def test_agreement_matrix_on_the_farm(world: RootWorld, farm: SNIFarm) -> None:
     lines = await scan_world(world, farm.port)
     notary = {}
     for line in lines:
@@ -140,7 +141,7 @@ async def test_agreement_matrix_on_the_farm(world: RootWorld, farm: RootFarm) ->
     assert result.rows[0].perspective_vs_full == pytest.approx(good / len(result.sites))
 
 
-async def test_cli_scan_analyze_topk_compare(world: RootWorld, farm: RootFarm,
+async def test_cli_scan_analyze_topk_compare(world: RootWorld, farm: SNIFarm,
                                              tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     hosts = tmp_path / "hosts.txt"

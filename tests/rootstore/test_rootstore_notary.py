@@ -24,7 +24,7 @@ from notary.config import Settings
 from notary.keys import Identity
 from notary.server import server_ssl_context
 from notary.web import SERVICE, create_app
-from replay.rootstore.world import der, make_leaf
+from replay.pki import der, make_leaf
 
 CLOCK = NOW.timestamp() + 3600
 

@@ -22,7 +22,7 @@ from notary.ca.stores import (
 from notary.ca.verify import RootStore, sha256_der, verify_chain
 from notary.errors import BadData
 from notary.store.chain import decode_chain, encode_chain
-from replay.rootstore.world import der, make_leaf, pem
+from replay.pki import der, make_leaf, pem
 
 
 def store_of(pki: PKI) -> RootStore:
@@ -57,7 +57,7 @@ def test_wildcard_names(pki: PKI) -> None:
 def test_ip_subject(pki: PKI) -> None:
     from cryptography import x509
 
-    from replay.rootstore.world import make_leaf as _ml
+    from replay.pki import make_leaf as _ml
 
     leaf = _ml(["ip.test"], pki.inters[0], pki.key, NOW - dt.timedelta(days=1))
     assert leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
@@ -95,7 +95,7 @@ def test_full_intermediate_vs_missing_intermediate(pki: PKI) -> None:
 def test_pool_tells_a_missing_intermediate(pki: PKI) -> None:
     full = store_of(pki)
     # a two-level ladder where the server sends the lower intermediate only
-    from replay.rootstore.world import make_ca
+    from replay.pki import make_ca
 
     upper = make_ca("Upper", "Ladder", NOW, pki.roots[0], path_length=1)
     upper_path_ok = make_ca("Lower", "Ladder", NOW, upper)
@@ -152,7 +152,7 @@ def test_bad_chains(pki: PKI) -> None:
     wrong = (pki.chain("a.test", 0)[0], der(pki.inters[1].cert))
     assert verify_chain(wrong, "a.test", NOW_TS, full).verdict == "missing-intermediate"
     # a forged issuer with the right name but another key: the signature does not link
-    from replay.rootstore.world import make_ca
+    from replay.pki import make_ca
 
     impostor = make_ca("Test Issuing A", "Test CA A", NOW, pki.roots[1])
     forged = (pki.chain("a.test", 0)[0], der(impostor.cert))
@@ -166,7 +166,7 @@ def test_bad_chains(pki: PKI) -> None:
 
 
 def test_mitm_rogue_intermediate_is_accepted_by_ca_trust(pki: PKI) -> None:
-    from replay.rootstore.world import make_ca
+    from replay.pki import make_ca
 
     rogue = make_ca("Rogue Issuing", "Test CA A", NOW, pki.roots[0])
     leaf = make_leaf(["bank.test"], rogue, pki.key, NOW - dt.timedelta(days=1))
