@@ -139,8 +139,8 @@ public final class Bundle {
             throw bad("bundle is not a JSON object");
         }
         Object version = obj.containsKey("version") ? obj.get("version") : BigInteger.ZERO;
-        boolean v0 = !(version instanceof Boolean) && Json.pyEquals(version, BigInteger.ZERO);
-        boolean v1 = !(version instanceof Boolean) && Json.pyEquals(version, BigInteger.ONE);
+        boolean v0 = !(version instanceof Boolean) && Json.sameValue(version, BigInteger.ZERO);
+        boolean v1 = !(version instanceof Boolean) && Json.sameValue(version, BigInteger.ONE);
         if (!v0 && !v1) {
             throw bad("unsupported bundle version " + version);
         }

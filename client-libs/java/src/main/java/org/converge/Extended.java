@@ -10,6 +10,7 @@ import java.security.SecureRandom;
 import java.security.Signature;
 import java.security.spec.X509EncodedKeySpec;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -19,6 +20,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The extended answer format {@code converge-answer/1}, client side (pure apart from the
@@ -264,57 +267,33 @@ public final class Extended {
     /** A verified answer. */
     public record Verified(Map<String, Object> statement, String verdict, String keyId) {}
 
-    @SuppressWarnings("unchecked")
+    /** {@code {"signature":{"alg":"ed25519","key_id":"K","value":"V"},"statement":}. */
+    private static final Pattern PREFIX = Pattern.compile(
+            "\\{\"signature\":\\{\"alg\":\"ed25519\",\"key_id\":\"([\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]+)\","
+                    + "\"value\":\"([\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]+)\"\\},\"statement\":");
+
+    /**
+     * Checks an answer in the documented order: the fixed prefix and final brace, the key,
+     * Ed25519 over the statement bytes {@code T} as received, then {@code T} alone parsed (the
+     * bounds scan and Jackson) and its shape, the bindings, freshness.
+     */
     public static Verified verifyAnswer(byte[] raw, Map<String, PublicKey> keys, Expect x)
             throws AnswerRejected {
         if (raw.length > MAX_ANSWER) {
             throw new AnswerRejected("malformed", "answer larger than " + MAX_ANSWER + " bytes");
         }
-        Object parsed;
-        try {
-            parsed = Json.parse(raw);
-        } catch (Json.JsonException e) {
-            throw new AnswerRejected("malformed", "answer is not JSON");
+        String text = new String(raw, StandardCharsets.ISO_8859_1);
+        Matcher m = PREFIX.matcher(text);
+        if (!m.lookingAt() || raw.length == m.end() || raw[raw.length - 1] != '}') {
+            throw new AnswerRejected("malformed", "answer is not the fixed prefix, the statement and a final brace");
         }
-        if (!(parsed instanceof Map<?, ?> doc)
-                || !doc.keySet().equals(Set.of("statement", "signature"))) {
-            throw new AnswerRejected("malformed", "answer must have exactly statement and signature");
-        }
-        if (!(doc.get("statement") instanceof Map<?, ?> stmtRaw)
-                || !(doc.get("signature") instanceof Map<?, ?> sigRaw)) {
-            throw new AnswerRejected("malformed", "statement and signature must be objects");
-        }
-        Map<String, Object> stmt = (Map<String, Object>) stmtRaw;
-        Map<String, Object> sig = (Map<String, Object>) sigRaw;
-        byte[] signed;
-        byte[] canonical;
-        try {
-            signed = Json.canonical(stmt, 1);
-            byte[] s = Json.canonical(sig, 1);
-            java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
-            b.writeBytes("{\"signature\":".getBytes(StandardCharsets.US_ASCII));
-            b.writeBytes(s);
-            b.writeBytes(",\"statement\":".getBytes(StandardCharsets.US_ASCII));
-            b.writeBytes(signed);
-            b.write('}');
-            canonical = b.toByteArray();
-        } catch (Json.CanonicalException e) {
-            throw new AnswerRejected("malformed", "answer outside canonical JSON: " + e.getMessage());
-        }
-        if (!java.util.Arrays.equals(canonical, raw)) {
-            throw new AnswerRejected("non-canonical", "answer bytes are not canonical JSON (RFC 8785)");
-        }
-        if (!FORMAT.equals(stmt.get("type")) || !"ed25519".equals(sig.get("alg"))) {
-            throw new AnswerRejected("malformed", "not a " + FORMAT + " answer signed with ed25519");
-        }
-        if (!(sig.get("key_id") instanceof String kid) || !kid.equals(stmt.get("key_id"))) {
-            throw new AnswerRejected("malformed", "key ids of statement and signature differ");
-        }
+        String kid = m.group(1);
+        byte[] signed = Arrays.copyOfRange(raw, m.end(), raw.length - 1);
         PublicKey pub = keys.get(kid);
         if (pub == null) {
             throw new AnswerRejected("unknown-key", "signing key " + kid + " is not trusted by the bundle");
         }
-        byte[] value = unb64url(sig.get("value"));
+        byte[] value = unb64url(m.group(2));
         boolean ok = false;
         if (value != null) {
             try {
@@ -322,12 +301,24 @@ public final class Extended {
                 v.initVerify(pub);
                 v.update(signed);
                 ok = v.verify(value);
-            } catch (GeneralSecurityException e) {
+            } catch (GeneralSecurityException | RuntimeException e) {
                 ok = false;
             }
         }
         if (!ok) {
             throw new AnswerRejected("bad-signature", "signature does not verify");
+        }
+        Map<String, Object> stmt;
+        try {
+            stmt = Json.parseVerified(signed);
+        } catch (Json.JsonException e) {
+            throw new AnswerRejected("malformed", "statement: " + e.getMessage());
+        }
+        if (!FORMAT.equals(stmt.get("type"))) {
+            throw new AnswerRejected("malformed", "not a " + FORMAT + " statement");
+        }
+        if (!kid.equals(stmt.get("key_id"))) {
+            throw new AnswerRejected("malformed", "key ids of statement and signature differ");
         }
         Object verdictObj = stmt.get("verdict");
         if (!(verdictObj instanceof String verdict)
@@ -335,31 +326,31 @@ public final class Extended {
                 || !(stmt.get("target") instanceof Map<?, ?> target)) {
             throw new AnswerRejected("malformed", "statement lacks a verdict or target");
         }
+        BigInteger at = Json.asInt(stmt.get("answered_at"));
+        if (at == null) {
+            throw new AnswerRejected("malformed", "answered_at must be an integer");
+        }
         if (x.host() != null
-                && (!Json.pyEquals(target.get("host"), IpAddress.expectedHost(x.host()))
-                        || !Json.pyEquals(target.get("port"), x.port() == null ? null : BigInteger.valueOf(x.port())))) {
+                && (!Json.sameValue(target.get("host"), IpAddress.expectedHost(x.host()))
+                        || !Json.sameValue(target.get("port"), x.port() == null ? null : BigInteger.valueOf(x.port())))) {
             throw new AnswerRejected("wrong-target", "answer is about " + target.get("host") + ":"
                     + target.get("port") + ", not " + x.host() + ":" + x.port());
         }
         if (x.bindIp()
-                && !Json.pyEquals(target.get("ip"), x.ip() == null ? null : IpAddress.expectedHost(x.ip()))) {
+                && !Json.sameValue(target.get("ip"), x.ip() == null ? null : IpAddress.expectedHost(x.ip()))) {
             throw new AnswerRejected("wrong-target", "answer is about a probe of " + target.get("ip")
                     + ", not " + x.ip());
         }
         Object request = stmt.get("request");
         if (x.fingerprint() != null
                 && (!(request instanceof Map<?, ?> rq)
-                        || !Json.pyEquals(rq.get("alg"), x.fingerprint().algorithm())
-                        || !Json.pyEquals(rq.get("fingerprint"), x.fingerprint().colonHex()))) {
+                        || !Json.sameValue(rq.get("alg"), x.fingerprint().algorithm())
+                        || !Json.sameValue(rq.get("fingerprint"), x.fingerprint().colonHex()))) {
             throw new AnswerRejected("wrong-target", "answer is about another certificate fingerprint");
         }
         if (x.nonce() != null
-                && (!(request instanceof Map<?, ?> rq2) || !Json.pyEquals(rq2.get("nonce"), x.nonce()))) {
+                && (!(request instanceof Map<?, ?> rq2) || !Json.sameValue(rq2.get("nonce"), x.nonce()))) {
             throw new AnswerRejected("nonce-mismatch", "answer does not echo our nonce");
-        }
-        BigInteger at = Json.asInt(stmt.get("answered_at"));
-        if (at == null) {
-            throw new AnswerRejected("malformed", "answered_at must be an integer");
         }
         if (x.now() != null
                 && BigInteger.valueOf(x.now()).subtract(at).abs().compareTo(BigInteger.valueOf(x.maxSkew())) > 0) {
@@ -399,6 +390,9 @@ public final class Extended {
             v = verifyAnswer(r.body(), keys, new Expect(host, port, fp, nonce, now, maxSkew, ip, true));
         } catch (AnswerRejected e) {
             return new Legacy.Outcome("failure", e.kind, status, e.getMessage(), FORMAT);
+        } catch (RuntimeException e) {
+            // the one parse boundary: nothing a hostile answer does escapes as an exception
+            return new Legacy.Outcome("failure", "malformed", status, "unreadable answer: " + e, FORMAT);
         }
         if (VERDICT_STATUS.get(v.verdict()) != status) {
             return new Legacy.Outcome("failure", "response", status,

@@ -18,14 +18,15 @@ import java.util.regex.Pattern;
 
 /**
  * The legacy notary protocol, client side (pure): request bytes, response framing, the signed
- * bytes (recipes (b) and (a)), SHA1withRSA verification and the per-notary outcome.
+ * bytes {@code S} (the body without its signature member), SHA1withRSA over {@code S}, the
+ * parse of {@code S} alone, and the per-notary outcome.
  */
 public final class Legacy {
     public static final String FORMAT = "convergence-v1";
     public static final int MAX_RESPONSE_BYTES = 256 * 1024;
     public static final int MAX_HEADER_BYTES = 16 * 1024;
     public static final int MAX_HISTORY_ENTRIES = 1000;
-    private static final byte[] SIG_MARKER = ", \"signature\"".getBytes(StandardCharsets.US_ASCII);
+    private static final byte[] SIG_MARKER = ", \"signature\": \"".getBytes(StandardCharsets.US_ASCII);
     static final Pattern HOST_RE = Pattern.compile("[A-Za-z0-9._:-]{1,253}");
     private static final Pattern STATUS_LINE = Pattern.compile("HTTP/1\\.[01] ([0-9]{3})(?: .*)?", Pattern.DOTALL);
 
@@ -186,29 +187,6 @@ public final class Legacy {
 
     public record HistoryEntry(Fingerprint fingerprint, long start, long finish) {}
 
-    /** A parsed 200/409 body; {@code cut} is recipe (b) (null without the marker). */
-    public record SignedList(
-            List<HistoryEntry> entries, byte[] signature, byte[] cut, byte[] reserialised) {
-        boolean lists(Fingerprint fp) {
-            return entries.stream().anyMatch(e -> e.fingerprint().equals(fp));
-        }
-    }
-
-    private static Map<String, Object> loadObject(byte[] body) throws ConvergeException.BadInput {
-        Object obj;
-        try {
-            obj = Json.parse(Json.utf8(body));
-        } catch (Json.JsonException e) {
-            throw ConvergeException.bad("response", "body is not JSON: " + e.getMessage());
-        }
-        if (!(obj instanceof Map<?, ?>)) {
-            throw ConvergeException.bad("response", "body is not a JSON object");
-        }
-        @SuppressWarnings("unchecked")
-        Map<String, Object> m = (Map<String, Object>) obj;
-        return m;
-    }
-
     private static long timestamp(Object v, String what) throws ConvergeException.BadInput {
         if (v instanceof String s
                 && !s.isEmpty()
@@ -224,22 +202,72 @@ public final class Legacy {
         throw ConvergeException.bad("response", what + " is not a decimal unix time");
     }
 
-    public static SignedList parseSignedList(byte[] body, int maxBytes)
-            throws ConvergeException.BadInput {
+    private static final Pattern SIGNATURE_TAIL = Pattern.compile("[A-Za-z0-9+/]+={0,2}\"}");
+
+    /** The signed bytes {@code S} of a body and its signature text (step 1 of the contract). */
+    public record Split(byte[] signedBytes, String signature) {}
+
+    /**
+     * A 200/409 body must be {@code S} without its final brace, then {@code , "signature":
+     * "<base64>"}} as its very last bytes; else a {@code response} error.
+     */
+    public static Split splitBody(byte[] body, int maxBytes) throws ConvergeException.BadInput {
         if (body.length > maxBytes) {
             throw ConvergeException.bad("response", "body larger than " + maxBytes + " bytes");
         }
-        Map<String, Object> obj = loadObject(body);
+        int i = lastIndexOf(body, SIG_MARKER);
+        if (i < 0) {
+            throw ConvergeException.bad("response", "body has no trailing signature member");
+        }
+        int from = i + SIG_MARKER.length;
+        String tail = new String(body, from, body.length - from, StandardCharsets.ISO_8859_1);
+        if (!SIGNATURE_TAIL.matcher(tail).matches()) {
+            throw ConvergeException.bad("response", "the signature member is not the last bytes of the body");
+        }
+        byte[] s = Arrays.copyOf(body, i + 1);
+        s[i] = '}';
+        return new Split(s, tail.substring(0, tail.length() - 2));
+    }
+
+    /**
+     * Splits a body and verifies SHA1withRSA over {@code S} with the pinned key: {@code S}, else
+     * a {@code response} or {@code signature} error.
+     */
+    public static byte[] verifiedBytes(byte[] body, PublicKey key, int maxBytes)
+            throws ConvergeException.BadInput {
+        Split split = splitBody(body, maxBytes);
+        if (!(key instanceof RSAPublicKey)) {
+            throw ConvergeException.bad("signature", "the notary certificate does not hold an RSA key");
+        }
+        try {
+            byte[] signature = Base64.getDecoder().decode(split.signature());
+            Signature s = Signature.getInstance("SHA1withRSA");
+            s.initVerify(key);
+            s.update(split.signedBytes());
+            if (s.verify(signature)) {
+                return split.signedBytes();
+            }
+        } catch (GeneralSecurityException | IllegalArgumentException e) {
+            // base64 that does not decode, or a signature of the wrong length: verifies nothing
+        }
+        throw ConvergeException.bad(
+                "signature", "signature does not verify against the notary's certificate");
+    }
+
+    /** The history in verified bytes {@code S}: bounds scan, parse, shape; else {@code response}. */
+    public static List<HistoryEntry> entries(byte[] s) throws ConvergeException.BadInput {
+        Map<String, Object> obj;
+        try {
+            obj = Json.parseVerified(s);
+        } catch (Json.JsonException e) {
+            throw ConvergeException.bad("response", "signed bytes: " + e.getMessage());
+        }
         if (!(obj.get("fingerprintList") instanceof List<?> fl)) {
             throw ConvergeException.bad("response", "fingerprintList missing or not a list");
         }
         if (fl.size() > MAX_HISTORY_ENTRIES) {
             throw ConvergeException.bad("response", "more than " + MAX_HISTORY_ENTRIES + " history entries");
         }
-        if (!(obj.get("signature") instanceof String sigText)) {
-            throw ConvergeException.bad("response", "signature missing or not a string");
-        }
-        byte[] signature = b64Strict(sigText);
         List<HistoryEntry> entries = new ArrayList<>();
         for (Object item : fl) {
             if (!(item instanceof Map<?, ?> it)) {
@@ -261,56 +289,7 @@ public final class Legacy {
                     new HistoryEntry(
                             fp, timestamp(ts.get("start"), "start"), timestamp(ts.get("finish"), "finish")));
         }
-        byte[] cut = null;
-        int i = lastIndexOf(body, SIG_MARKER);
-        if (i >= 0) {
-            cut = Arrays.copyOf(body, i + 1);
-            cut[i] = '}';
-        }
-        Map<String, Object> copy = new LinkedHashMap<>(obj);
-        copy.remove("signature");
-        byte[] reser = Json.dumps(copy).getBytes(StandardCharsets.UTF_8);
-        return new SignedList(List.copyOf(entries), signature, cut, reser);
-    }
-
-    /** Standard base64 with padding, nothing else (the reference's validating decoder). */
-    static byte[] b64Strict(String text) throws ConvergeException.BadInput {
-        if (text.length() % 4 != 0 || !text.matches("[A-Za-z0-9+/]*={0,2}")) {
-            throw ConvergeException.bad("response", "signature is not base64");
-        }
-        try {
-            return Base64.getDecoder().decode(text);
-        } catch (IllegalArgumentException e) {
-            throw ConvergeException.bad("response", "signature is not base64");
-        }
-    }
-
-    public static void verifySignedList(SignedList signed, PublicKey key)
-            throws ConvergeException.BadInput {
-        if (!(key instanceof RSAPublicKey)) {
-            throw ConvergeException.bad("signature", "the notary certificate does not hold an RSA key");
-        }
-        List<byte[]> recipes = new ArrayList<>();
-        if (signed.cut() != null) {
-            recipes.add(signed.cut());
-        }
-        if (signed.cut() == null || !Arrays.equals(signed.cut(), signed.reserialised())) {
-            recipes.add(signed.reserialised());
-        }
-        for (byte[] message : recipes) {
-            try {
-                Signature s = Signature.getInstance("SHA1withRSA");
-                s.initVerify(key);
-                s.update(message);
-                if (s.verify(signed.signature())) {
-                    return;
-                }
-            } catch (GeneralSecurityException e) {
-                // a malformed signature verifies nothing; try the next recipe
-            }
-        }
-        throw ConvergeException.bad(
-                "signature", "signature does not verify against the notary's certificate");
+        return List.copyOf(entries);
     }
 
     // ------------------------------------------------------------------ outcome
@@ -324,30 +303,32 @@ public final class Legacy {
 
     public static Outcome evaluate(int status, byte[] body, List<Fingerprint> wanted, PublicKey key) {
         if (status == 200 || status == 409) {
-            SignedList signed;
+            List<HistoryEntry> entries;
             try {
-                signed = parseSignedList(body, MAX_RESPONSE_BYTES);
-                verifySignedList(signed, key);
+                entries = entries(verifiedBytes(body, key, MAX_RESPONSE_BYTES));
             } catch (ConvergeException.BadInput e) {
                 return Outcome.of("failure", e.kind(), status, e.getMessage());
+            } catch (RuntimeException e) {
+                // the one parse boundary: nothing a hostile body does escapes as an exception
+                return Outcome.of("failure", "response", status, "unreadable answer: " + e);
             }
             if (status == 409) {
                 return Outcome.of("failure", "mismatch", status, "notary sees another certificate");
             }
             for (Fingerprint fp : wanted) {
-                if (signed.lists(fp)) {
+                if (entries.stream().anyMatch(e -> e.fingerprint().equals(fp))) {
                     return Outcome.of("success", "listed", status, "");
                 }
             }
             boolean kindListed = false;
             for (Fingerprint fp : wanted) {
-                for (HistoryEntry e : signed.entries()) {
+                for (HistoryEntry e : entries) {
                     if (e.fingerprint().algorithm().equals(fp.algorithm())) {
                         kindListed = true;
                     }
                 }
             }
-            if (!kindListed && !signed.entries().isEmpty()) {
+            if (!kindListed && !entries.isEmpty()) {
                 return Outcome.of(
                         "success", "status-only", status, "list holds no fingerprint of the asked kind");
             }

@@ -62,13 +62,45 @@ class CoreTest {
     }
 
     @Test
-    void canonicalJson() throws Exception {
-        Object v = Json.parse("{\"b\": 1, \"a\": [true, null, \"\\u00e9\"]}");
-        assertEquals("{\"a\":[true,null,\"\u00e9\"],\"b\":1}",
-                new String(Json.canonical(v), StandardCharsets.UTF_8));
-        assertThrows(Json.CanonicalException.class, () -> Json.canonical(Json.parse("[1.5]")));
-        assertThrows(Json.JsonException.class, () -> Json.parse("[1,]"));
-        assertEquals("{\"a\": 1.0, \"b\": \"\\u00e9\"}", Json.dumps(Json.parse("{\"a\": 1.0, \"b\": \"\u00e9\"}")));
+    void strictJsonTheLastRepeatedMemberCounting() throws Exception {
+        Map<?, ?> v = (Map<?, ?>) Json.parse("{\"b\": 1, \"a\": [true, null, \"\\u00e9\"], \"b\": 2}");
+        assertEquals(java.math.BigInteger.TWO, v.get("b"));
+        assertEquals(java.util.Arrays.asList(true, null, "\u00e9"), v.get("a"));
+        for (String bad : List.of("[1,]", "[NaN]", "[Infinity]", "{1: 2}", "{1.5: 1}", "[1] // c", "/* c */ [1]",
+                "['a']", "[\"a\u0001\"]", "[\"\\q\"]", "[01]", "[1] [2]", "{\"a\": 1}\u0000", "")) {
+            assertThrows(Json.JsonException.class, () -> Json.parse(bad), bad);
+        }
+        assertThrows(Json.JsonException.class, () -> Json.parse(new byte[] {'[', '"', (byte) 0xed, (byte) 0xa0,
+                (byte) 0x80, '"', ']'}));
+        assertEquals(List.of("a\u0001"), Json.parse("[\"a\\u0001\"]")); // twin: the same character escaped
+    }
+
+    @Test
+    void boundsScanBeforeParsing() throws Exception {
+        String nest32 = "{\"a\":".repeat(31) + "{}" + "}".repeat(31);
+        String nest33 = "{\"a\":".repeat(32) + "{}" + "}".repeat(32);
+        assertTrue(Json.scan(nest32.getBytes(StandardCharsets.US_ASCII)));
+        assertFalse(Json.scan(nest33.getBytes(StandardCharsets.US_ASCII)));
+        // a million open brackets: refused by the scan, no recursion anywhere (the old parser's
+        // depth limit of 900 overflowed a 512 KiB thread stack)
+        byte[] deep = "[".repeat(1_000_000).getBytes(StandardCharsets.US_ASCII);
+        Throwable[] thrown = new Throwable[1];
+        Thread t = new Thread(null, () -> {
+            try {
+                Json.parseVerified(deep);
+            } catch (Throwable e) {
+                thrown[0] = e;
+            }
+        }, "small-stack", 512 * 1024);
+        t.start();
+        t.join();
+        assertTrue(thrown[0] instanceof Json.JsonException, String.valueOf(thrown[0]));
+        assertTrue(Json.scan("{\"a\": \"[[[[\\\"\", \"n\": -123456789012345}".getBytes(StandardCharsets.US_ASCII)));
+        for (String bad : List.of("{\"n\": 1234567890123456}", "{\"n\": 1.5}", "{\"n\": 1e2}", "{\"n\": 01}",
+                "{\"n\": -}", "{\"n\": " + "9".repeat(5000) + "}")) {
+            assertFalse(Json.scan(bad.getBytes(StandardCharsets.US_ASCII)), bad);
+        }
+        assertThrows(Json.JsonException.class, () -> Json.parseVerified("[1]".getBytes(StandardCharsets.US_ASCII)));
     }
 
     @Test

@@ -70,17 +70,31 @@ final class TestServers {
             return c;
         }
 
-        /** A legacy 200/409 body listing {@code fingerprint}, signed by recipe (b). */
+        /** A legacy 200/409 body listing {@code fingerprint}: the signed bytes, the signature member. */
         byte[] signedBody(String fingerprint) throws Exception {
-            String unsigned = "{\"fingerprintList\": [{\"timestamp\": {\"start\": \"1323389219\", "
-                    + "\"finish\": \"1324691510\"}, \"fingerprint\": \"" + fingerprint + "\"}]}";
-            Signature s = Signature.getInstance("SHA1withRSA");
-            s.initSign(key);
-            s.update(unsigned.getBytes(StandardCharsets.US_ASCII));
-            String sig = Base64.getEncoder().encodeToString(s.sign());
-            return (unsigned.substring(0, unsigned.length() - 1) + ", \"signature\": \"" + sig + "\"}")
-                    .getBytes(StandardCharsets.US_ASCII);
+            return signedBody(listing(fingerprint, ""), "");
         }
+
+        /** The body for signed bytes {@code s} (Latin-1 text), {@code after} added after it. */
+        byte[] signedBody(String s, String after) throws Exception {
+            Signature sig = Signature.getInstance("SHA1withRSA");
+            sig.initSign(key);
+            sig.update(s.getBytes(StandardCharsets.ISO_8859_1));
+            String b64 = Base64.getEncoder().encodeToString(sig.sign());
+            return (s.substring(0, s.length() - 1) + ", \"signature\": \"" + b64 + "\"" + after + "}")
+                    .getBytes(StandardCharsets.ISO_8859_1);
+        }
+    }
+
+    /** One history entry of a legacy list. */
+    static String entry(String fingerprint) {
+        return "{\"timestamp\": {\"start\": \"1323389219\", \"finish\": \"1324691510\"}, \"fingerprint\": \""
+                + fingerprint + "\"}";
+    }
+
+    /** A legacy list of one entry, {@code extra} members added after it. */
+    static String listing(String fingerprint, String extra) {
+        return "{\"fingerprintList\": [" + entry(fingerprint) + "]" + extra + "}";
     }
 
     /** A received request: head and body. */
@@ -242,17 +256,21 @@ final class TestServers {
             st.put("verdict", verdict);
             st.put("answered_at", BigInteger.valueOf(now));
             tweak.accept(st);
+            // the statement's compact form with sorted keys: canonical for these ASCII values
+            return signed(Json.compact(st).getBytes(StandardCharsets.UTF_8));
+        }
+
+        /** An answer carrying statement bytes {@code t} as they are, signed. */
+        byte[] signed(byte[] t) throws Exception {
             Signature s = Signature.getInstance("Ed25519");
             s.initSign(pair.getPrivate());
-            s.update(Json.canonical(st));
-            Map<String, Object> sig = new LinkedHashMap<>();
-            sig.put("alg", "ed25519");
-            sig.put("key_id", keyId);
-            sig.put("value", Extended.b64url(s.sign()));
-            Map<String, Object> doc = new LinkedHashMap<>();
-            doc.put("statement", st);
-            doc.put("signature", sig);
-            return Json.canonical(doc);
+            s.update(t);
+            byte[] prefix = ("{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"" + keyId + "\",\"value\":\""
+                    + Extended.b64url(s.sign()) + "\"},\"statement\":").getBytes(StandardCharsets.US_ASCII);
+            byte[] out = Arrays.copyOf(prefix, prefix.length + t.length + 1);
+            System.arraycopy(t, 0, out, prefix.length, t.length);
+            out[out.length - 1] = '}';
+            return out;
         }
     }
 

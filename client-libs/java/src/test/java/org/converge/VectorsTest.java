@@ -27,7 +27,11 @@ class VectorsTest {
 
     static List<Path> files() throws Exception {
         try (Stream<Path> s = Files.list(vectorsDir())) {
-            return s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
+            // canonical-json.json tests the notary's encoder: clients have none and must not run it
+            return s.filter(p -> p.toString().endsWith(".json"))
+                    .filter(p -> !p.getFileName().toString().equals("canonical-json.json"))
+                    .sorted()
+                    .toList();
         }
     }
 

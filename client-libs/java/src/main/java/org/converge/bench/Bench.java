@@ -175,7 +175,7 @@ public final class Bench {
     }
 
     static String toJson(Object o) {
-        return Json.dumps(convert(o));
+        return Json.compact(convert(o));
     }
 
     static Object convert(Object o) {
