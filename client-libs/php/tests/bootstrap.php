@@ -10,3 +10,4 @@ foreach (['/usr/share/php/Psr/Http/Client/autoload.php', '/usr/share/php/GuzzleH
 }
 require __DIR__ . '/World.php';
 require __DIR__ . '/Responder.php';
+require __DIR__ . '/Relay.php';

@@ -52,8 +52,10 @@ for ($served = 0; $served < 1000;) {
                 $req .= $chunk;
             }
         }
-        $requests++;
-        @fwrite($conn, $reply);
+        if ($req !== '') {
+            $requests++;
+            @fwrite($conn, $reply);
+        }
     }
     @fclose($conn);
 }
