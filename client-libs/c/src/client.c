@@ -1,6 +1,6 @@
 /* converge(): local cache first, then the notaries in parallel (one thread per physical
  * host), consensus with stand-aside and exact early return; the cache is written only after
- * a trusted verdict. Also the OpenSSL drop-in hooks. */
+ * a trusted verdict. The OpenSSL hooks are in hooks.c. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <fcntl.h>
@@ -497,8 +497,7 @@ out:
     return rc;
 }
 
-static int check_common(converge_ctx *ctx, const char *host, int port, cv_fp *forms, size_t nforms,
-                        converge_result *r) {
+int cv_check_forms(converge_ctx *ctx, const char *host, int port, cv_fp *forms, size_t nforms, converge_result *r) {
     if (r) memset(r, 0, sizeof *r);
     cv_err e = {{0}, {0}};
     if (!ctx) return error_out(r, (cv_fail(&e, K_CONFIG, "no context"), &e));
@@ -526,7 +525,7 @@ int converge_check(converge_ctx *ctx, const char *host, int port, const char *fi
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static converge_ctx *g_ctx;
 
-static converge_ctx *global_ctx(void) {
+converge_ctx *cv_global_ctx(void) {
     pthread_mutex_lock(&g_lock);
     if (!g_ctx) g_ctx = converge_ctx_new(NULL);
     converge_ctx *c = g_ctx;
@@ -535,7 +534,7 @@ static converge_ctx *global_ctx(void) {
 }
 
 int converge(const char *host, int port, const char *fingerprint) {
-    converge_ctx *c = global_ctx();
+    converge_ctx *c = cv_global_ctx();
     if (!c) return CONVERGE_ERR_INTERNAL;
     return converge_check(c, host, port, fingerprint, NULL);
 }
@@ -545,129 +544,4 @@ void converge_cleanup(void) {
     converge_ctx_free(g_ctx);
     g_ctx = NULL;
     pthread_mutex_unlock(&g_lock);
-}
-
-/* ------------------------------------------------------------------ OpenSSL hooks */
-
-/* What one connection is for, and the verdict of its handshake: the callbacks run several
- * times per handshake (OpenSSL calls the verify callback again for each problem it finds at
- * depth 0, e.g. "self-signed" and then the final call), but the notaries are asked once per
- * leaf certificate; the verdict is kept for converge_last_verdict(). */
-typedef struct {
-    converge_ctx *ctx;
-    char host[256];
-    int port;
-    int have;                       /* a check was made */
-    unsigned char leaf[32];         /* SHA-256 of the certificate it was made for */
-    int rc;                         /* its return code */
-    converge_result result;
-} ssl_target;
-
-static int g_idx = -1;
-static pthread_once_t g_idx_once = PTHREAD_ONCE_INIT;
-
-static void target_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
-    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
-    free(ptr);
-}
-
-static void init_idx(void) { g_idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, target_free); }
-
-static ssl_target *target_of(const SSL *ssl) {
-    pthread_once(&g_idx_once, init_idx);
-    return ssl && g_idx >= 0 ? SSL_get_ex_data(ssl, g_idx) : NULL;
-}
-
-int converge_ssl_set_target(SSL *ssl, converge_ctx *ctx, const char *host, int port) {
-    pthread_once(&g_idx_once, init_idx);
-    if (g_idx < 0 || !ssl || !host) return -1;
-    ssl_target *t = calloc(1, sizeof *t);
-    if (!t) return -1;
-    t->ctx = ctx;
-    snprintf(t->host, sizeof t->host, "%s", host);
-    t->port = port;
-    free(SSL_get_ex_data(ssl, g_idx));
-    if (SSL_set_ex_data(ssl, g_idx, t) != 1) {
-        free(t);
-        return -1;
-    }
-    return 0;
-}
-
-/* The return code of check_common for this certificate, asking at most once per leaf per
- * connection (t may be NULL: then no memo). */
-static int check_cert(ssl_target *t, converge_ctx *ctx, const char *host, int port, X509 *cert) {
-    unsigned char *der = NULL;
-    int dl = cert ? i2d_X509(cert, &der) : -1;
-    if (dl <= 0) return CONVERGE_ERR_INTERNAL;
-    cv_fp forms[2];
-    forms[0].alg = FP_SHA1;
-    forms[0].len = 20;
-    SHA1(der, (size_t)dl, forms[0].d);
-    forms[1].alg = FP_SHA256;
-    forms[1].len = 32;
-    SHA256(der, (size_t)dl, forms[1].d);
-    OPENSSL_free(der);
-    if (t && t->have && memcmp(t->leaf, forms[1].d, 32) == 0) return t->rc;
-    if (!ctx) ctx = global_ctx();
-    converge_result r;
-    int rc = ctx ? check_common(ctx, host, port, forms, 2, &r) : CONVERGE_ERR_INTERNAL;
-    if (t) {
-        t->have = 1;
-        memcpy(t->leaf, forms[1].d, 32);
-        t->rc = rc;
-        if (ctx) t->result = r;
-    }
-    return rc;
-}
-
-static int store_verdict(X509_STORE_CTX *store) {
-    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
-    ssl_target *t = target_of(ssl);
-    if (!t) {
-        X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION);
-        return 0;
-    }
-    X509 *leaf = X509_STORE_CTX_get0_cert(store);
-    int rc = check_cert(t, t->ctx, t->host, t->port, leaf);
-    if (rc == CONVERGE_TRUSTED) {
-        X509_STORE_CTX_set_error(store, X509_V_OK);
-        return 1;
-    }
-    X509_STORE_CTX_set_error(store, rc == CONVERGE_NOT_TRUSTED ? X509_V_ERR_CERT_REJECTED
-                                                                : X509_V_ERR_APPLICATION_VERIFICATION);
-    return 0;
-}
-
-int converge_verify_callback(int preverify_ok, X509_STORE_CTX *store) {
-    (void)preverify_ok;
-    if (X509_STORE_CTX_get_error_depth(store) > 0) return 1; /* the leaf decides, not the CA chain */
-    return store_verdict(store);
-}
-
-int converge_cert_verify_callback(X509_STORE_CTX *store, void *arg) {
-    (void)arg;
-    return store_verdict(store);
-}
-
-long converge_ssl_verify(SSL *ssl, const char *host, int port) {
-    X509 *peer = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
-    if (!peer) return X509_V_ERR_APPLICATION_VERIFICATION;
-    ssl_target *t = target_of(ssl);
-    if (!t || t->port != port || strcmp(t->host, host) != 0) {
-        /* (re)attach this target, keeping the connection's context */
-        if (converge_ssl_set_target(ssl, t ? t->ctx : NULL, host, port) != 0)
-            return X509_V_ERR_APPLICATION_VERIFICATION;
-        t = target_of(ssl);
-    }
-    int rc = check_cert(t, t->ctx, host, port, peer);
-    if (rc == CONVERGE_TRUSTED) return X509_V_OK;
-    return rc == CONVERGE_NOT_TRUSTED ? X509_V_ERR_CERT_REJECTED : X509_V_ERR_APPLICATION_VERIFICATION;
-}
-
-int converge_last_verdict(const SSL *ssl, converge_result *result) {
-    const ssl_target *t = target_of(ssl);
-    if (!t || !t->have) return CONVERGE_ERR_NOT_CHECKED;
-    if (result) *result = t->result;
-    return t->rc;
 }

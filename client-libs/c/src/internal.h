@@ -254,6 +254,12 @@ typedef struct {
 } cv_host_answer;
 void cv_query_host(const cv_query *q, cv_host_answer *out);
 double cv_monotonic(void);
+
+/* ---------------------------------------------------------------- client.c, for hooks.c */
+/* check a certificate given by its fingerprints (the hooks pass SHA-1 and SHA-256) */
+int cv_check_forms(converge_ctx *ctx, const char *host, int port, cv_fp *forms, size_t nforms, converge_result *r);
+/* the process-wide context of converge() (created on first use; NULL when out of memory) */
+converge_ctx *cv_global_ctx(void);
 int cv_net_init(void);
 
 #endif

@@ -153,6 +153,9 @@ typedef struct {
     char *response; /* legacy answer; NULL: handshake only, then close */
     ext_behaviour ext;
     int served;
+    int delay_ms;   /* wait this long before answering (a slow notary) */
+    int hangup_ms;  /* a handshake not finished within this time is closed (0: 2 s) */
+    int rst;        /* with hangup_ms: closed with a reset (RST) instead of a FIN */
 } fake_server;
 
 /* a canonical signed answer for the request body req (a JSON object from the client) */
@@ -205,11 +208,16 @@ static void *fake_loop(void *arg) {
         if (poll(&p, 1, 50) <= 0) continue;
         int fd = accept(s->lfd, NULL, NULL);
         if (fd < 0) continue;
-        struct timeval tv = {2, 0};
+        struct timeval tv = {s->hangup_ms ? 0 : 2, s->hangup_ms * 1000};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         SSL *ssl = SSL_new(s->ctx);
         SSL_set_fd(ssl, fd);
-        if (SSL_accept(ssl) == 1 && s->response) {
+        int accepted = SSL_accept(ssl) == 1;
+        if (!accepted && s->hangup_ms && s->rst) {
+            struct linger rst = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof rst);
+        }
+        if (accepted && s->response) {
             char buf[4096];
             size_t got = 0;
             while (got < sizeof buf - 1) {
@@ -222,6 +230,7 @@ static void *fake_loop(void *arg) {
                 if (end && cl && got >= (size_t)(end + 4 - buf) + (size_t)atoi(cl + 15)) break;
             }
             char *end = strstr(buf, "\r\n\r\n");
+            if (s->delay_ms) usleep((useconds_t)s->delay_ms * 1000);
             if (!strncmp(buf, "POST /v2/answer ", 16)) {
                 if (s->ext.key && end) {
                     char *answer = ext_response(&s->ext, end + 4);
@@ -269,6 +278,21 @@ static void fake_stop(fake_server *s) {
     free(s->response);
 }
 
+/* a TCP connection to 127.0.0.1:port (an fd; connect failures show up on first use) */
+__attribute__((unused)) static int connect_loopback(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = socket(AF_INET, SOCK_STREAM, 0); /* unconnected: the caller's I/O fails */
+    }
+    return fd;
+}
+
 /* A stand-in bounce relay: reads a CONNECT head, answers with `reply` and, on a 200, relays
  * bytes to 127.0.0.1:<the CONNECT port> until either side closes. */
 typedef struct {
@@ -301,13 +325,8 @@ static void *relay_loop(void *arg) {
             close(c);
             continue;
         }
-        int u = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)dport);
-        if (connect(u, (struct sockaddr *)&a, sizeof a) == 0) {
+        int u = connect_loopback(dport);
+        if (u >= 0) {
             struct pollfd fds[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
             char buf[16384];
             int open_ = 1;

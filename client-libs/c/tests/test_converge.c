@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include "converge.h"
 #include "internal.h"
@@ -382,6 +383,32 @@ static int run_check(const char *policy, const char *stand, const char **names, 
     return rc;
 }
 
+/* one TLS 1.2 connection to 127.0.0.1:port through converge_verify_callback for the origin
+ * host:origin_port; resume: a session to offer (NULL: none); *saved: the session afterwards
+ * (when saved is not NULL). Returns SSL_connect's result; *reused: was the session resumed;
+ * *verdict: converge_last_verdict. */
+static int hooked_connect(converge_ctx *ctx, int port, const char *host, int origin_port, SSL_SESSION *resume,
+                          SSL_SESSION **saved, int *reused, int *verdict) {
+    SSL_CTX *sc = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_max_proto_version(sc, TLS1_2_VERSION);
+    SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, converge_verify_callback);
+    SSL *ssl = SSL_new(sc);
+    int fd = connect_loopback(port);
+    SSL_set_fd(ssl, fd);
+    if (resume) SSL_set_session(ssl, resume); /* as an application resuming would */
+    converge_ssl_set_target(ssl, ctx, host, origin_port);
+    int hs = SSL_connect(ssl);
+    *reused = SSL_session_reused(ssl);
+    *verdict = converge_last_verdict(ssl, NULL);
+    if (hs == 1) SSL_shutdown(ssl); /* a cleanly closed session stays resumable */
+    if (saved) *saved = SSL_get1_session(ssl);
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(sc);
+    ERR_clear_error();
+    return hs;
+}
+
 static void test_loopback(idents *id) {
     fake_server good_a, good_b, forged, badsig;
     fake_start(&good_a, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
@@ -477,13 +504,7 @@ static void test_loopback(idents *id) {
             SSL_CTX_set_verify(sc, SSL_VERIFY_NONE, NULL);
         }
         SSL *ssl = SSL_new(sc);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in t;
-        memset(&t, 0, sizeof t);
-        t.sin_family = AF_INET;
-        t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        t.sin_port = htons((uint16_t)target.port);
-        connect(fd, (struct sockaddr *)&t, sizeof t);
+        int fd = connect_loopback(target.port);
         SSL_set_fd(ssl, fd);
         converge_ssl_set_target(ssl, ctx, "127.0.0.1", 443);
         int hs = SSL_connect(ssl);
@@ -521,13 +542,7 @@ static void test_loopback(idents *id) {
         SSL *ssl = SSL_new(sc);
         CHECK(converge_last_verdict(ssl, NULL) == CONVERGE_ERR_NOT_CHECKED,
               "twin: no verdict before a handshake (%s)", converge_strerror(converge_last_verdict(ssl, NULL)));
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in t;
-        memset(&t, 0, sizeof t);
-        t.sin_family = AF_INET;
-        t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        t.sin_port = htons((uint16_t)target.port);
-        connect(fd, (struct sockaddr *)&t, sizeof t);
+        int fd = connect_loopback(target.port);
         SSL_set_fd(ssl, fd);
         converge_ssl_set_target(ssl, ctx, "127.0.0.1", 443);
         int before = good_a.served;
@@ -549,6 +564,80 @@ static void test_loopback(idents *id) {
         converge_ctx_free(ctx);
         remove_tree(dir);
         ERR_clear_error();
+    }
+    /* a site that hangs up (FIN) or resets (RST) the connection while the notaries are asked:
+     * the handshake is refused and the process (SIGPIPE at its default action) lives; twin:
+     * the same slow check against a site that waits is accepted */
+    for (int mode = 0; mode < 3; mode++) {
+        fake_server slow, site;
+        fake_start(&slow, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
+        slow.delay_ms = 400;
+        fake_start(&site, &id->target, NULL);
+        site.hangup_ms = mode ? 100 : 0;
+        site.rst = mode == 2;
+        char dir[256];
+        int p[2] = {slow.port, good_b.port};
+        make_config(dir, sizeof dir, "{\"db\": null, \"early-return\": false, \"notary-agreement\": \"consensus\"}", names,
+                    p, pems1, 2);
+        fflush(NULL);
+        pid_t child = fork();
+        if (child == 0) {
+            signal(SIGPIPE, SIG_DFL);
+            converge_ctx *ctx = converge_ctx_new(dir);
+            int reused = 0, verdict = 0;
+            int hs = hooked_connect(ctx, site.port, "127.0.0.1", 443, NULL, NULL, &reused, &verdict);
+            _exit(hs == 1 && verdict == CONVERGE_TRUSTED ? 10 : hs != 1 ? 20 : 30);
+        }
+        int st = 0;
+        waitpid(child, &st, 0);
+        if (mode)
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 20,
+                  "a site that %s during the check: a refused handshake, not a dead process (%s %d)",
+                  mode == 1 ? "hangs up" : "resets", WIFSIGNALED(st) ? "signal" : "exit",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        else
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 10, "twin: a site that waits for the slow check is accepted (%s %d)",
+                  WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        remove_tree(dir);
+        fake_stop(&slow);
+        fake_stop(&site);
+    }
+    /* a session the application resumes is never trusted unchecked (issue 37, row 10): a
+     * session from a checked connection, offered for another origin (port, name) whose
+     * notaries refuse, is not resumed and the full handshake is refused; twin: for an origin
+     * the notaries confirm, the connection is checked again and accepted */
+    {
+        char dg[256], db[256];
+        int pg[2] = {good_a.port, good_b.port}, pb[2] = {good_a.port, forged.port};
+        const char *cfg = "{\"db\": null, \"early-return\": false, \"notary-agreement\": \"consensus\"}";
+        make_config(dg, sizeof dg, cfg, names, pg, pems1, 2);
+        make_config(db, sizeof db, cfg, names, pb, pems1, 2);
+        converge_ctx *good = converge_ctx_new(dg), *bad = converge_ctx_new(db);
+        SSL_SESSION *sess = NULL;
+        int reused = 0, verdict = 0;
+        int hs = hooked_connect(good, target.port, "127.0.0.1", 443, NULL, &sess, &reused, &verdict);
+        CHECK(hs == 1 && verdict == CONVERGE_TRUSTED && sess && SSL_SESSION_is_resumable(sess),
+              "a checked connection leaves a resumable session (%d, %s)", hs, converge_strerror(verdict));
+        const struct {
+            const char *what, *host;
+            int port;
+        } other[] = {{"another port", "127.0.0.1", 8443}, {"another name", "localhost", 443}};
+        for (size_t i = 0; i < 2 && sess; i++) {
+            hs = hooked_connect(bad, target.port, other[i].host, other[i].port, sess, NULL, &reused, &verdict);
+            CHECK(hs != 1 && !reused && verdict == CONVERGE_NOT_TRUSTED,
+                  "the session offered for %s is not resumed unchecked: refused (hs %d, reused %d, %s)", other[i].what,
+                  hs, reused, converge_strerror(verdict));
+            int before = good_a.served;
+            hs = hooked_connect(good, target.port, other[i].host, other[i].port, sess, NULL, &reused, &verdict);
+            CHECK(hs == 1 && verdict == CONVERGE_TRUSTED && good_a.served == before + 1,
+                  "twin: for %s the notaries confirm, it is checked again and accepted (hs %d, %s, asked %d)",
+                  other[i].what, hs, converge_strerror(verdict), good_a.served - before);
+        }
+        SSL_SESSION_free(sess);
+        converge_ctx_free(good);
+        converge_ctx_free(bad);
+        remove_tree(dg);
+        remove_tree(db);
     }
     fake_stop(&target);
     fake_stop(&good_a);
