@@ -24,6 +24,7 @@ from notary.core.fingerprint import colon_hex
 from notary.core.target import normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadData, BadInput, NotaryError
 from notary.probe import TLSProber
+from notary.tlog.note import COSIGNATURE, NoteError, Signer, Verifier
 from notary.web import build_resolver
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -94,6 +95,18 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
                     "verifier, added to Mozilla's (repeatable)"}),
     ("--ca-trust", {"type": Path, "metavar": "FILE", "help": "restrict the CA verifier to "
                     "these root SHA-256 fingerprints (e.g. from replay rootstore topk)"}),
+    ("--log-key", {"type": Path, "help": "Ed25519 key of the transparency log "
+                   "(default DATA/log.key, made on first run)"}),
+    ("--log-origin", {"help": "the log's origin and key name (default "
+                      "HOSTNAME/converge-log/<key id>)"}),
+    ("--log-witness", {"action": "append", "metavar": "URL=VKEY",
+                       "help": "a witness to cosign every checkpoint: its submission prefix "
+                       "and verifier key (repeatable; default none)"}),
+    ("--log-interval", {"type": float, "metavar": "SECONDS",
+                        "help": "seconds between sequencing batches (default 1)"}),
+    ("--log-proof-wait", {"type": float, "metavar": "SECONDS",
+                          "help": "how long an answer that asks for a proof waits for its "
+                          "entry to be sequenced (default 3)"}),
 ]
 
 
@@ -112,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="put client addresses in the access log (off: privacy)")
     serve.add_argument("--ca-no-mozilla", action="store_true",
                        help="the CA verifier trusts only --ca-roots, not Mozilla's store")
+    serve.add_argument("--no-log", action="store_true",
+                       help="keep no transparency log (default: on, served under /log/)")
 
     kg = sub.add_parser("keygen", help="create the RSA key and self-signed certificate",
                         description="Create the notary's RSA-2048 key (TLS and legacy "
@@ -151,6 +166,28 @@ def _parser() -> argparse.ArgumentParser:
                    "https://HOST[:SSL-PORT]/NAME.notary)")
     b.add_argument("--region", help="ISO-3166 alpha-2 region (default: none)")
     b.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    b.add_argument("--log-url", help="where clients and monitors read the transparency log "
+                   "(default: https://HOST[:SSL-PORT]/log)")
+    b.add_argument("--witness", action="append", default=[], metavar="VKEY",
+                   help="a witness whose cosignature clients require on the log's checkpoints "
+                   "(its verifier key; repeatable; default none)")
+    b.add_argument("--min-cosignatures", type=int, metavar="N",
+                   help="how many of those witnesses must cosign (default: all of them)")
+    b.add_argument("--no-log", action="store_true",
+                   help="do not name the transparency log in the bundle (default: named when "
+                   "DATA/log.key exists)")
+
+    lk = sub.add_parser("log-key", help="print the transparency log's verifier key",
+                        description="Print the verifier key (<name>+<id>+<key>, "
+                        "c2sp.org/signed-note) of this notary's transparency log, made with "
+                        "its key on first use.")
+    lk.add_argument("--data-dir", type=Path, default=Path("notary-data"),
+                    help="directory with log.key (default: %(default)s)")
+    lk.add_argument("--log-key", type=Path, help="the log key (default: DATA/log.key)")
+    lk.add_argument("--hostname", default="localhost",
+                    help="the host name in a new log's origin (default: %(default)s)")
+    lk.add_argument("--log-origin", help="origin of a new log (default: "
+                    "HOSTNAME/converge-log/<key id>)")
 
     c = sub.add_parser("check", help="probe a target once and print what it presents",
                        description="Connect to a TLS site from this machine and print the "
@@ -181,6 +218,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         values["log_client_addresses"] = True
     if args.ca_no_mozilla:
         values["ca_no_mozilla"] = True
+    if args.no_log:
+        values["transparency_log"] = False
     settings = Settings(**values)
     settings.check()
     return settings
@@ -262,11 +301,49 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
         now = int(dt.datetime.now(dt.UTC).timestamp())
         doc["protocols"] = ["convergence-v1", extended.FORMAT]
         doc["signing_keys"] = keys.bundle_signing_keys(signing, now=now)
+    log_key = args.data_dir / "log.key"
+    if log_key.exists() and not args.no_log:
+        doc["transparency"] = _bundle_transparency(args, log_key)
     text = json.dumps(doc, indent=2) + "\n"
     if args.output:
         args.output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _bundle_transparency(args: argparse.Namespace, log_key: Path) -> dict[str, Any]:
+    """The bundle's ``transparency`` member (docs/transparency.md, "Bundles")."""
+    key, origin = keys.ensure_log_identity(log_key, "localhost")
+    witnesses = []
+    for vkey in args.witness:
+        try:
+            w = Verifier.parse(vkey)
+        except NoteError as exc:
+            raise BadConfig(f"--witness {vkey!r}: {exc}") from exc
+        if w.kind != COSIGNATURE:
+            raise BadConfig(f"--witness {vkey!r}: not a cosignature key (type 0x04)")
+        witnesses.append({"name": w.name, "vkey": vkey})
+    need = len(witnesses) if args.min_cosignatures is None else args.min_cosignatures
+    if not 0 <= need <= len(witnesses):
+        raise BadConfig(f"--min-cosignatures must be from 0 to {len(witnesses)}")
+    host = normalise_host(args.host)
+    authority = f"[{host}]" if ":" in host else host
+    if args.ssl_port != 443:
+        authority += f":{args.ssl_port}"
+    return {
+        "log": Signer(origin, key).verifier.vkey(),
+        "url": args.log_url or f"https://{authority}/log",
+        "witnesses": witnesses,
+        "min_cosignatures": need,
+    }
+
+
+def _cmd_log_key(args: argparse.Namespace) -> int:
+    path = args.log_key or args.data_dir / "log.key"
+    keys.private_dir(path.parent)
+    key, origin = keys.ensure_log_identity(path, args.hostname, args.log_origin)
+    print(Signer(origin, key).verifier.vkey())
     return EXIT_OK
 
 
@@ -328,7 +405,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
-               "check": _cmd_check}[args.command]
+               "check": _cmd_check, "log-key": _cmd_log_key}[args.command]
     try:
         return handler(args)
     except BadInput as exc:

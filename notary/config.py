@@ -67,6 +67,12 @@ class Settings:
     ca_roots: list[str] = field(default_factory=list)  # PEM files added to Mozilla's roots
     ca_trust: Path | None = None  # SHA-256 root list: restrict the CA verifier to these
     ca_no_mozilla: bool = False  # CA verifier trusts only --ca-roots
+    transparency_log: bool = True  # the public log of observations (docs/transparency.md)
+    log_key: Path | None = None  # Ed25519 log key (default DATA/log.key)
+    log_origin: str | None = None  # checkpoint origin (default HOSTNAME/converge-log/<id>)
+    log_witness: list[str] = field(default_factory=list)  # URL=VKEY of cosigning witnesses
+    log_interval: float = 1.0  # seconds between sequencing batches
+    log_proof_wait: float = 3.0  # seconds an answer waits for its entry's proof
 
     @property
     def db_path(self) -> Path:
@@ -84,12 +90,31 @@ class Settings:
     def signing_key_path(self) -> Path:
         return self.signing_key or self.data_dir / "signing.key"
 
+    @property
+    def log_key_path(self) -> Path:
+        return self.log_key or self.data_dir / "log.key"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "transparency.sqlite3"
+
     def relay_settings(self) -> RelaySettings:
         """The bounce relay's bounds (raises :class:`BadConfig` when out of range)."""
         return relay_settings_from(
             self.relay_port, self.max_tunnels, self.tunnel_idle_timeout, self.tunnel_max_bytes,
             self.probe_timeout, self.relay_head_timeout, self.client_share,
         )
+
+    def log_witnesses(self) -> list[tuple[str, str]]:
+        """``--log-witness URL=VKEY`` pairs (raises :class:`BadConfig` when malformed)."""
+        out = []
+        for spec in self.log_witness:
+            url, sep, vkey = spec.partition("=")
+            if not sep or not url.startswith(("http://", "https://")) or vkey.count("+") != 2:
+                raise BadConfig(f"--log-witness {spec!r}: expected URL=VKEY (the witness's "
+                                "submission prefix and its name+id+key verifier key)")
+            out.append((url, vkey))
+        return out
 
     def listen_addrs(self) -> list[tuple[str, int]]:
         return [parse_listen(spec) for spec in self.listen]
@@ -105,6 +130,8 @@ class Settings:
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
             "tls_handshake_timeout": self.tls_handshake_timeout,
+            "log_interval": self.log_interval,
+            "log_proof_wait": self.log_proof_wait,
         }
         for name, value in positive.items():
             if value <= 0:
@@ -121,6 +148,7 @@ class Settings:
                 or self.redis_timeout <= 0):
             raise BadConfig("rate_burst, probe_rate_burst, rate_clients and redis_timeout "
                             "must be positive")
+        self.log_witnesses()
         if not 0 <= self.client_share <= 1:
             raise BadConfig(f"client_share must be from 0 to 1, got {self.client_share}")
         if self.metrics_listen is not None:
@@ -155,7 +183,7 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return host, port
 
 
-_PATHS = {"data_dir", "db", "key", "cert", "signing_key", "hosts_file", "ca_trust"}
+_PATHS = {"data_dir", "db", "key", "cert", "signing_key", "hosts_file", "ca_trust", "log_key"}
 
 
 def _coerce(name: str, value: Any, template: Any) -> Any:

@@ -317,3 +317,38 @@ __all__ = [
     "load_signing_key",
     "rotate_signing_key",
 ]
+
+
+# -- the transparency log's Ed25519 key ---------------------------------------------------
+
+
+def ensure_log_identity(
+    path: Path, hostname: str, origin: str | None = None
+) -> tuple[Ed25519PrivateKey, str]:
+    """The log's own key (never the TLS key, never the answer key) and its origin.
+
+    Made on first use: the origin is ``origin`` when given, else
+    ``<hostname>/converge-log/<first 4 bytes of SHA-256 of the public key, hex>`` (unique per
+    key, so two notaries on one host never share an origin), and is kept beside the key
+    (``<key>.origin``) so that every later start and ``notary log-key`` name the same log."""
+    origin_file = path.with_name(path.name + ".origin")
+    if not path.exists():
+        key = Ed25519PrivateKey.generate()
+        raw = key.public_key().public_bytes(serialization.Encoding.Raw,
+                                            serialization.PublicFormat.Raw)
+        name = origin or f"{hostname}/converge-log/{hashlib.sha256(raw).digest()[:4].hex()}"
+        _write_ed25519(path, key)
+        _write_private(origin_file, name.encode() + b"\n", 0o644)
+    loaded = _load_private(path, "log key")
+    if not isinstance(loaded, Ed25519PrivateKey):
+        raise BadConfig(f"{path}: the transparency log's key must be Ed25519")
+    try:
+        kept = _read_limited(origin_file, "log origin").decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadConfig(f"cannot read the log's origin {origin_file}: {exc}") from exc
+    if origin and origin != kept:
+        raise BadConfig(f"--log-origin {origin!r} differs from the origin of the log key "
+                        f"({kept!r} in {origin_file}): a log keeps its origin for life")
+    if not kept or any(c.isspace() or c == "+" for c in kept):
+        raise BadConfig(f"{origin_file}: an origin is one word without '+'")
+    return loaded, kept

@@ -34,6 +34,7 @@ from notary.metrics import Metrics, create_metrics_app
 from notary.metrics_aggregate import AggregateServer
 from notary.relay import Relay
 from notary.store.sqlite import SQLiteStore
+from notary.tlog.note import Signer
 from notary.web import CONNS, SERVICE, build_resolver, create_app
 
 READY_KEY = "readyz.invalid:0"  # /readyz reads this (absent) record through to the store
@@ -63,6 +64,16 @@ def prepare(settings: Settings) -> Identity:
         settings.key_path, settings.cert_path, settings.hostname, now=dt.datetime.now(dt.UTC)
     )
     keys.ensure_signing_key(settings.signing_key_path)
+    if settings.transparency_log:
+        keys.ensure_log_identity(settings.log_key_path, settings.hostname, settings.log_origin)
+        try:
+            keys.create_file(settings.log_path, 0o600)
+        except OSError as exc:
+            raise BadConfig(f"cannot create the transparency log {settings.log_path}: "
+                            f"{exc.strerror or exc}") from exc
+        for path in (settings.log_path, settings.log_path.with_name(
+                settings.log_path.name + "-wal")):
+            keys.check_guarded(path, "transparency log file")
 
     async def init_db() -> None:
         store = await SQLiteStore.open(settings.db_path)
@@ -97,7 +108,7 @@ async def serve(
     metrics = Metrics() if settings.metrics_listen else None
     app = create_app(
         settings, identity, signing_key=keys.load_signing_key(settings.signing_key_path),
-        metrics=metrics,
+        metrics=metrics, log_signer=log_signer(settings),
     )
     runner = web.AppRunner(
         app,
@@ -183,6 +194,16 @@ async def serve(
             await metrics_runner.cleanup()
         await runner.cleanup()
         uninstall()
+
+
+def log_signer(settings: Settings) -> Signer | None:
+    """The transparency log's signer (None with ``--no-log``)."""
+    if not settings.transparency_log:
+        return None
+    key, origin = keys.ensure_log_identity(
+        settings.log_key_path, settings.hostname, settings.log_origin
+    )
+    return Signer(origin, key)
 
 
 class _Site(web.TCPSite):

@@ -32,9 +32,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from notary.ca.checker import CAChecker
 from notary.ca.verify import CAVerdict
 from notary.core import extended, legacy
+from notary.core.canonical import canonical_json
 from notary.core.extended import ExtRequest
 from notary.core.fingerprint import CertDigests, Fingerprint
-from notary.core.history import CacheDecision, decide, decide_any, find
+from notary.core.history import CacheDecision, Observation, decide, decide_any, find
 from notary.core.signing import LegacySigner
 from notary.core.target import Target
 from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
@@ -42,6 +43,8 @@ from notary.limits import CLIENT
 from notary.probe import Prober, ProbeResult
 from notary.store.base import TargetRecord
 from notary.store.lru import CachedStore
+from notary.tlog.entry import Entry
+from notary.tlog.service import TransparencyLog
 
 
 class CacheOutcome(Enum):
@@ -140,8 +143,10 @@ class NotaryService:
         clock: Callable[[], float],
         ext_signer: ExtSigner | None = None,
         ca: CAChecker | None = None,
+        tlog: TransparencyLog | None = None,
     ) -> None:
         self.store = store
+        self.tlog = tlog
         self.ca = ca
         self._prober = prober
         self._signer = signer
@@ -282,7 +287,8 @@ class NotaryService:
                 and 0 <= now - cached[1] < self.settings.ext_reuse
             ):
                 self._ext_answers.move_to_end(reuse_key)
-                return Answer(200, cached[2], found.cache)
+                body = await self._with_proof(req, obs, cached[2])
+                return Answer(200, body, found.cache)
         stmt = extended.statement(
             target=target, fingerprint=fp, nonce=req.nonce,
             verdict="match" if match else "mismatch", history=found.record.history,
@@ -299,7 +305,20 @@ class NotaryService:
             self._ext_answers.move_to_end(reuse_key)
             while len(self._ext_answers) > self.settings.ext_answer_entries:
                 self._ext_answers.popitem(last=False)
+        body = await self._with_proof(req, obs, body)
         return Answer(200 if match else 409, body, found.cache)
+
+    async def _with_proof(self, req: ExtRequest, obs: Observation | None, body: bytes) -> bytes:
+        """The answer with the log's inclusion proof of the observation it is about, when the
+        client asked for one and the log has it (docs/transparency.md). The member comes
+        after the signed statement, so the signed bytes are unchanged."""
+        if not req.transparency or self.tlog is None or obs is None:
+            return body
+        entry = Entry.of(req.target, obs.sha1, obs.sha256, obs.first_seen)
+        proof = await self.tlog.proof(entry)
+        if proof is None:
+            return body
+        return body[:-1] + b',"transparency":' + canonical_json(proof) + b"}"
 
     async def _probe_once(
         self, key: str, target: Target
@@ -359,6 +378,10 @@ class NotaryService:
             await self.store.save_chain(key, result.digests.sha256, result.chain,
                                         int(self._clock()))
         rec = await self.store.observe(key, result.digests, int(self._clock()))
+        if self.tlog is not None:
+            for obs in rec.history:
+                if obs.sha256 == result.digests.sha256:
+                    self.tlog.record(Entry.of(target, obs.sha1, obs.sha256, obs.first_seen))
         await self._body(rec)
         rec = await self.store.get(key) or rec
         return rec, result

@@ -57,6 +57,10 @@ from notary.store.base import Store
 from notary.store.lru import CachedStore
 from notary.store.redis import RedisStore
 from notary.store.sqlite import SQLiteStore
+from notary.tlog.http import TLOG
+from notary.tlog.http import add_routes as add_log_routes
+from notary.tlog.note import Signer, Verifier
+from notary.tlog.service import LogSettings, TransparencyLog, Witness
 
 SERVICE = web.AppKey("service", NotaryService)
 MAX_EXT_BODY = extended.MAX_REQUEST
@@ -331,6 +335,7 @@ def create_app(
     store: Store | None = None,
     signing_key: Ed25519PrivateKey | None = None,
     metrics: Metrics | None = None,
+    log_signer: Signer | None = None,
 ) -> web.Application:
     """The notary's aiohttp application. Nothing is opened until the app starts."""
     policy = AddressPolicy(parse_networks(settings.allow_target))
@@ -396,15 +401,30 @@ def create_app(
             ext_signer,
             ca,
         )
+        tlog = None
+        if log_signer is not None and settings.transparency_log:
+            tlog = TransparencyLog(settings.log_path, log_signer, LogSettings(
+                interval=settings.log_interval, proof_wait=settings.log_proof_wait,
+                witnesses=[Witness(url, Verifier.parse(vkey))
+                           for url, vkey in settings.log_witnesses()],
+            ))
+            await tlog.start()
+            app[TLOG] = tlog
+            app[SERVICE].tlog = tlog
         if metrics is not None:
             service = app[SERVICE]
             metrics.probes_in_flight.set_function(lambda: service.probes_in_flight)
             metrics.lru_entries.set_function(lambda: len(cached))
             metrics.open_connections.set_function(lambda: app[CONNS].open)
-        yield
-        await cached.close()
+        try:
+            yield
+        finally:
+            if tlog is not None:
+                await tlog.stop()
+            await cached.close()
 
     app.cleanup_ctx.append(service_ctx)
+    add_log_routes(app)
     app.router.add_route("*", "/target/{spec:.*}", handle_target, expect_handler=expect_handler)
     app.router.add_route("*", "/target", handle_missing_target, expect_handler=expect_handler)
     app.router.add_post("/v2/answer", handle_answer, expect_handler=expect_handler)

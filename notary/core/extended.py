@@ -65,10 +65,12 @@ class ExtRequest:
     target: Target
     fingerprint: Fingerprint
     nonce: str | None  # base64url text, echoed as given
+    transparency: bool = False  # the client asks for the log's inclusion proof
 
 
 def parse_request(raw: bytes) -> ExtRequest:
-    """``{"host", "port", "fingerprint", "alg"?, "ip"?, "nonce"?}`` -> :class:`ExtRequest`."""
+    """``{"host", "port", "fingerprint", "alg"?, "ip"?, "nonce"?, "transparency"?}`` ->
+    :class:`ExtRequest`."""
     if len(raw) > MAX_REQUEST:
         raise BadInput(f"request larger than {MAX_REQUEST} bytes")
     try:
@@ -79,7 +81,7 @@ def parse_request(raw: bytes) -> ExtRequest:
         raise BadInput("request body is not JSON") from exc
     if not isinstance(doc, dict):
         raise BadInput("request body must be a JSON object")
-    unknown = set(doc) - {"host", "port", "fingerprint", "alg", "ip", "nonce"}
+    unknown = set(doc) - {"host", "port", "fingerprint", "alg", "ip", "nonce", "transparency"}
     if unknown:
         raise BadInput(f"unknown request fields: {', '.join(sorted(unknown))}")
     host, port = doc.get("host"), doc.get("port")
@@ -108,7 +110,10 @@ def parse_request(raw: bytes) -> ExtRequest:
             raise BadInput("nonce must be unpadded base64url") from exc
         if not NONCE_MIN <= n <= NONCE_MAX:
             raise BadInput(f"nonce must decode to {NONCE_MIN}-{NONCE_MAX} bytes")
-    return ExtRequest(Target(normalise_host(host), port, ip), fp, nonce)
+    transparency = doc.get("transparency", False)
+    if not isinstance(transparency, bool):
+        raise BadInput("transparency must be true or false")
+    return ExtRequest(Target(normalise_host(host), port, ip), fp, nonce, transparency)
 
 
 def statement(
