@@ -1,48 +1,52 @@
-// The platform-neutral core: JSON as Python reads and writes it, canonical JSON, framing,
+// The platform-neutral core: the stock JSON parser and the bounds scan, framing,
 // policies; and a fixed-seed fuzz of the response parser (never throws, never trusts).
 import assert from "node:assert/strict";
 import { createPrivateKey, sign } from "node:crypto";
 import { test } from "node:test";
 import {
-  canonicalJson, checkIp, decide, expectedHost, Fingerprint, fromPlain, JsonNumber, outcomeFromHttp,
-  parseFingerprint, parseHttpResponse, parseJson, pyDumps, pyFloatRepr, ResponseError, settled, utf8,
+  boundsScan, canonicalJson, checkIp, decide, expectedHost, Fingerprint, fromPlain, MAX_JSON_DEPTH, outcomeFromHttp,
+  parseFingerprint, parseHttpResponse, parseJson, parseVerified, ResponseError, settled, utf8,
 } from "../src/core/index.js";
 import { nodeCrypto } from "../src/node/crypto.js";
 import { derOf, GENUINE_FP, NOTARY_CERT, NOTARY_KEY } from "./helpers.js";
 
-test("JSON is read as Python reads it: key order, number literals, NaN", () => {
-  const v = parseJson('{"b": 1, "2": 2.0, "1": 1e2, "a": NaN, "big": 123456789012345678901, "b": -0}');
+test("JSON: the stock parser, strict; the last repeated name counts; names are only data", () => {
+  const v = parseJson('{"b": 1, "a": [true, null, "\\u00e9"], "b": 2}');
   assert.ok(v instanceof Map);
-  assert.deepEqual([...v.keys()], ["b", "2", "1", "a", "big"]); // first position, last value
-  assert.equal(v.get("b"), 0);
-  assert.ok(v.get("2") instanceof JsonNumber && !(v.get("2") as JsonNumber).integer);
-  assert.equal(pyDumps(v), '{"b": 0, "2": 2.0, "1": 100.0, "a": NaN, "big": 123456789012345678901}');
-  // twin: plain JSON.parse would have reordered the keys and lost the literals
-  assert.notEqual(JSON.stringify(JSON.parse('{"b": 1, "2": 2.0}')), '{"b":1,"2":2.0}');
-});
-
-test("strings survive marking: escapes, quotes, keys that look like marks", () => {
-  const v = parseJson('{"\\u0000x": "a\\"b\\\\", "k": ["\\u0001NaN", "\\ud800"]}') as Map<string, unknown>;
-  assert.deepEqual([...v.keys()], ["\u0000x", "k"]);
-  assert.equal(v.get("\u0000x"), 'a"b\\');
-  assert.deepEqual(v.get("k"), ["\u0001NaN", "\ud800"]);
-  assert.equal(parseJson('{"a": tru}'), undefined);
-  assert.equal(parseJson("[".repeat(600) + "]".repeat(600)), undefined); // too deep
-  assert.ok(parseJson("[".repeat(500) + "]".repeat(500)) !== undefined);
-});
-
-test("Python's float repr", () => {
-  const cases: [number, string][] = [[1, "1.0"], [0.1, "0.1"], [1e16, "1e+16"], [1.5e-5, "1.5e-05"], [123456.789, "123456.789"],
-    [-0, "-0.0"], [1e-4, "0.0001"], [Infinity, "Infinity"]];
-  for (const [x, want] of cases) assert.equal(pyFloatRepr(x), want, String(x));
-});
-
-test("canonical JSON: sorted keys, integers only, no lone surrogates", () => {
-  assert.equal(canonicalJson(parseJson('{"b": [1, "\\u00e9"], "a": {"y": null, "x": true}}')!), '{"a":{"x":true,"y":null},"b":[1,"é"]}');
-  for (const bad of ["[1.0]", "[1e2]", "[9007199254740992]", '{"é": 1}', '["\\udc00"]', "[NaN]"]) {
-    assert.equal(canonicalJson(parseJson(bad)!), undefined, bad);
+  assert.equal(v.get("b"), 2); // the last of repeated names
+  assert.deepEqual(v.get("a"), [true, null, "é"]);
+  const named = parseJson('{"__proto__": 1, "constructor": "x"}') as Map<string, unknown>;
+  assert.deepEqual([...named.keys()].sort(), ["__proto__", "constructor"]);
+  assert.equal((parseJson("{}") as Map<string, unknown>).get("constructor"), undefined); // no prototype lookups
+  // refused: number keys, NaN, Infinity, comments, trailing commas, single quotes, bad literals
+  for (const bad of ['{1.5: 1}', '{1: 1}', "[NaN]", "[Infinity]", '{"a": 1 /* c */}', '{"a": 1,}', "['a']", '{"a": tru}', ""]) {
+    assert.equal(parseJson(bad), undefined, bad);
   }
+  assert.ok(parseJson('{"a": 1}') !== undefined); // twin of the refusals
+});
+
+test("bounds scan: at most 32 levels, integers of at most 15 digits, strings skipped", () => {
+  const nest = (n: number): string => "[".repeat(n) + "]".repeat(n);
+  assert.equal(boundsScan(nest(MAX_JSON_DEPTH)), true);
+  assert.equal(boundsScan(nest(MAX_JSON_DEPTH + 1)), false);
+  assert.equal(boundsScan(`{"a": ${"[".repeat(31)}${"]".repeat(31)}}`), true); // the object is level 1
+  assert.equal(boundsScan(`{"a": ${"[".repeat(32)}${"]".repeat(32)}}`), false);
+  for (const ok of ["[999999999999999]", "[-999999999999999]", "[0]", "[-0]", '["1.5", "1e2", "\\"1.5"]', '{"[[[": 1}']) {
+    assert.equal(boundsScan(ok), true, ok);
+  }
+  for (const bad of ["[1000000000000000]", "[1.5]", "[1e2]", "[01]", "[-]", "[1-2]", `[${"9".repeat(5000)}]`, '["a\\\\", 1.0]']) {
+    assert.equal(boundsScan(bad), false, bad);
+  }
+  assert.equal(parseVerified(utf8('{"a": [1]}')) instanceof Map, true);
+  assert.equal(parseVerified(Uint8Array.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d])), undefined); // not UTF-8
+  assert.equal(parseVerified(utf8('{"a": 1.0}')), undefined); // the scan refuses what JSON.parse would take
+  assert.ok(parseJson('{"a": 1.0}') !== undefined);
+});
+
+test("answers are written with JSON.stringify: sorted names, no white space, integers only", () => {
+  assert.equal(canonicalJson(parseJson('{"b": [1, "\\u00e9"], "a": {"y": null, "x": true}}')!), '{"a":{"x":true,"y":null},"b":[1,"é"]}');
   assert.equal(canonicalJson(fromPlain({ z: 1, a: [-0] })), '{"a":[0],"z":1}');
+  assert.equal(canonicalJson(fromPlain([1.5])), undefined);
 });
 
 test("IP literals in the notary's compressed form", () => {

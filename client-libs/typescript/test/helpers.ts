@@ -60,6 +60,8 @@ export class FakeNotary {
   sees = GENUINE_FP;
   /** Milliseconds to wait before answering. */
   delayMs = 0;
+  /** When set, the whole HTTP response (head and body) to every request, whatever the mode. */
+  respond: ((request: string) => Buffer) | undefined;
 
   constructor(name: string, mode: Mode, readonly pemKey = NOTARY_KEY, readonly pemCert = NOTARY_CERT) {
     this.name = name;
@@ -115,6 +117,10 @@ export class FakeNotary {
   }
 
   private answer(socket: TLSSocket, request: string): void {
+    if (this.respond) {
+      socket.end(this.respond(request));
+      return;
+    }
     const m = this.mode;
     if (m === "hang") return;
     if (m === "close") {

@@ -18,7 +18,9 @@ function diff(c: Record<string, unknown>, out: Record<string, unknown>): string[
     !(c[f] === null && out[f] === undefined));
 }
 
-const files = readdirSync(VECTORS).filter((f) => f.endsWith(".json")).sort();
+/** The notary's signer is pinned by canonical-json.json: clients verify bytes and never re-serialise. */
+const NOTARY_ONLY = new Set(["canonical-json.json"]);
+const files = readdirSync(VECTORS).filter((f) => f.endsWith(".json") && !NOTARY_ONLY.has(f)).sort();
 
 test("every vector file has a supported schema", () => {
   assert.ok(files.length >= VECTOR_SCHEMAS.length, `only ${files.length} vector files`);

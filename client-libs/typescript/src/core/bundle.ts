@@ -9,7 +9,7 @@ import { fromBase64, fromBase64Url, fromUtf8, toHex, utf8 } from "./bytes.js";
 import type { CertificateKey, CryptoProvider } from "./crypto.js";
 import { BundleError } from "./errors.js";
 import { Fingerprint } from "./fingerprint.js";
-import { asInt, asString, isObject, JsonNumber, parseJson, type JsonObject, type JsonValue } from "./json.js";
+import { asInt, asString, isObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
 
 /** Largest bundle file accepted (bytes). */
 export const MAX_BUNDLE_BYTES = 64 * 1024;
@@ -187,7 +187,7 @@ export async function parseBundle(crypto: CryptoProvider, data: Uint8Array | str
   let version: 0 | 1 = 0;
   if (obj.has("version")) {
     const v = obj.get("version");
-    const n = typeof v === "number" ? v : v instanceof JsonNumber && !v.integer ? v.value : undefined;
+    const n = typeof v === "number" ? v : undefined;
     if (n !== 0 && n !== 1) throw new BundleError("unsupported bundle version");
     version = n;
   }

@@ -134,7 +134,6 @@ export class VoteError extends ConvergeError {
 /** Why an extended answer (`converge-answer/1`) was rejected, in verification order. */
 export type RejectReason =
   | "malformed"
-  | "non-canonical"
   | "unknown-key"
   | "bad-signature"
   | "wrong-target"

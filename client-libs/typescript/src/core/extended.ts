@@ -5,12 +5,12 @@
  *
  * @module
  */
-import { bytesEqual, fromBase64Url, fromUtf8, toBase64Url, utf8 } from "./bytes.js";
+import { fromBase64Url, latin1, toBase64Url, utf8 } from "./bytes.js";
 import { EXTENDED_FORMAT, type SigningKey } from "./bundle.js";
 import type { CryptoProvider } from "./crypto.js";
 import { AnswerRejected } from "./errors.js";
 import type { Fingerprint } from "./fingerprint.js";
-import { asInt, asString, canonicalJson, isObject, parseJson, type JsonValue } from "./json.js";
+import { asInt, asString, isObject, parseVerified, type JsonObject, type JsonValue } from "./json.js";
 import { checkIp, checkTarget, isIpLiteral, type HttpResponse, type Outcome } from "./legacy.js";
 import type { Vote } from "./policy.js";
 
@@ -80,54 +80,45 @@ export interface Expect {
   ip?: string;
 }
 
+const PREFIX = /^\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":/;
+
 /**
- * Checks an extended answer body in the documented order: malformed / non-canonical,
- * malformed (type, alg, key ids), unknown-key, bad-signature, wrong-target,
- * nonce-mismatch, stale.
+ * Step 1: the key id `K`, the signature `V` and the statement bytes `T` of an answer: the
+ * fixed prefix, `T`, a final `}`.
  *
- * @throws {@link AnswerRejected}
+ * @throws {@link AnswerRejected} `malformed`
  */
-export async function verifyAnswer(
-  crypto: CryptoProvider,
-  raw: Uint8Array,
-  keys: ReadonlyMap<string, Uint8Array>,
-  exp: Expect,
-): Promise<ExtendedAnswer> {
-  if (raw.length > MAX_ANSWER_BYTES) throw new AnswerRejected("malformed", "answer too large");
-  const text = fromUtf8(raw);
-  const doc = text === undefined ? undefined : parseJson(text);
-  if (doc === undefined) throw new AnswerRejected("malformed", "answer is not JSON");
-  if (!isObject(doc) || doc.size !== 2 || !doc.has("statement") || !doc.has("signature")) {
-    throw new AnswerRejected("malformed", "answer must have exactly statement and signature");
+export function splitAnswer(raw: Uint8Array): { keyId: string; value: string; statement: Uint8Array } {
+  if (raw.length > MAX_ANSWER_BYTES) throw new AnswerRejected("malformed", `answer larger than ${MAX_ANSWER_BYTES} bytes`);
+  // the prefix is ASCII: matching the first bytes as latin-1 is matching the bytes
+  const m = PREFIX.exec(latin1(raw.subarray(0, Math.min(raw.length, 1024))));
+  if (m === null || raw.length < m[0].length + 1 || raw[raw.length - 1] !== 0x7d) {
+    throw new AnswerRejected("malformed", "answer does not have the canonical answer shape");
   }
-  const stmt = doc.get("statement");
-  const sig = doc.get("signature");
-  if (!isObject(stmt) || !isObject(sig)) throw new AnswerRejected("malformed", "statement and signature must be objects");
-  const canon = canonicalJson(doc);
-  if (canon === undefined) throw new AnswerRejected("malformed", "answer holds values canonical JSON cannot encode");
-  if (!bytesEqual(utf8(canon), raw)) throw new AnswerRejected("non-canonical", "answer bytes are not canonical JSON");
-  if (asString(stmt.get("type")) !== EXTENDED_FORMAT || asString(sig.get("alg")) !== "ed25519") {
-    throw new AnswerRejected("malformed", `not a ${EXTENDED_FORMAT} answer signed with ed25519`);
-  }
-  const kid = asString(sig.get("key_id"));
-  const skid = asString(stmt.get("key_id"));
-  if (kid === undefined || skid === undefined || kid !== skid) {
-    throw new AnswerRejected("malformed", "key ids of statement and signature differ");
-  }
-  const pub = keys.get(kid);
-  if (pub === undefined) throw new AnswerRejected("unknown-key", `signing key ${kid} is not trusted`);
-  const value = asString(sig.get("value"));
-  const signature = value === undefined ? undefined : fromBase64Url(value);
-  const stmtBytes = utf8(canonicalJson(stmt)!);
-  if (signature === undefined || signature.length !== 64 || pub.length !== 32 ||
-      !(await crypto.verifyEd25519(pub, stmtBytes, signature))) {
-    throw new AnswerRejected("bad-signature", "signature does not verify");
-  }
+  return { keyId: m[1]!, value: m[2]!, statement: raw.subarray(m[0].length, raw.length - 1) };
+}
+
+/**
+ * Steps 4-5: the bounds scan, `JSON.parse` and the shape of statement bytes `T` signed
+ * under key id `keyId`. Call it on bytes whose signature verified.
+ *
+ * @throws {@link AnswerRejected} `malformed`
+ */
+export function parseStatement(keyId: string, signed: Uint8Array): JsonObject {
+  const stmt = parseVerified(signed);
+  if (!isObject(stmt)) throw new AnswerRejected("malformed", "statement is not a bounded strict JSON object");
+  if (asString(stmt.get("type")) !== EXTENDED_FORMAT) throw new AnswerRejected("malformed", `not a ${EXTENDED_FORMAT} statement`);
+  if (asString(stmt.get("key_id")) !== keyId) throw new AnswerRejected("malformed", "key ids of statement and signature differ");
   const verdict = asString(stmt.get("verdict"));
-  const target = stmt.get("target");
-  if (verdict === undefined || !VERDICTS.has(verdict) || !isObject(target)) {
+  if (verdict === undefined || !VERDICTS.has(verdict) || !isObject(stmt.get("target"))) {
     throw new AnswerRejected("malformed", "statement lacks a verdict or target");
   }
+  if (asInt(stmt.get("answered_at")) === undefined) throw new AnswerRejected("malformed", "answered_at must be an integer");
+  return stmt;
+}
+
+function bind(stmt: JsonObject, exp: Expect): void {
+  const target = stmt.get("target") as JsonObject;
   if (exp.host) {
     const th = asString(target.get("host"));
     const tp = asInt(target.get("port"));
@@ -158,8 +149,45 @@ export async function verifyAnswer(
       throw new AnswerRejected("nonce-mismatch", "answer does not echo our nonce");
     }
   }
-  const at = asInt(stmt.get("answered_at"));
-  if (at === undefined) throw new AnswerRejected("malformed", "answered_at must be an integer");
+}
+
+/**
+ * The one parse boundary of an extended answer, in the documented order: malformed (the
+ * fixed prefix), unknown-key, bad-signature (Ed25519 over the statement bytes as received),
+ * malformed (bounds scan, parse, shape), wrong-target, nonce-mismatch, stale.
+ *
+ * @throws {@link AnswerRejected}, and nothing else whatever the bytes
+ */
+export async function verifyAnswer(
+  crypto: CryptoProvider,
+  raw: Uint8Array,
+  keys: ReadonlyMap<string, Uint8Array>,
+  exp: Expect,
+): Promise<ExtendedAnswer> {
+  let stmt: JsonObject;
+  let kid: string;
+  try {
+    const split = splitAnswer(raw);
+    kid = split.keyId;
+    const pub = keys.get(kid);
+    if (pub === undefined) throw new AnswerRejected("unknown-key", `signing key ${kid} is not trusted`);
+    const signature = fromBase64Url(split.value);
+    let ok = false;
+    if (signature !== undefined && signature.length === 64 && pub.length === 32) {
+      try {
+        ok = await crypto.verifyEd25519(pub, split.statement, signature);
+      } catch {
+        ok = false; // the crypto library refused the input: it does not verify
+      }
+    }
+    if (!ok) throw new AnswerRejected("bad-signature", "signature does not verify");
+    stmt = parseStatement(kid, split.statement);
+    bind(stmt, exp);
+  } catch (err) {
+    if (err instanceof AnswerRejected) throw err;
+    throw new AnswerRejected("malformed", `unreadable answer: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`);
+  }
+  const at = asInt(stmt.get("answered_at"))!;
   if (exp.now !== undefined) {
     const skew = exp.maxSkew ?? DEFAULT_MAX_SKEW;
     if (Math.abs(exp.now - at) > skew) {
@@ -178,8 +206,8 @@ export async function verifyAnswer(
     }
   }
   return {
-    verdict: verdict as ExtendedAnswer["verdict"], detail: asString(stmt.get("detail")) ?? "", keyId: kid,
-    answeredAt: at, cache: asString(stmt.get("cache")) ?? "", observations,
+    verdict: asString(stmt.get("verdict")) as ExtendedAnswer["verdict"], detail: asString(stmt.get("detail")) ?? "",
+    keyId: kid, answeredAt: at, cache: asString(stmt.get("cache")) ?? "", observations,
   };
 }
 

@@ -1,15 +1,16 @@
 /**
  * The legacy (Convergence v1) protocol, client side: the request bytes, the response
- * framing, the signed bytes (both recipes), RSA/SHA-1 verification and the reduction of an
- * answer to a vote. Pure, apart from the signature check through the crypto provider.
+ * framing, the signed bytes `S` (the body up to its signature member), RSA/SHA-1 over `S`,
+ * the parse of `S` alone and the reduction of an answer to a vote. Pure, apart from the
+ * signature check through the crypto provider.
  *
  * @module
  */
-import { concatBytes, fromBase64, fromLatin1, fromUtf8, indexOf, latin1, lastIndexOf, utf8 } from "./bytes.js";
+import { concatBytes, fromBase64, fromLatin1, indexOf, latin1, lastIndexOf, utf8 } from "./bytes.js";
 import type { CertificateKey, CryptoProvider } from "./crypto.js";
 import { ConvergeError, ResponseError, SignatureError, TargetError } from "./errors.js";
 import { Fingerprint, parseFingerprint } from "./fingerprint.js";
-import { asString, isObject, parseJson, pyDumps, without, type JsonValue } from "./json.js";
+import { asString, isObject, parseVerified, type JsonValue } from "./json.js";
 import type { Vote } from "./policy.js";
 
 /** Largest response accepted by default (bytes). */
@@ -214,14 +215,12 @@ export interface HistoryEntry {
   finish: number;
 }
 
-/** A parsed 200/409 body. */
+/** A verified 200/409 body: the signed bytes `S` and what they say. */
 export interface SignedList {
   entries: HistoryEntry[];
   signature: Uint8Array;
-  /** Recipe (b): the body up to the last `, "signature"`, then `}`; null without that text. */
-  signedBytesCut: Uint8Array | null;
-  /** Recipe (a): parsed, signature dropped, re-serialised as Python's json.dumps does. */
-  signedBytesReserialised: Uint8Array;
+  /** `S`: the body before its signature member, then `}` (what the signature covers). */
+  signedBytes: Uint8Array;
 }
 
 /** Whether `fp` is in the signed history. */
@@ -232,30 +231,47 @@ export function lists(s: SignedList, fp: Fingerprint): boolean {
 function timestamp(v: JsonValue | undefined, what: string): number {
   const s = asString(v);
   if (s !== undefined && /^[0-9]{1,12}$/.test(s)) return Number(s);
-  if (typeof v === "number" && v >= 0 && v < 1_000_000_000_000) return v;
+  if (typeof v === "number" && Number.isInteger(v) && v >= 0 && v < 1_000_000_000_000) return v;
   throw new ResponseError(`${what} is not a decimal unix time`);
 }
 
-const SIG_MARKER = utf8(', "signature"');
+const SIG_MARKER = utf8(', "signature": "');
+const SIG_TAIL = /^[A-Za-z0-9+/]+={0,2}$/;
 
 /**
- * Parses and checks the shape of a 200/409 body (no signature check).
+ * Step 1: `S` and the signature of a body that is `S` without its final `}`, then
+ * `, "signature": "<base64>"}` as its very last bytes.
+ *
+ * @throws {@link ResponseError} for any other shape; {@link SignatureError} when the base64
+ * does not decode
+ */
+export function splitSignedBody(body: Uint8Array, maxBytes = MAX_RESPONSE_BYTES): { signedBytes: Uint8Array; signature: Uint8Array } {
+  if (body.length > maxBytes) throw new ResponseError(`body larger than ${maxBytes} bytes`);
+  const i = lastIndexOf(body, SIG_MARKER);
+  if (i < 0) throw new ResponseError("body has no signature member");
+  const from = i + SIG_MARKER.length;
+  const n = body.length;
+  if (n - from < 3 || body[n - 2] !== 0x22 || body[n - 1] !== 0x7d || !SIG_TAIL.test(latin1(body.subarray(from, n - 2)))) {
+    throw new ResponseError("the signature member is not the last bytes of the body");
+  }
+  const signature = fromBase64(latin1(body.subarray(from, n - 2)));
+  if (signature === undefined) throw new SignatureError("signature is not base64");
+  return { signedBytes: concatBytes([body.subarray(0, i), utf8("}")]), signature };
+}
+
+/**
+ * Steps 3-5: the history in signed bytes `S` (bounds scan, `JSON.parse`, shape). Call it
+ * on bytes whose signature verified.
  *
  * @throws {@link ResponseError}
  */
-export function parseSignedList(body: Uint8Array, maxBytes = MAX_RESPONSE_BYTES): SignedList {
-  if (body.length > maxBytes) throw new ResponseError(`body larger than ${maxBytes} bytes`);
-  const text = fromUtf8(body);
-  const obj = text === undefined ? undefined : parseJson(text);
-  if (obj === undefined) throw new ResponseError("body is not JSON");
-  if (!isObject(obj)) throw new ResponseError("body is not a JSON object");
+export function parseSignedBytes(signed: Uint8Array): HistoryEntry[] {
+  const obj = parseVerified(signed);
+  if (obj === undefined) throw new ResponseError("signed bytes are not bounded strict JSON");
+  if (!isObject(obj)) throw new ResponseError("signed bytes are not a JSON object");
   const fl = obj.get("fingerprintList");
   if (!Array.isArray(fl)) throw new ResponseError("fingerprintList missing or not a list");
   if (fl.length > MAX_HISTORY_ENTRIES) throw new ResponseError(`more than ${MAX_HISTORY_ENTRIES} history entries`);
-  const sigText = asString(obj.get("signature"));
-  if (sigText === undefined) throw new ResponseError("signature missing or not a string");
-  const signature = fromBase64(sigText);
-  if (signature === undefined) throw new ResponseError("signature is not base64");
   const entries: HistoryEntry[] = [];
   for (const item of fl) {
     if (!isObject(item)) throw new ResponseError("history entry is not an object");
@@ -271,25 +287,36 @@ export function parseSignedList(body: Uint8Array, maxBytes = MAX_RESPONSE_BYTES)
     }
     entries.push({ fingerprint: fp, start: timestamp(ts.get("start"), "start"), finish: timestamp(ts.get("finish"), "finish") });
   }
-  const i = lastIndexOf(body, SIG_MARKER);
-  const cut = i >= 0 ? concatBytes([body.subarray(0, i), utf8("}")]) : null;
-  return {
-    entries, signature, signedBytesCut: cut,
-    signedBytesReserialised: utf8(pyDumps(without(obj, "signature"))),
-  };
+  return entries;
 }
 
 /**
- * Checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a).
+ * The one parse boundary of a 200/409 body: split it, verify RSASSA-PKCS1-v1_5 with SHA-1
+ * over `S` with the pinned certificate's key, then parse `S` alone.
  *
- * @throws {@link SignatureError}
+ * @throws {@link ResponseError} or {@link SignatureError}, and nothing else whatever the bytes
  */
-export async function verifySignedList(crypto: CryptoProvider, s: SignedList, key: CertificateKey): Promise<void> {
-  if (key.type !== "rsa") throw new SignatureError("the notary certificate does not hold an RSA key");
-  for (const msg of [s.signedBytesCut, s.signedBytesReserialised]) {
-    if (msg !== null && (await crypto.verifyRsaSha1(key, msg, s.signature))) return;
+export async function verifySignedBody(
+  crypto: CryptoProvider,
+  body: Uint8Array,
+  key: CertificateKey,
+  maxBytes = MAX_RESPONSE_BYTES,
+): Promise<SignedList> {
+  try {
+    const { signedBytes, signature } = splitSignedBody(body, maxBytes);
+    if (key.type !== "rsa") throw new SignatureError("the notary certificate does not hold an RSA key");
+    let ok = false;
+    try {
+      ok = await crypto.verifyRsaSha1(key, signedBytes, signature);
+    } catch {
+      ok = false; // the crypto library refused the input: it does not verify
+    }
+    if (!ok) throw new SignatureError("signature does not verify against the notary's certificate");
+    return { entries: parseSignedBytes(signedBytes), signature, signedBytes };
+  } catch (err) {
+    if (err instanceof ResponseError || err instanceof SignatureError) throw err;
+    throw new ResponseError(`unreadable body: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`);
   }
-  throw new SignatureError("signature does not verify against the notary's certificate");
 }
 
 /** One notary's answer reduced to a vote; `kind` says why. */
@@ -328,8 +355,7 @@ export async function evaluate(
   if (status === 200 || status === 409) {
     let signed: SignedList;
     try {
-      signed = parseSignedList(body, maxBytes);
-      await verifySignedList(crypto, signed, key);
+      signed = await verifySignedBody(crypto, body, key, maxBytes);
     } catch (err) {
       return failureOf(err, status);
     }

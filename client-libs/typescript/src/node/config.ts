@@ -21,7 +21,7 @@ import { parseBundle, offersExtended, type Bundle } from "../core/bundle.js";
 import { BundleError, ConfigError, ConvergeError } from "../core/errors.js";
 import { DEFAULT_MAX_SKEW, type ExtendedMode } from "../core/extended.js";
 import { fromUtf8 } from "../core/bytes.js";
-import { asInt, isObject, JsonNumber, parseJson, type JsonObject } from "../core/json.js";
+import { asInt, isObject, parseJson, type JsonObject } from "../core/json.js";
 import { MAX_RESPONSE_BYTES } from "../core/legacy.js";
 import { parsePolicy, type Policy } from "../core/policy.js";
 import { nodeCrypto } from "./crypto.js";
@@ -121,7 +121,7 @@ const KNOWN_KEYS = new Set([
 function num(raw: JsonObject, key: string, def: number, low: number, high: number): number {
   const v = raw.get(key);
   if (v === undefined) return def;
-  const f = typeof v === "number" ? v : v instanceof JsonNumber ? v.value : undefined;
+  const f = typeof v === "number" ? v : undefined;
   if (f === undefined || !(f >= low && f <= high)) {
     throw new ConfigError(`${key} must be a number in [${low}, ${high}]`);
   }
