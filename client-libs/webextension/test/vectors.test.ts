@@ -15,7 +15,9 @@ function diff(c: Record<string, unknown>, out: Record<string, unknown>): string[
   return COMPARED_FIELDS.filter((f) => f in c && JSON.stringify(c[f]) !== JSON.stringify(out[f] ?? null));
 }
 
-for (const f of readdirSync(VECTORS).filter((x) => x.endsWith(".json")).sort()) {
+// canonical-json.json pins the notary's signer: clients verify bytes and never re-serialise
+const NOTARY_ONLY = new Set(["canonical-json.json"]);
+for (const f of readdirSync(VECTORS).filter((x) => x.endsWith(".json") && !NOTARY_ONLY.has(x)).sort()) {
   test(`vectors on WebCrypto: ${f}`, async () => {
     const doc = JSON.parse(readFileSync(join(VECTORS, f), "utf8")) as Record<string, unknown> & { tests: Record<string, unknown>[] };
     const failures: string[] = [];
