@@ -4,7 +4,7 @@
 use crate::bundle::{b64url, unb64url, SigningKey, EXTENDED_FORMAT};
 use crate::error::Result;
 use crate::fingerprint::Fingerprint;
-use crate::json::{as_int, canonical, parse};
+use crate::json::{as_int, bounds_ok, parse_object};
 use crate::legacy::{check_ip, check_target, HttpResponse, Outcome};
 use crate::policy::Vote;
 use serde_json::Value;
@@ -23,7 +23,6 @@ pub const ANSWER_PATH: &str = "/v2/answer";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reject {
     Malformed,
-    NonCanonical,
     UnknownKey,
     BadSignature,
     WrongTarget,
@@ -36,7 +35,6 @@ impl Reject {
     pub fn as_str(self) -> &'static str {
         match self {
             Reject::Malformed => "malformed",
-            Reject::NonCanonical => "non-canonical",
             Reject::UnknownKey => "unknown-key",
             Reject::BadSignature => "bad-signature",
             Reject::WrongTarget => "wrong-target",
@@ -110,8 +108,29 @@ fn s(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str)
 }
 
-/// Checks an extended answer body in the documented order: malformed / non-canonical,
-/// malformed (type, alg, key ids), unknown-key, bad-signature, wrong-target, nonce-mismatch,
+const PREFIX_SIGNATURE: &[u8] = b"{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"";
+const PREFIX_VALUE: &[u8] = b"\",\"value\":\"";
+const PREFIX_STATEMENT: &[u8] = b"\"},\"statement\":";
+
+/// A run of printable ASCII without `"` or `\` at the start of `b`, then `end`: the run's text
+/// and what follows `end`.
+fn printable_run<'a>(b: &'a [u8], end: &[u8]) -> Option<(&'a str, &'a [u8])> {
+    let n = b.iter().position(|&c| !(0x20..=0x7e).contains(&c) || c == b'"' || c == b'\\')?;
+    let rest = b[n..].strip_prefix(end)?;
+    (n > 0).then(|| (std::str::from_utf8(&b[..n]).unwrap_or_default(), rest))
+}
+
+/// Frames an answer: `K`, `V` and the statement bytes `T`, or `None`.
+fn split_answer(raw: &[u8]) -> Option<(&str, &str, &[u8])> {
+    let rest = raw.strip_prefix(PREFIX_SIGNATURE)?;
+    let (kid, rest) = printable_run(rest, PREFIX_VALUE)?;
+    let (value, rest) = printable_run(rest, PREFIX_STATEMENT)?;
+    Some((kid, value, rest.strip_suffix(b"}")?))
+}
+
+/// Checks an extended answer body in the documented order (docs/wire-format.md, "Verifying"):
+/// malformed (framing), unknown-key, bad-signature (Ed25519 over the statement bytes `T` as
+/// received), malformed (bounds scan, parse and shape of `T`), wrong-target, nonce-mismatch,
 /// stale.
 pub fn verify_answer(
     raw: &[u8],
@@ -121,46 +140,32 @@ pub fn verify_answer(
     if raw.len() > MAX_ANSWER_BYTES {
         return reject(Reject::Malformed, "answer too large");
     }
-    let Some(doc) = parse(raw) else { return reject(Reject::Malformed, "answer is not JSON") };
-    let Value::Object(top) = &doc else {
-        return reject(Reject::Malformed, "answer must have exactly statement and signature");
+    let Some((kid, value, stmt_bytes)) = split_answer(raw) else {
+        return reject(Reject::Malformed, "answer does not have the fixed signature prefix and a final brace");
     };
-    if top.len() != 2 || !top.contains_key("statement") || !top.contains_key("signature") {
-        return reject(Reject::Malformed, "answer must have exactly statement and signature");
-    }
-    let (Some(Value::Object(stmt)), Some(Value::Object(sig))) = (top.get("statement"), top.get("signature")) else {
-        return reject(Reject::Malformed, "statement and signature must be objects");
-    };
-    let Some(canon) = canonical(&doc) else {
-        return reject(Reject::Malformed, "answer holds values canonical JSON cannot encode");
-    };
-    if canon.as_bytes() != raw {
-        return reject(Reject::NonCanonical, "answer bytes are not canonical JSON");
-    }
-    if s(stmt.get("type")) != Some(EXTENDED_FORMAT) || s(sig.get("alg")) != Some("ed25519") {
-        return reject(Reject::Malformed, format!("not a {EXTENDED_FORMAT} answer signed with ed25519"));
-    }
-    let (Some(kid), Some(skid)) = (s(sig.get("key_id")), s(stmt.get("key_id"))) else {
-        return reject(Reject::Malformed, "key ids of statement and signature differ");
-    };
-    if kid != skid {
-        return reject(Reject::Malformed, "key ids of statement and signature differ");
-    }
     let Some(public) = keys.get(kid) else {
-        return reject(Reject::UnknownKey, format!("signing key {kid} is not trusted"));
+        return reject(Reject::UnknownKey, format!("signing key {kid:.80} is not trusted"));
     };
-    let signature = s(sig.get("value")).and_then(unb64url);
-    let stmt_bytes = canonical(&Value::Object(stmt.clone())).unwrap_or_default();
-    let ok = match signature {
+    let ok = match unb64url(value) {
         Some(sg) if sg.len() == 64 && public.len() == 32 => {
-            ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public)
-                .verify(stmt_bytes.as_bytes(), &sg)
-                .is_ok()
+            ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public).verify(stmt_bytes, &sg).is_ok()
         }
         _ => false,
     };
     if !ok {
         return reject(Reject::BadSignature, "signature does not verify");
+    }
+    if !bounds_ok(stmt_bytes) {
+        return reject(Reject::Malformed, "statement nests too deep or holds a number that is not a short integer");
+    }
+    let Some(stmt) = parse_object(stmt_bytes) else {
+        return reject(Reject::Malformed, "statement is not a JSON object");
+    };
+    if s(stmt.get("type")) != Some(EXTENDED_FORMAT) {
+        return reject(Reject::Malformed, format!("statement type is not {EXTENDED_FORMAT}"));
+    }
+    if s(stmt.get("key_id")) != Some(kid) {
+        return reject(Reject::Malformed, "key ids of statement and signature differ");
     }
     let verdict = s(stmt.get("verdict")).unwrap_or("");
     let Some(Value::Object(target)) = stmt.get("target") else {
@@ -169,6 +174,9 @@ pub fn verify_answer(
     if !matches!(verdict, "match" | "mismatch" | "unreachable" | "refused") {
         return reject(Reject::Malformed, "statement lacks a verdict or target");
     }
+    let Some(at) = stmt.get("answered_at").and_then(as_int) else {
+        return reject(Reject::Malformed, "answered_at must be an integer");
+    };
     if !exp.host.is_empty() {
         let th = s(target.get("host"));
         let tp = target.get("port").and_then(as_int);
@@ -204,9 +212,6 @@ pub fn verify_answer(
     if !exp.nonce.is_empty() && request.is_none_or(|r| s(r.get("nonce")) != Some(exp.nonce.as_str())) {
         return reject(Reject::NonceMismatch, "answer does not echo our nonce");
     }
-    let Some(at) = stmt.get("answered_at").and_then(as_int) else {
-        return reject(Reject::Malformed, "answered_at must be an integer");
-    };
     if let Some(now) = exp.now {
         if (now - at).abs() > exp.max_skew {
             return reject(

@@ -1,11 +1,11 @@
 //! The legacy (Convergence v1) protocol, client side (pure): the request bytes, the response
-//! framing, the signed bytes (both recipes), RSA/SHA-1 verification and the reduction of an
+//! framing, the signed bytes `S`, RSA/SHA-1 verification and the reduction of an
 //! answer to a vote.
 
 use crate::bundle::{host_ok, PublicKey};
 use crate::error::{err, Error, Kind, Result};
 use crate::fingerprint::{parse_fingerprint, Algorithm, Fingerprint};
-use crate::json::{as_int, parse, py_dumps};
+use crate::json::{as_int, bounds_ok, parse_object};
 use crate::policy::Vote;
 use base64::Engine;
 use serde_json::Value;
@@ -174,15 +174,14 @@ pub struct HistoryEntry {
     pub finish: i64,
 }
 
-/// A parsed 200/409 body.
+/// A verified 200/409 body.
 #[derive(Debug, Clone)]
 pub struct SignedList {
     pub entries: Vec<HistoryEntry>,
+    /// `S`: the body up to the last `, "signature": "`, then `}`. The signature covers exactly
+    /// these bytes, and `entries` come from them alone.
+    pub signed_bytes: Vec<u8>,
     pub signature: Vec<u8>,
-    /// Recipe (b): the body up to the last `, "signature"`, then `}`; `None` without that text.
-    pub signed_bytes_cut: Option<Vec<u8>>,
-    /// Recipe (a): parsed, signature dropped, re-serialised as Python's `json.dumps` does.
-    pub signed_bytes_reserialised: Vec<u8>,
 }
 
 impl SignedList {
@@ -206,28 +205,43 @@ fn timestamp(v: Option<&Value>, what: &str) -> Result<i64> {
     response_err(format!("{what} is not a decimal unix time"))
 }
 
-/// Parses and checks the shape of a 200/409 body (no signature check).
-pub fn parse_signed_list(body: &[u8], max_bytes: usize) -> Result<SignedList> {
+const SIGNATURE_MARKER: &[u8] = b", \"signature\": \"";
+
+/// Frames a 200/409 body: `S` and the signature text (one or more standard base64 characters,
+/// at most two `=`, then `"}` as the body's last bytes), or a `response` error.
+pub fn split_signed(body: &[u8], max_bytes: usize) -> Result<(Vec<u8>, &str)> {
     if body.len() > max_bytes {
         return response_err(format!("body larger than {max_bytes} bytes"));
     }
-    let Some(doc) = parse(body) else { return response_err("body is not JSON") };
-    let Value::Object(obj) = &doc else { return response_err("body is not a JSON object") };
+    let Some(i) = body.windows(SIGNATURE_MARKER.len()).rposition(|w| w == SIGNATURE_MARKER) else {
+        return response_err("body has no signature member");
+    };
+    let tail = &body[i + SIGNATURE_MARKER.len()..];
+    let Some(text) = tail.strip_suffix(b"\"}") else {
+        return response_err("the signature must be the last member and the body must end with it");
+    };
+    let unpadded = text.strip_suffix(b"==").or_else(|| text.strip_suffix(b"=")).unwrap_or(text);
+    if unpadded.is_empty() || !unpadded.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/')) {
+        return response_err("the signature must be the last member and the body must end with it");
+    }
+    let mut signed = body[..i].to_vec();
+    signed.push(b'}');
+    // ASCII checked above
+    Ok((signed, std::str::from_utf8(text).unwrap_or_default()))
+}
+
+/// Reads the history out of verified bytes `S`: the bounds scan, the parser, then the shape.
+pub fn parse_signed_bytes(signed: &[u8]) -> Result<Vec<HistoryEntry>> {
+    if !bounds_ok(signed) {
+        return response_err("signed bytes nest too deep or hold a number that is not a short integer");
+    }
+    let Some(obj) = parse_object(signed) else { return response_err("signed bytes are not a JSON object") };
     let Some(Value::Array(list)) = obj.get("fingerprintList") else {
         return response_err("fingerprintList missing or not a list");
     };
     if list.len() > MAX_HISTORY_ENTRIES {
         return response_err(format!("more than {MAX_HISTORY_ENTRIES} history entries"));
     }
-    let Some(Value::String(sig_text)) = obj.get("signature") else {
-        return response_err("signature missing or not a string");
-    };
-    // Python's b64decode(validate=True): alphabet and padding checked, trailing bits not
-    let engine = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
-    );
-    let signature = engine.decode(sig_text).map_err(|_| Error::new(Kind::Response, "signature is not base64"))?;
     let mut entries = Vec::new();
     for item in list {
         let Value::Object(item) = item else { return response_err("history entry is not an object") };
@@ -243,33 +257,32 @@ pub fn parse_signed_list(body: &[u8], max_bytes: usize) -> Result<SignedList> {
         let finish = timestamp(ts.get("finish"), "finish")?;
         entries.push(HistoryEntry { fingerprint, start, finish });
     }
-    let marker = b", \"signature\"";
-    let cut = body.windows(marker.len()).rposition(|w| w == marker).map(|i| {
-        let mut v = body[..i].to_vec();
-        v.push(b'}');
-        v
-    });
-    let mut without = obj.clone();
-    without.shift_remove("signature");
-    let reserialised = py_dumps(&Value::Object(without)).into_bytes();
-    Ok(SignedList { entries, signature, signed_bytes_cut: cut, signed_bytes_reserialised: reserialised })
+    Ok(entries)
 }
 
-/// Checks the RSASSA-PKCS1-v1_5 SHA-1 signature with recipe (b), then (a).
-pub fn verify_signed_list(s: &SignedList, key: &PublicKey) -> Result<()> {
+/// Checks a 200/409 body in the documented order (docs/wire-format.md, "Verifying a legacy
+/// answer"): framing (`response`), the RSASSA-PKCS1-v1_5 SHA-1 signature over `S`
+/// (`signature`), then the bounds scan, the parse and the shape of `S` (`response`).
+pub fn verify_signed_list(body: &[u8], key: &PublicKey, max_bytes: usize) -> Result<SignedList> {
+    let (signed, sig_text) = split_signed(body, max_bytes)?;
     if !key.rsa {
         return err(Kind::Signature, "the notary certificate does not hold an RSA key");
     }
+    // Python's b64decode(validate=True): alphabet and padding checked, trailing bits not
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
     let pk = ring::signature::UnparsedPublicKey::new(
         &ring::signature::RSA_PKCS1_1024_8192_SHA1_FOR_LEGACY_USE_ONLY,
         &key.key,
     );
-    for msg in [s.signed_bytes_cut.as_deref(), Some(s.signed_bytes_reserialised.as_slice())].into_iter().flatten() {
-        if pk.verify(msg, &s.signature).is_ok() {
-            return Ok(());
-        }
-    }
-    err(Kind::Signature, "signature does not verify against the notary's certificate")
+    let signature = match engine.decode(sig_text) {
+        Ok(sg) if pk.verify(&signed, &sg).is_ok() => sg,
+        _ => return err(Kind::Signature, "signature does not verify against the notary's certificate"),
+    };
+    let entries = parse_signed_bytes(&signed)?;
+    Ok(SignedList { entries, signed_bytes: signed, signature })
 }
 
 /// One notary's answer reduced to a vote; `kind` says why.
@@ -300,7 +313,7 @@ impl Outcome {
 pub fn evaluate(status: u16, body: &[u8], wanted: &[Fingerprint], key: &PublicKey, max_bytes: usize) -> Outcome {
     match status {
         200 | 409 => {
-            let signed = match parse_signed_list(body, max_bytes).and_then(|s| verify_signed_list(&s, key).map(|_| s)) {
+            let signed = match verify_signed_list(body, key, max_bytes) {
                 Ok(s) => s,
                 Err(e) => return Outcome::failure_of(&e, Some(status)),
             };

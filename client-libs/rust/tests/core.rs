@@ -1,46 +1,55 @@
-//! JSON as Python reads and writes it, canonical JSON, framing, policies; and a fixed-seed fuzz
+//! The strict JSON reader and the bounds scan, framing, policies; and a fixed-seed fuzz
 //! of the response parser (never panics, never votes success unless signed).
 
 mod common;
 
 use converge::bundle::certificate_key;
-use converge::json::{canonical, parse, py_dumps, py_float_repr};
+use converge::json::{bounds_ok, parse_object};
 use converge::legacy::{check_ip, outcome_from_http, parse_http_response};
 use converge::parse_fingerprint;
 use converge::policy::{decide, settled, Policy, Vote};
 
 #[test]
-fn json_is_read_as_python_reads_it() {
-    let v = parse(br#"{"b": 1, "2": 2.0, "1": 1e2, "big": 123456789012345678901, "b": -0}"#).unwrap();
-    assert_eq!(py_dumps(&v), r#"{"b": 0, "2": 2.0, "1": 100.0, "big": 123456789012345678901}"#);
-    assert_eq!(py_dumps(&parse("[\"é\\u2028😀\"]".as_bytes()).unwrap()), r#"["\u00e9\u2028\ud83d\ude00"]"#);
-}
-
-#[test]
-fn pythons_float_repr() {
-    for (x, want) in [
-        (1.0, "1.0"),
-        (0.1, "0.1"),
-        (1e16, "1e+16"),
-        (1.5e-5, "1.5e-05"),
-        (123456.789, "123456.789"),
-        (-0.0, "-0.0"),
-        (1e-4, "0.0001"),
+fn json_is_read_strictly_and_the_last_repeated_name_counts() {
+    let v = parse_object(br#"{"a": 1, "b": ["x"], "a": 2}"#).unwrap();
+    assert_eq!(v["a"], 2, "the last of repeated names counts");
+    assert!(parse_object(b" {\"a\": \"\\u00e9\"}\n").is_some(), "white space around the text");
+    for bad in [
+        &br#"{"a": 1,}"#[..],
+        br#"{"a": [01]}"#,
+        b"{\"a\": \"a\tb\"}",
+        br#"{"a" 1}"#,
+        b"{\"a\": \"\xff\"}",
+        br#"{"a": 1} x"#,
+        br#"{"a": NaN}"#,
+        br#"{"a": Infinity}"#,
+        br#"{1: 2}"#,
+        br#"{"a": 1} // c"#,
+        br#"/* c */ {}"#,
+        br#"{"a": "\ud800"}"#,
+        b"{\"a\": 1}\x00",
+        br#"[1]"#,
     ] {
-        assert_eq!(py_float_repr(x), want, "{x}");
+        assert!(parse_object(bad).is_none(), "{}", String::from_utf8_lossy(bad));
     }
 }
 
 #[test]
-fn canonical_json_subset() {
-    assert_eq!(
-        canonical(&parse(br#"{"b": [1, "\u00e9"], "a": {"y": null, "x": true}}"#).unwrap()).unwrap(),
-        r#"{"a":{"x":true,"y":null},"b":[1,"é"]}"#
-    );
-    for bad in ["[1.0]", "[1e2]", "[9007199254740992]", r#"{"é": 1}"#] {
-        assert!(canonical(&parse(bad.as_bytes()).unwrap()).is_none(), "{bad}");
+fn the_bounds_scan_and_its_twins() {
+    let deep = |n: usize| format!("{}{{}}{}", "[".repeat(n - 1), "]".repeat(n - 1));
+    for (ok, refused) in [
+        (deep(32), deep(33)),
+        (r#"{"a": 999999999999999}"#.into(), r#"{"a": 9999999999999999}"#.into()),
+        ("[-1, 0]".into(), "[-01]".into()),
+        (r#"["1.5", "1e5", "\"[[[", "\\"]"#.into(), "[1.5]".into()),
+        (r#"{"a": "]]]]"}"#.into(), r#"{"a": 1e5}"#.into()),
+        ("[0]".into(), "[-0.0]".into()),
+        ("[0]".into(), "[1E2]".into()),
+    ] {
+        assert!(bounds_ok(ok.as_bytes()), "{ok:.40} refused");
+        assert!(!bounds_ok(refused.as_bytes()), "{refused:.40} accepted");
     }
-    assert!(parse(br#"["\ud800"]"#).is_none(), "a lone surrogate is not read");
+    assert!(bounds_ok(format!(r#"["{}"]"#, "9".repeat(5000)).as_bytes()), "digits inside a string");
 }
 
 #[test]

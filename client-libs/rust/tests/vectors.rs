@@ -25,6 +25,9 @@ fn diff(c: &Map<String, Value>, out: &Map<String, Value>) -> Vec<String> {
         .collect()
 }
 
+/// The notary signer's canonical JSON: clients never re-serialise.
+const NOTARY_ONLY_SCHEMA: &str = "converge-vectors/canonical-json/1";
+
 #[test]
 fn every_vector_file_passes() {
     let mut files: Vec<String> = std::fs::read_dir(common::vectors())
@@ -38,6 +41,9 @@ fn every_vector_file_passes() {
     let mut failures = Vec::new();
     for f in files {
         let doc = load(&f);
+        if doc["schema"] == NOTARY_ONLY_SCHEMA {
+            continue;
+        }
         assert!(VECTOR_SCHEMAS.contains(&doc["schema"].as_str().unwrap()), "{f}: schema");
         for c in doc["tests"].as_array().unwrap() {
             let c = c.as_object().unwrap();

@@ -93,6 +93,20 @@ pub enum Mode {
     ExtendedStale,
 }
 
+/// A legacy body built from the fingerprint the notary sees and its signer (base64 of the
+/// signature of the given bytes).
+pub type LegacyForm = fn(seen: &str, sign: &dyn Fn(&str) -> String) -> String;
+/// A rewrite of the extended statement (before signing) or of the whole answer (after).
+pub type TextForm = fn(&str) -> String;
+
+/// Hostile forms a notary answers with (`None`: genuinely).
+#[derive(Clone, Copy, Default)]
+pub struct Forms {
+    pub legacy: Option<LegacyForm>,
+    pub statement: Option<TextForm>,
+    pub answer: Option<TextForm>,
+}
+
 /// A notary answering every request the same way; counts the requests it read.
 pub struct FakeNotary {
     pub name: String,
@@ -102,6 +116,7 @@ pub struct FakeNotary {
     ed: Arc<Ed25519KeyPair>,
     pub key_id: String,
     pub delay: Arc<Mutex<Duration>>,
+    pub forms: Arc<Mutex<Forms>>,
 }
 
 fn read_request(s: &mut impl Read) -> Option<String> {
@@ -139,12 +154,21 @@ impl FakeNotary {
         let key_id = converge::bundle::key_id_of(ed.public_key().as_ref());
         let rsa = Arc::new(rsa_key(key));
         let delay = Arc::new(Mutex::new(Duration::ZERO));
-        let (reqs, ed2, kid, sees, d2) =
-            (requests.clone(), ed.clone(), key_id.clone(), sees.to_string(), delay.clone());
+        let forms = Arc::new(Mutex::new(Forms::default()));
+        let (reqs, ed2, kid, sees, d2, f2) =
+            (requests.clone(), ed.clone(), key_id.clone(), sees.to_string(), delay.clone(), forms.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (cfg, reqs, ed, kid, sees, rsa, d) =
-                    (cfg.clone(), reqs.clone(), ed2.clone(), kid.clone(), sees.clone(), rsa.clone(), d2.clone());
+                let (cfg, reqs, ed, kid, sees, rsa, d, f) = (
+                    cfg.clone(),
+                    reqs.clone(),
+                    ed2.clone(),
+                    kid.clone(),
+                    sees.clone(),
+                    rsa.clone(),
+                    d2.clone(),
+                    f2.clone(),
+                );
                 std::thread::spawn(move || {
                     let conn = ServerConnection::new(cfg).unwrap();
                     let mut tls = StreamOwned::new(conn, stream);
@@ -152,7 +176,8 @@ impl FakeNotary {
                     reqs.lock().unwrap().push(req.clone());
                     let delay = *d.lock().unwrap();
                     std::thread::sleep(delay);
-                    let reply = answer(mode, &req, &sees, &ed, &kid, &rsa);
+                    let forms = *f.lock().unwrap();
+                    let reply = answer(mode, &req, &sees, &ed, &kid, &rsa, forms);
                     if let Some(r) = reply {
                         let _ = tls.write_all(r.as_bytes());
                         tls.conn.send_close_notify();
@@ -163,7 +188,7 @@ impl FakeNotary {
                 });
             }
         });
-        FakeNotary { name: name.into(), port, requests, cert: cert.into(), ed, key_id, delay }
+        FakeNotary { name: name.into(), port, requests, cert: cert.into(), ed, key_id, delay, forms }
     }
 
     pub fn bundle(&self, extended: bool) -> String {
@@ -206,6 +231,7 @@ fn answer(
     ed: &Ed25519KeyPair,
     kid: &str,
     rsa: &rsa::RsaPrivateKey,
+    forms: Forms,
 ) -> Option<String> {
     match mode {
         Mode::Hang => return None,
@@ -227,11 +253,18 @@ fn answer(
             "answered_at": now - if mode == Mode::ExtendedStale { 3600 } else { 0 },
             "target": {"host": body["host"].as_str().unwrap_or("").to_lowercase(), "port": body["port"], "ip": body.get("ip").cloned().unwrap_or(Value::Null)},
             "request": request, "cache": "miss", "observations": []});
-        let stmt_text =
-            converge::json::canonical(&converge::json::parse(stmt.to_string().as_bytes()).unwrap()).unwrap();
+        // serde_json's map is sorted and compact: the notary's canonical form for this subset
+        let mut stmt_text = stmt.to_string();
+        if let Some(f) = forms.statement {
+            stmt_text = f(&stmt_text);
+        }
         let sig = b64url(ed.sign(stmt_text.as_bytes()).as_ref());
-        let doc = json!({"statement": stmt, "signature": {"alg": "ed25519", "key_id": kid, "value": sig}});
-        let answer = converge::json::canonical(&converge::json::parse(doc.to_string().as_bytes()).unwrap()).unwrap();
+        let mut answer = format!(
+            "{{\"signature\":{{\"alg\":\"ed25519\",\"key_id\":\"{kid}\",\"value\":\"{sig}\"}},\"statement\":{stmt_text}}}"
+        );
+        if let Some(f) = forms.answer {
+            answer = f(&answer);
+        }
         let status = if verdict == "match" { "200 OK" } else { "409 Conflict" };
         return Some(format!("HTTP/1.0 {status}\r\nContent-Type: application/vnd.converge.answer+json\r\nContent-Length: {}\r\n\r\n{answer}", answer.len()));
     }
@@ -240,18 +273,30 @@ fn answer(
     }
     let fp = body_text.strip_prefix("fingerprint=").unwrap_or("");
     let status = if mode == Mode::Mismatch || fp != sees { 409 } else { 200 };
-    let list = format!("{{\"fingerprintList\": [{{\"timestamp\": {{\"start\": \"1323389219\", \"finish\": \"1324691510\"}}, \"fingerprint\": \"{sees}\"}}]}}");
-    let sig = legacy_sign(rsa, list.as_bytes());
-    use base64::Engine;
-    let body = format!(
-        "{}, \"signature\": \"{}\"}}",
-        &list[..list.len() - 1],
-        base64::engine::general_purpose::STANDARD.encode(sig)
-    );
+    let sign = |text: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(legacy_sign(rsa, text.as_bytes()))
+    };
+    let body = match forms.legacy {
+        Some(form) => form(sees, &sign),
+        None => signed_list(&legacy_list("", sees), &sign),
+    };
     Some(format!(
         "HTTP/1.0 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     ))
+}
+
+/// `{<members>"fingerprintList": [<one entry for fp>]}` as the 2011 notary wrote it.
+pub fn legacy_list(members: &str, fp: &str) -> String {
+    format!(
+        "{{{members}\"fingerprintList\": [{{\"timestamp\": {{\"start\": \"1323389219\", \"finish\": \"1324691510\"}}, \"fingerprint\": \"{fp}\"}}]}}"
+    )
+}
+
+/// The body of a legacy answer whose signed bytes are `s`.
+pub fn signed_list(s: &str, sign: &dyn Fn(&str) -> String) -> String {
+    format!("{}, \"signature\": \"{}\"}}", &s[..s.len() - 1], sign(s))
 }
 
 /// A configuration directory enabling these notaries.
