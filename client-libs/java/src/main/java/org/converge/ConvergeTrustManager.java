@@ -6,6 +6,7 @@ import java.security.GeneralSecurityException;
 import java.security.SecureRandom;
 import java.security.cert.CertificateException;
 import java.security.cert.X509Certificate;
+import java.util.function.Supplier;
 import javax.net.ssl.KeyManager;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLContextSpi;
@@ -99,17 +100,33 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
                 throw new GeneralSecurityException("no default X509ExtendedTrustManager");
             }
         }
+        TrustManager[] tm = {new ConvergeTrustManager(client, false, ca)};
+        return withOriginSockets(context(tm), () -> {
+            try {
+                return context(tm);
+            } catch (GeneralSecurityException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+    }
+
+    private static SSLContext context(TrustManager[] tm) throws GeneralSecurityException {
         SSLContext c = SSLContext.getInstance("TLS");
-        c.init(null, new TrustManager[] {new ConvergeTrustManager(client, false, ca)}, null);
-        return withOriginSockets(c);
+        c.init(null, tm, null);
+        return c;
     }
 
     /**
      * {@code ctx} whose socket factory remembers the host and port each socket is made for
      * (see {@link OriginSocketFactory}): {@code HttpsURLConnection} through a proxy layers its
-     * socket over the tunnel, and the session then reports the proxy's port.
+     * socket over the tunnel, and the session then reports the proxy's port. A socket in a
+     * tunnel is made by a context of its origin's own ({@code fresh}, one per host and port):
+     * the JDK keys client sessions by host and the port the session reports, which in a tunnel
+     * is the proxy's, so with one shared cache a session checked for host:Q would be resumed at
+     * host:P through the same proxy and the trust manager never called.
      */
-    static SSLContext withOriginSockets(SSLContext ctx) {
+    static SSLContext withOriginSockets(SSLContext ctx, Supplier<SSLContext> fresh) {
+        OriginSocketFactory factory = new OriginSocketFactory(ctx.getSocketFactory(), fresh);
         SSLContextSpi spi = new SSLContextSpi() {
             @Override
             protected void engineInit(KeyManager[] km, TrustManager[] tm, SecureRandom sr) {
@@ -118,7 +135,7 @@ public final class ConvergeTrustManager extends X509ExtendedTrustManager {
 
             @Override
             protected SSLSocketFactory engineGetSocketFactory() {
-                return new OriginSocketFactory(ctx.getSocketFactory());
+                return factory;
             }
 
             @Override

@@ -4,8 +4,11 @@ import java.io.IOException;
 import java.net.InetAddress;
 import java.net.Socket;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.WeakHashMap;
+import java.util.function.Supplier;
+import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLSocketFactory;
 
 /**
@@ -13,6 +16,9 @@ import javax.net.ssl.SSLSocketFactory;
  * socket it makes, the host and port the caller asked for. Inside a proxy's CONNECT tunnel
  * (a socket layered over the proxy connection, as {@code HttpsURLConnection} makes one) the
  * handshake session reports the proxy's port; the notaries must be asked about the origin's.
+ * Such a socket is made by a context of that origin's own, so that its TLS session can be
+ * resumed only by a later connection to the same host and port (the JDK keys client sessions by
+ * the host and the port the session reports: in a tunnel, the proxy's).
  */
 final class OriginSocketFactory extends SSLSocketFactory {
     /** What a socket was made for; {@code layered}: over another connection (a tunnel). */
@@ -20,10 +26,30 @@ final class OriginSocketFactory extends SSLSocketFactory {
 
     private static final Map<Socket, Origin> ORIGINS = Collections.synchronizedMap(new WeakHashMap<>());
 
-    private final SSLSocketFactory delegate;
+    /** Tunnel contexts kept (least recently used dropped; a dropped origin starts afresh). */
+    static final int MAX_TUNNEL_ORIGINS = 64;
 
-    OriginSocketFactory(SSLSocketFactory delegate) {
+    private final SSLSocketFactory delegate;
+    private final Supplier<SSLContext> fresh;
+    private final Map<String, SSLSocketFactory> tunnels = Collections.synchronizedMap(
+            new LinkedHashMap<>(16, 0.75f, true) {
+                private static final long serialVersionUID = 1L;
+
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<String, SSLSocketFactory> e) {
+                    return size() > MAX_TUNNEL_ORIGINS;
+                }
+            });
+
+    /** {@code fresh}: a new context like the delegate's (one per origin inside tunnels). */
+    OriginSocketFactory(SSLSocketFactory delegate, Supplier<SSLContext> fresh) {
         this.delegate = delegate;
+        this.fresh = fresh;
+    }
+
+    private SSLSocketFactory tunnelFactory(String host, int port) {
+        String key = String.valueOf(host).toLowerCase(java.util.Locale.ROOT) + ":" + port;
+        return tunnels.computeIfAbsent(key, k -> fresh.get().getSocketFactory());
     }
 
     /** The origin a socket of this factory was made for, or null. */
@@ -40,7 +66,7 @@ final class OriginSocketFactory extends SSLSocketFactory {
 
     @Override
     public Socket createSocket(Socket s, String host, int port, boolean autoClose) throws IOException {
-        return remember(delegate.createSocket(s, host, port, autoClose), host, port, true);
+        return remember(tunnelFactory(host, port).createSocket(s, host, port, autoClose), host, port, true);
     }
 
     @Override

@@ -238,6 +238,122 @@ class ProxyTest {
         assertEquals("/target/proxied.test+" + s.good().port(), asked);
     }
 
+    /**
+     * The attacker's site at {@code proxied.test:Q} (the notaries vouch for its certificate
+     * there) and his server at {@code proxied.test:P} (another origin: the notaries see another
+     * certificate there) share one TLS server context, so a session made at Q can be resumed at
+     * P. Both are reached through one CONNECT proxy.
+     */
+    record Resumption(TestServers.Server q, TestServers.Server p, ConnectProxy proxy, Client client) {}
+
+    Resumption resumption() throws Exception {
+        javax.net.ssl.SSLContext shared = genuineId.serverContext();
+        TestServers.Server q = new TestServers.Server(shared, r -> TestServers.response(200, "text/plain",
+                "q".getBytes(StandardCharsets.US_ASCII)));
+        TestServers.Server p = new TestServers.Server(shared, r -> TestServers.response(200, "text/plain",
+                "p".getBytes(StandardCharsets.US_ASCII)));
+        open.add(q);
+        open.add(p);
+        ConnectProxy proxy = new ConnectProxy(Map.of());
+        open.add(proxy);
+        java.util.function.Function<TestServers.Request, byte[]> vouchesAtQ = TestServers.legacyNotary(forgedId,
+                genuineId.sha1());
+        java.util.function.Function<TestServers.Request, byte[]> seesAnother = TestServers.legacyNotary(forgedId,
+                "00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33");
+        List<Bundle> bundles = new ArrayList<>();
+        for (String name : List.of("Org A", "Org B")) {
+            TestServers.Server n = new TestServers.Server(forgedId,
+                    r -> r.path().equals("/target/proxied.test+" + q.port()) ? vouchesAtQ.apply(r) : seesAnother.apply(r));
+            open.add(n);
+            bundles.add(TestServers.bundle(name, n.port(), forgedId, null));
+        }
+        Config c = new Config();
+        c.directory = dir;
+        c.db = null;
+        c.bundles = bundles;
+        c.agreement = Policy.CONSENSUS;
+        Client client = new Client(c, new Random(7), () -> System.currentTimeMillis() / 1000.0);
+        open.add(client);
+        return new Resumption(q, p, proxy, client);
+    }
+
+    static String get(javax.net.ssl.SSLSocketFactory sf, ConnectProxy proxy, int port) throws Exception {
+        Proxy via = new Proxy(Proxy.Type.HTTP, new InetSocketAddress(InetAddress.getLoopbackAddress(), proxy.port()));
+        HttpsURLConnection conn = (HttpsURLConnection) URI.create("https://proxied.test:" + port + "/").toURL()
+                .openConnection(via);
+        conn.setSSLSocketFactory(sf);
+        conn.setHostnameVerifier((h, session) -> true);
+        conn.setConnectTimeout(10_000);
+        conn.setReadTimeout(10_000);
+        try (InputStream in = conn.getInputStream()) {
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } finally {
+            conn.disconnect();
+        }
+    }
+
+    @Test
+    void urlConnectionSessionsDoNotResumeAcrossPortsInATunnel() throws Exception {
+        Resumption r = resumption();
+        javax.net.ssl.SSLSocketFactory sf = ConvergeTrustManager.sslContext(r.client()).getSocketFactory();
+        assertEquals("q", get(sf, r.proxy(), r.q().port()));
+        assertEquals("q", get(sf, r.proxy(), r.q().port()), "a second connection to the same origin works");
+        SSLHandshakeException e = assertThrows(SSLHandshakeException.class, () -> get(sf, r.proxy(), r.p().port()));
+        Throwable t = e;
+        while (t != null && !(t instanceof ConvergeTrustManager.NotTrusted)) {
+            t = t.getCause();
+        }
+        ConvergeTrustManager.NotTrusted nt = assertInstanceOf(ConvergeTrustManager.NotTrusted.class, t);
+        assertEquals(r.p().port(), nt.verdict.port());
+        assertTrue(r.p().requests.isEmpty(), "the request reached the server at the other port");
+    }
+
+    @Test
+    void twinOneSharedSessionCacheResumesAcrossPortsWithoutACheck() throws Exception {
+        // the JDK's own context (one client session cache) behind the same proxy: the session
+        // made at Q is resumed at P, the trust manager is called once, P reads the request
+        Resumption r = resumption();
+        List<String> checked = new CopyOnWriteArrayList<>();
+        javax.net.ssl.X509ExtendedTrustManager recording = new javax.net.ssl.X509ExtendedTrustManager() {
+            @Override
+            public void checkServerTrusted(java.security.cert.X509Certificate[] chain, String a, Socket s) {
+                checked.add(String.valueOf(s.getPort()));
+            }
+
+            @Override
+            public void checkServerTrusted(java.security.cert.X509Certificate[] chain, String a,
+                    javax.net.ssl.SSLEngine e) {
+                checked.add("engine");
+            }
+
+            @Override
+            public void checkServerTrusted(java.security.cert.X509Certificate[] chain, String a) {
+                checked.add("none");
+            }
+
+            @Override
+            public void checkClientTrusted(java.security.cert.X509Certificate[] chain, String a, Socket s) {}
+
+            @Override
+            public void checkClientTrusted(java.security.cert.X509Certificate[] chain, String a,
+                    javax.net.ssl.SSLEngine e) {}
+
+            @Override
+            public void checkClientTrusted(java.security.cert.X509Certificate[] chain, String a) {}
+
+            @Override
+            public java.security.cert.X509Certificate[] getAcceptedIssuers() {
+                return new java.security.cert.X509Certificate[0];
+            }
+        };
+        javax.net.ssl.SSLContext plain = javax.net.ssl.SSLContext.getInstance("TLS");
+        plain.init(null, new javax.net.ssl.TrustManager[] {recording}, null);
+        assertEquals("q", get(plain.getSocketFactory(), r.proxy(), r.q().port()));
+        assertEquals("p", get(plain.getSocketFactory(), r.proxy(), r.p().port()));
+        assertEquals(1, checked.size(), "checks: " + checked);
+        assertEquals(1, r.p().requests.size());
+    }
+
     HttpResponse<String> viaHttpClient(Scene s, ConnectProxy proxy) throws Exception {
         HttpClient http = HttpClient.newBuilder()
                 .proxy(ProxySelector.of(new InetSocketAddress(InetAddress.getLoopbackAddress(), proxy.port())))

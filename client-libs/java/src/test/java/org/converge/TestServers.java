@@ -122,7 +122,12 @@ final class TestServers {
         private final Thread thread;
 
         Server(Identity id, Function<Request, byte[]> handler) throws Exception {
-            SSLServerSocket s = (SSLServerSocket) id.serverContext().getServerSocketFactory()
+            this(id.serverContext(), handler);
+        }
+
+        /** A server with context {@code ctx} (servers sharing one share its session cache and keys). */
+        Server(SSLContext ctx, Function<Request, byte[]> handler) throws Exception {
+            SSLServerSocket s = (SSLServerSocket) ctx.getServerSocketFactory()
                     .createServerSocket(0, 50, InetAddress.getLoopbackAddress());
             socket = s;
             thread = new Thread(() -> loop(handler), "test-server");
