@@ -103,25 +103,32 @@ const LEGACY: &[(&str, LegacyForm, &str)] = &[
     ("comment", |g, sign| signed_list(&legacy_list("/* */ ", g), sign), "failure/response"),
 ];
 
-fn votes(v: &converge::Verdict) -> BTreeMap<String, String> {
-    v.results.iter().map(|r| (r.name.clone(), format!("{}/{}", r.vote.as_str(), r.kind))).collect()
+/// Asks a genuine notary and one answering each form; returns the cases whose votes are wrong.
+fn run(mode: Mode, extended: bool, genuine_vote: &str, forms: Vec<(&str, Forms, &str)>) -> Vec<String> {
+    let genuine = FakeNotary::start("Org A", mode, &notary_cert(), &notary_key(), &genuine_fp());
+    let hostile = FakeNotary::start("Org B", mode, &notary_cert(), &notary_key(), &genuine_fp());
+    let mut settings = json!({"early-return": false, "notary-agreement": "majority"});
+    if extended {
+        settings["extended"] = json!("require");
+    }
+    let mut wrong = Vec::new();
+    for (name, form, want) in forms {
+        *hostile.forms.lock().unwrap() = form;
+        let c = Client::load(Some(&config_dir(&[&genuine, &hostile], settings.clone(), extended))).unwrap();
+        let v = c.check("www.example.org", 443, &genuine_fp()).unwrap_or_else(|e| panic!("{name}: no verdict: {e}"));
+        let got: BTreeMap<String, String> =
+            v.results.iter().map(|r| (r.name.clone(), format!("{}/{}", r.vote.as_str(), r.kind))).collect();
+        if got["Org A"] != genuine_vote || got["Org B"] != want {
+            wrong.push(format!("{name}: {got:?}, want Org B {want}"));
+        }
+    }
+    wrong
 }
 
 #[test]
 fn a_hostile_legacy_notary_among_honest_ones() {
-    let genuine = FakeNotary::start("Org A", Mode::Listed, &notary_cert(), &notary_key(), &genuine_fp());
-    let hostile = FakeNotary::start("Org B", Mode::Listed, &notary_cert(), &notary_key(), &genuine_fp());
-    let mut wrong = Vec::new();
-    for (name, form, want) in LEGACY {
-        *hostile.forms.lock().unwrap() = Forms { legacy: Some(*form), ..Forms::default() };
-        let settings = json!({"early-return": false, "notary-agreement": "majority"});
-        let c = Client::load(Some(&config_dir(&[&genuine, &hostile], settings, false))).unwrap();
-        let v = c.check("www.example.org", 443, &genuine_fp()).unwrap_or_else(|e| panic!("{name}: no verdict: {e}"));
-        let got = votes(&v);
-        if got["Org A"] != "success/listed" || got["Org B"] != *want {
-            wrong.push(format!("{name}: {got:?}, want Org B {want}"));
-        }
-    }
+    let forms = LEGACY.iter().map(|(n, f, w)| (*n, Forms { legacy: Some(*f), ..Forms::default() }, *w)).collect();
+    let wrong = run(Mode::Listed, false, "success/listed", forms);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
@@ -158,18 +165,10 @@ const EXTENDED: &[(&str, Option<TextForm>, Option<TextForm>, &str)] = &[
 
 #[test]
 fn a_hostile_extended_notary_among_honest_ones() {
-    let genuine = FakeNotary::start("Org A", Mode::Extended, &notary_cert(), &notary_key(), &genuine_fp());
-    let hostile = FakeNotary::start("Org B", Mode::Extended, &notary_cert(), &notary_key(), &genuine_fp());
-    let mut wrong = Vec::new();
-    for (name, statement, answer, want) in EXTENDED {
-        *hostile.forms.lock().unwrap() = Forms { statement: *statement, answer: *answer, ..Forms::default() };
-        let settings = json!({"early-return": false, "notary-agreement": "majority", "extended": "require"});
-        let c = Client::load(Some(&config_dir(&[&genuine, &hostile], settings, true))).unwrap();
-        let v = c.check("www.example.org", 443, &genuine_fp()).unwrap_or_else(|e| panic!("{name}: no verdict: {e}"));
-        let got = votes(&v);
-        if got["Org A"] != "success/match" || got["Org B"] != *want {
-            wrong.push(format!("{name}: {got:?}, want Org B {want}"));
-        }
-    }
+    let forms = EXTENDED
+        .iter()
+        .map(|(n, st, an, w)| (*n, Forms { statement: *st, answer: *an, ..Forms::default() }, *w))
+        .collect();
+    let wrong = run(Mode::Extended, true, "success/match", forms);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
