@@ -156,6 +156,11 @@ class ProxyTest {
             notaries.add(n);
             bundles.add(TestServers.bundle(name, n.port(), forgedId, null));
         }
+        return new Scene(genuine, forged, good, evil, notaries, client(bundles));
+    }
+
+    /** A client of {@code bundles} (consensus, no cache file), closed after the test. */
+    Client client(List<Bundle> bundles) {
         Config c = new Config();
         c.directory = dir;
         c.db = null;
@@ -166,7 +171,7 @@ class ProxyTest {
         c.totalTimeout = 10;
         Client client = new Client(c, new Random(7), () -> System.currentTimeMillis() / 1000.0);
         open.add(client);
-        return new Scene(genuine, forged, good, evil, notaries, client);
+        return client;
     }
 
     static String origin(Scene s) {
@@ -182,18 +187,7 @@ class ProxyTest {
     }
 
     String viaUrlConnection(Scene s, ConnectProxy proxy) throws Exception {
-        Proxy p = new Proxy(Proxy.Type.HTTP, new InetSocketAddress(InetAddress.getLoopbackAddress(), proxy.port()));
-        HttpsURLConnection conn = (HttpsURLConnection) URI.create("https://" + origin(s) + "/").toURL()
-                .openConnection(p);
-        conn.setSSLSocketFactory(ConvergeTrustManager.sslContext(s.client()).getSocketFactory());
-        conn.setHostnameVerifier((h, session) -> true); // converge replaces the name check
-        conn.setConnectTimeout(10_000);
-        conn.setReadTimeout(10_000);
-        try (InputStream in = conn.getInputStream()) {
-            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        } finally {
-            conn.disconnect();
-        }
+        return get(ConvergeTrustManager.sslContext(s.client()).getSocketFactory(), proxy, s.genuine().port());
     }
 
     @Test
@@ -267,14 +261,7 @@ class ProxyTest {
             open.add(n);
             bundles.add(TestServers.bundle(name, n.port(), forgedId, null));
         }
-        Config c = new Config();
-        c.directory = dir;
-        c.db = null;
-        c.bundles = bundles;
-        c.agreement = Policy.CONSENSUS;
-        Client client = new Client(c, new Random(7), () -> System.currentTimeMillis() / 1000.0);
-        open.add(client);
-        return new Resumption(q, p, proxy, client);
+        return new Resumption(q, p, proxy, client(bundles));
     }
 
     static String get(javax.net.ssl.SSLSocketFactory sf, ConnectProxy proxy, int port) throws Exception {
