@@ -1,6 +1,7 @@
 package Responder;
-# A TLS notary on 127.0.0.1 (a forked process) that answers every connection with the raw
-# response last given to answer(); the vectors' test-only "other" key. At most 1000
+# A TLS server on 127.0.0.1 (a forked process) that answers every connection with the raw
+# response last given to answer(), or with what handler => sub { my ($request) = @_; ... }
+# returns; the vectors' test-only "other" key unless cert/key are given. At most 1000
 # connections and 10 minutes; each request read within 5 s.
 use strict;
 use warnings;
@@ -13,9 +14,9 @@ use FindBin ();
 our $KEYS = "$FindBin::RealBin/../../vectors/keys";
 
 sub new {
-    my ($class) = @_;
+    my ($class, %o) = @_;
     my $dir = File::Temp::tempdir('converge-responder-XXXXXX', TMPDIR => 1, CLEANUP => 1);
-    my $self = bless { dir => $dir, cert => "$KEYS/test-other-cert.pem", key => "$KEYS/test-other-key.pem" }, $class;
+    my $self = bless { dir => $dir, cert => $o{cert} // "$KEYS/test-other-cert.pem", key => $o{key} // "$KEYS/test-other-key.pem" }, $class;
     my $srv = IO::Socket::SSL->new(LocalAddr => '127.0.0.1', LocalPort => 0, Listen => 16, ReuseAddr => 1,
         SSL_server => 1, SSL_cert_file => $self->{cert}, SSL_key_file => $self->{key}) or die "responder: $IO::Socket::SSL::SSL_ERROR\n";
     $self->{port} = $srv->sockport;
@@ -31,13 +32,13 @@ sub new {
                 my $buf = '';
                 $buf .= $_ while $buf !~ /\r\n\r\n/ && defined($_ = <$c>);
                 my ($len) = $buf =~ /^Content-Length: *([0-9]+)/mi;
-                read($c, my $body, $len // 0);
+                read($c, my $body, $len // 0) if $len;
                 alarm 600;
-                $buf;
+                $buf . ($body // '');
             };
-            if (defined $req) {
+            if (defined $req && length $req) {
                 open(my $fh, '<:raw', "$dir/reply") or die $!;
-                print {$c} do { local $/; <$fh> };
+                print {$c} $o{handler} ? $o{handler}->($req) : do { local $/; <$fh> };
                 open(my $n, '>>', "$dir/count") or die $!;
                 print {$n} "1\n";
             }

@@ -2,7 +2,6 @@ package Converge::HTTP::Tiny;
 use strict;
 use warnings;
 use parent 'HTTP::Tiny';
-use URI ();
 use Converge::TLS;
 
 our $VERSION = '0.1.0';
@@ -13,6 +12,7 @@ sub new {
     my ($class, %a) = @_;
     my $client = delete $a{converge};
     my $require_ca = delete $a{require_ca};
+    HTTP::Tiny->can('_open_handle') or die "Converge::HTTP::Tiny needs an HTTP::Tiny that opens connections in _open_handle\n";
     my $self = $class->SUPER::new(%a);
     $self->{converge_client} = $client;
     $self->{converge_require_ca} = $require_ca ? 1 : 0;
@@ -21,21 +21,25 @@ sub new {
 
 sub request {
     my ($self, $method, $url, @rest) = @_;
-    my $uri = URI->new($url);
-    return $self->SUPER::request($method, $url, @rest) unless ($uri->scheme // '') eq 'https';
-    my ($host, $port) = ($uri->host, $uri->port);
-    my $state = {};
-    my $saved = $self->{SSL_options};
-    $self->{SSL_options} = { %{ $saved || {} }, Converge::TLS::ssl_opts(host => $host, port => $port,
-        client => $self->{converge_client}, require_ca => $self->{converge_require_ca}, state => $state) };
-    my $r = eval { $self->SUPER::request($method, $url, @rest) };
-    my $err = $@;
-    $self->{SSL_options} = $saved;
-    die $err if $err;
-    if (Converge::TLS::decided($state) && !($state->{verdict} && $state->{verdict}->trusted)) {
-        $r->{converge_not_trusted} = Converge::TLS::not_trusted($host, $port, $state, $r->{content});
+    my $r = $self->SUPER::request($method, $url, @rest);
+    my $last = delete $self->{converge_last};
+    if ($last && Converge::TLS::decided($last->{state}) && !($last->{state}{verdict} && $last->{state}{verdict}->trusted)) {
+        $r->{converge_not_trusted} = Converge::TLS::not_trusted($last->{host}, $last->{port}, $last->{state}, $r->{content});
     }
     return $r;
+}
+
+# Every new connection, first request or redirect hop, is opened with the converge verify
+# callback bound to that connection's own origin (host and port); a kept-alive connection is
+# reused by HTTP::Tiny only for the same scheme, host and port it was checked for.
+sub _open_handle {
+    my ($self, $request, $scheme, $host, $port, @rest) = @_;
+    return $self->SUPER::_open_handle($request, $scheme, $host, $port, @rest) unless $scheme eq 'https';
+    my $state = {};
+    $self->{converge_last} = { host => $host, port => $port, state => $state };
+    local $self->{SSL_options} = { %{ $self->{SSL_options} || {} }, Converge::TLS::ssl_opts(host => $host, port => $port,
+        client => $self->{converge_client}, require_ca => $self->{converge_require_ca}, state => $state) };
+    return $self->SUPER::_open_handle($request, $scheme, $host, $port, @rest);
 }
 
 1;
@@ -56,9 +60,11 @@ Converge::HTTP::Tiny - HTTP::Tiny with every HTTPS certificate decided by the no
 
 =head1 DESCRIPTION
 
-A subclass of L<HTTP::Tiny>: each HTTPS request carries C<SSL_options> with the converge verify
-callback bound to its host and port (L<Converge::TLS>), so the handshake fails before the
-request is written unless the notaries vouch for the certificate. The response is then
-HTTP::Tiny's 599; C<< $r->{converge_not_trusted} >> holds the L<Converge::NotTrusted>.
+A subclass of L<HTTP::Tiny>: every HTTPS connection it opens, for the first URL and for each
+redirect hop, carries C<SSL_options> with the converge verify callback bound to that
+connection's own host and port (L<Converge::TLS>), so the handshake fails before the request
+is written unless the notaries vouch for the certificate for that origin. The response is then
+HTTP::Tiny's 599; C<< $r->{converge_not_trusted} >> holds the L<Converge::NotTrusted> of the
+refused hop.
 
 =cut

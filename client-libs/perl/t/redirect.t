@@ -1,0 +1,84 @@
+# Converge::HTTP::Tiny judges every redirect hop by its own origin (issue #37): the attacker's
+# site, which the notaries honestly vouch for, redirects to the bank, where his box presents
+# his own certificate; that hop is asked about as the bank's host:port and refused before the
+# request is written. Twin: a genuine redirect to another origin is followed and trusted.
+use strict;
+use warnings;
+use Test::More;
+use FindBin ();
+use lib "$FindBin::RealBin/../lib", "$FindBin::RealBin/lib";
+use Crypt::PK::RSA ();
+use File::Temp ();
+use JSON::XS ();
+use MIME::Base64 ();
+use World;
+use Responder;
+use Converge;
+use Converge::HTTP::Tiny;
+
+my $KEYS = "$FindBin::RealBin/../../vectors/keys";
+my $w = World->new('Org A:listed', '--site', 'genuine=genuine', '--site', 'forged=forged');
+my ($G, $X) = ($w->info->{genuine}, $w->info->{forged});
+my %site = %{ $w->info->{sites} };
+my $redirect = sub { "HTTP/1.1 302 Found\r\nLocation: https://127.0.0.1:$_[0]/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" };
+# the attacker's own site (his certificate, the "other" test key), redirecting wherever he likes
+my $attacker = Responder->new;
+
+# A notary that sees, per target, what the world shows it: the attacker's certificate at his
+# own site, the bank's genuine certificate at the bank (served here by the forged site's port).
+my %sees = ("127.0.0.1+" . $attacker->port => $X, "127.0.0.1+$site{forged}" => $G, "127.0.0.1+$site{genuine}" => $G);
+my $rsa = Crypt::PK::RSA->new("$KEYS/test-other-key.pem");
+my $notary = Responder->new(handler => sub {
+    my ($req) = @_;
+    my ($target) = $req =~ m{\APOST /target/([^/ ]+)};
+    my ($fp) = $req =~ /fingerprint=([0-9A-F:]+)\z/;
+    my $seen = $sees{ $target // '' } // '00';
+    my $list = qq({"fingerprintList": [{"timestamp": {"start": "1323389219", "finish": "1324691510"}, "fingerprint": "$seen"}]});
+    my $body = substr($list, 0, -1) . ', "signature": "' . MIME::Base64::encode_base64($rsa->sign_message($list, 'SHA1', 'v1.5'), '') . '"}';
+    my $status = defined $fp && $fp eq $seen ? '200 OK' : '409 Conflict';
+    return "HTTP/1.0 $status\r\nContent-Type: application/json\r\nContent-Length: " . length($body) . "\r\n\r\n$body";
+});
+
+my $dir = File::Temp::tempdir('converge-perl-XXXXXX', TMPDIR => 1, CLEANUP => 1);
+mkdir "$dir/notaries-enabled";
+my $pem = do { open(my $fh, '<:raw', $notary->cert) or die $!; local $/; <$fh> };
+my %files = ('notaries-enabled/n.notary' => JSON::XS->new->encode({ version => 1, name => 'Org N',
+        hosts => [{ host => '127.0.0.1', ssl_port => 0 + $notary->port, http_port => 0 + $notary->port, certificate => $pem }] }),
+    'converge.config' => JSON::XS->new->encode({ 'notary-agreement' => 'consensus', 'cache-lifetime' => 0,
+        'connect-timeout' => 2, 'notary-timeout' => 2, 'total-timeout' => 4 }));
+for my $f (keys %files) {
+    open(my $fh, '>:raw', "$dir/$f") or die $!;
+    print {$fh} $files{$f};
+    close $fh;
+}
+my $c = Converge::Client->load($dir);
+my $http = Converge::HTTP::Tiny->new(converge => $c, timeout => 10);
+my $forged_requests = sub { $w->ask('count')->{sites}{forged} };
+
+subtest "the attacker's vouched site redirecting to the bank (forged) is refused" => sub {
+    $attacker->answer($redirect->($site{forged}));
+    my $r = $http->get('https://127.0.0.1:' . $attacker->port . '/', { headers => { Cookie => 'bank=secret' } });
+    is($r->{status}, 599, 'the hop to the bank fails');
+    isa_ok($r->{converge_not_trusted}, 'Converge::NotTrusted');
+    like($r->{converge_not_trusted}->message, qr/127\.0\.0\.1:$site{forged}/, 'asked about the bank\'s own host:port');
+    is($attacker->count, 1, 'the first hop reached the attacker\'s site (vouched for)');
+    is($forged_requests->(), 0, 'not a byte of the request reached the forged bank');
+};
+
+subtest 'twin: a genuine redirect to another origin is followed' => sub {
+    $attacker->answer($redirect->($site{genuine}));
+    my $r = $http->get('https://127.0.0.1:' . $attacker->port . '/');
+    is($r->{content}, 'genuine', "status $r->{status}");
+    ok(!$r->{converge_not_trusted});
+    is(scalar @{ $r->{redirects} || [] }, 1, 'one redirect followed');
+};
+
+subtest 'twin: the bank itself, asked directly, is refused the same way (and the genuine one is not)' => sub {
+    ok($http->get("https://127.0.0.1:$site{forged}/")->{converge_not_trusted}, 'forged');
+    is($http->get("https://127.0.0.1:$site{genuine}/")->{content}, 'genuine', 'genuine');
+    is($forged_requests->(), 0);
+};
+
+$_->stop for $notary, $attacker;
+$w->stop;
+done_testing;
