@@ -324,3 +324,40 @@ def format_canonical(rec: FlowRecord) -> list[str]:
     """A canonical CSV row (columns ``CANONICAL_COLUMNS``)."""
     return [f"{rec.start:.3f}", f"{rec.end:.3f}", rec.src, rec.dst, str(rec.sport),
             str(rec.dport), str(rec.proto), str(rec.packets), str(rec.bytes), rec.sni or ""]
+
+
+# -- the nfdump CSV layouts (synthetic traces are written in them too) ---------------------
+LEGACY_HEADER = [
+    "ts", "te", "td", "sa", "da", "sp", "dp", "pr", "flg", "fwd", "stos", "ipkt", "ibyt", "opkt",
+    "obyt", "in", "out", "sas", "das", "smk", "dmk", "dtos", "dir", "nh", "nhb", "svln", "dvln",
+    "ismc", "odmc", "idmc", "osmc", "mpls1", "mpls2", "mpls3", "mpls4", "mpls5", "mpls6",
+    "mpls7", "mpls8", "mpls9", "mpls10", "cl", "sl", "al", "ra", "eng", "exid", "tr",
+]
+NEW_HEADER = ["firstSeen", "duration", "proto", "srcAddr", "srcPort", "dstAddr", "dstPort",
+              "packets", "bytes", "flows"]
+FLOW_FORMATS = ("canonical", "nfdump-legacy", "nfdump-new")
+
+
+def _stamp(t: float, ms: bool) -> str:
+    d = datetime.fromtimestamp(t, UTC)
+    return d.strftime("%Y-%m-%d %H:%M:%S") + (f".{d.microsecond // 1000:03d}" if ms else "")
+
+
+def nfdump_legacy_row(r: FlowRecord) -> list[str]:
+    """A row in nfdump <= 1.7.4 ``-o csv`` layout (48 columns, second-resolution times)."""
+    row = ["0"] * len(LEGACY_HEADER)
+    row[0], row[1] = _stamp(r.start, False), _stamp(r.end, False)
+    row[2] = f"{r.end - r.start:.3f}"
+    row[3], row[4], row[5], row[6] = r.src, r.dst, str(r.sport), str(r.dport)
+    row[7] = {6: "TCP", 17: "UDP"}.get(r.proto, str(r.proto))
+    row[8] = "...AP.SF"
+    row[11], row[12] = str(r.packets), str(r.bytes)
+    return row
+
+
+def nfdump_new_row(r: FlowRecord) -> list[str]:
+    """A row in nfdump >= 1.7.5 ``-o csv`` layout."""
+    return [_stamp(r.start, True), f"{r.end - r.start:.3f}", str(r.proto), r.src, str(r.sport),
+            r.dst, str(r.dport), str(r.packets), str(r.bytes), "1"]
+
+

@@ -107,19 +107,19 @@ def read_csv_file(path: Path, errors: ErrorLog, tz: tzinfo = UTC) -> Iterator[Fl
 
 
 def nfdump_command(path: Path, output: str = "fmt", nfdump: str = "nfdump",
-                   flow_filter: str | None = None) -> list[str]:
+                   nfdump_filter: str | None = None) -> list[str]:
     """The ``nfdump`` argv for reading ``path`` in our ``fmt:`` layout or its own CSV."""
     if output not in NFDUMP_OUTPUTS:
         raise ReplayInputError(f"nfdump output must be one of {NFDUMP_OUTPUTS}")
     argv = [nfdump, "-r", str(path), "-N"]
     argv += ["-q", "-o", f"fmt:{NFDUMP_FMT}"] if output == "fmt" else ["-o", "csv"]
-    if flow_filter:
-        argv.append(flow_filter)
+    if nfdump_filter:
+        argv.append(nfdump_filter)
     return argv
 
 
 def read_nfdump_file(path: Path, errors: ErrorLog, output: str = "fmt", nfdump: str = "nfdump",
-                     flow_filter: str | None = None) -> Iterator[FlowRecord]:
+                     nfdump_filter: str | None = None) -> Iterator[FlowRecord]:
     """Stream records from an nfdump binary file by running the real ``nfdump`` (in UTC).
 
     ``output="fmt"`` (default) asks for millisecond timestamps in our ``|`` layout;
@@ -128,7 +128,7 @@ def read_nfdump_file(path: Path, errors: ErrorLog, output: str = "fmt", nfdump: 
     exe = shutil.which(nfdump)
     if exe is None:
         raise ReplayIOError(f"{nfdump!r} not found on PATH (install the nfdump package)")
-    argv = nfdump_command(path, output, exe, flow_filter)
+    argv = nfdump_command(path, output, exe, nfdump_filter)
     env = dict(os.environ, TZ="UTC", LC_ALL="C")
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -165,7 +165,7 @@ def read_flows(paths: Iterable[Path], errors: ErrorLog, fmt: str = "auto",
     for path in paths:
         kind = sniff_format(path) if fmt == "auto" else fmt
         if kind == "nfdump":
-            yield from read_nfdump_file(path, errors, nfdump_output, flow_filter=nfdump_filter)
+            yield from read_nfdump_file(path, errors, nfdump_output, nfdump_filter=nfdump_filter)
         else:
             yield from read_csv_file(path, errors, tz)
 

@@ -228,8 +228,7 @@ class State:
 
 
 def _step_synth(st: State) -> None:
-    from replay.cli import write_synthetic
-    from replay.synth import SynthConfig, SyntheticTrace
+    from replay.synth import SynthConfig, SyntheticTrace, write_synthetic
 
     cfg = st.cfg
     trace = SyntheticTrace(SynthConfig(seed=cfg.seed, scale=cfg.scale, duration=cfg.duration))
@@ -272,7 +271,6 @@ def _step_farm_and_notary(st: State) -> None:
 def _step_workload(st: State) -> None:
     from replay import columnar
     from replay.ingest import ErrorLog
-    from replay.workload import read_name_map, read_targets, write_stages
 
     out = st.cfg.out
     total = json.loads((out / "syn" / "synth.json").read_text())["summary"]["flows"]
@@ -280,17 +278,15 @@ def _step_workload(st: State) -> None:
     p = Progress("workload (flows)", total)
     read = [0]
 
-    def work() -> tuple[Any, int]:
+    def work() -> tuple[Any, int, Path]:
         progress = columnar.Progress(total, None, on_rows=lambda n: read.__setitem__(0, n))
-        return columnar.build([out / "syn" / "flows.csv"], out / "wl.csv",
-                              columnar.EngineConfig(jobs=os.cpu_count() or 1), errors,
-                              read_name_map(out / "syn" / "names.txt", errors),
-                              read_targets(out / "farm" / "targets.csv"), progress=progress)
+        return columnar.make_workload(
+            [out / "syn" / "flows.csv"], out / "wl.csv",
+            columnar.EngineConfig(jobs=os.cpu_count() or 1), errors,
+            names=out / "syn" / "names.txt", targets=out / "farm" / "targets.csv",
+            info={"trace_seconds": st.cfg.duration}, progress=progress)
 
-    counters, rows = _watch(p, lambda: read[0], work)
-    write_stages(counters, out / "wl.csv.stages.json",
-                 {"inputs": [str(out / "syn" / "flows.csv")], "trace_seconds": st.cfg.duration,
-                  "engine": "columnar (polars)"})
+    counters, rows, _ = _watch(p, lambda: read[0], work)
     p.finish(f"{rows:,} events, {counters.notary_requests:,} notary requests")
 
 

@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 from replay.aggregate import RESULT_COLUMNS, ResultRow, classify_cache_status
 from replay.errors import ReplayInputError, ReplayIOError
 from replay.httpclient import HTTPClient, HTTPClientError
+from replay.model import KIND_CLIENT_HIT, WorkloadEvent
 from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
-from replay.pipeline import KIND_CLIENT_HIT, WorkloadEvent
 
 ROUTES = ("round-robin", "client-hash")
 START_LEAD = 0.05

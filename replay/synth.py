@@ -1,6 +1,7 @@
 """A synthetic university hour of HTTPS flows, shaped like the study's trace.
 
-Pure and deterministic: everything comes from ``random.Random(seed)``; time is simulated.
+:class:`SyntheticTrace` is pure and deterministic: everything comes from
+``random.Random(seed)``; time is simulated. :func:`write_synthetic` writes a trace's files.
 The model (numbers at ``scale=1``; ``docs/replay.md`` explains each choice):
 
 - *Visits* arrive as a Poisson process whose rate follows a slow wave plus random bursts
@@ -25,15 +26,29 @@ The model (numbers at ``scale=1``; ``docs/replay.md`` explains each choice):
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import heapq
 import ipaddress
+import json
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 from replay.errors import ReplayInputError
-from replay.flows import FlowRecord
+from replay.flows import (
+    CANONICAL_COLUMNS,
+    FLOW_FORMATS,
+    LEGACY_HEADER,
+    NEW_HEADER,
+    FlowRecord,
+    format_canonical,
+    nfdump_legacy_row,
+    nfdump_new_row,
+)
 
 ROOT_WEIGHTS = (0.20, 0.14, 0.10, 0.08, 0.07, 0.06, 0.05, 0.05, 0.04, 0.04,
                 0.05, 0.04, 0.03, 0.03, 0.02)
@@ -361,3 +376,45 @@ class SyntheticTrace:
             "sites": [{"host": s.host, "role": s.role, "root": s.root, "category": s.category}
                       for s in self.sites()],
         }
+
+
+def write_synthetic(trace: Any, out: Path, formats: Sequence[str]) -> dict[str, Any]:
+    """Write a synthetic trace's flow files, name map, farm spec and ``synth.json``."""
+    cfg = trace.config
+    for f in formats:
+        if f not in FLOW_FORMATS:
+            raise ReplayInputError(f"unknown flow format {f!r}; choose from {FLOW_FORMATS}")
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "names.txt").open("w", encoding="utf-8") as fh:
+        fh.write("# address name (synthetic reverse-DNS map)\n")
+        for addr, host in trace.name_map():
+            fh.write(f"{addr} {host}\n")
+    (out / "farm-spec.json").write_text(json.dumps(trace.farm_spec()) + "\n", encoding="utf-8")
+    files = {"canonical": out / "flows.csv", "nfdump-legacy": out / "flows-nfdump-legacy.csv",
+             "nfdump-new": out / "flows-nfdump-new.csv"}
+    with contextlib.ExitStack() as stack:
+        writers: list[tuple[Any, Callable[[FlowRecord], list[str]]]] = []
+        for f in formats:
+            fh = stack.enter_context(files[f].open("w", encoding="utf-8", newline=""))
+            w = csv.writer(fh, lineterminator="\n")
+            if f == "canonical":
+                w.writerow(CANONICAL_COLUMNS)
+                writers.append((w, format_canonical))
+            elif f == "nfdump-legacy":
+                w.writerow(LEGACY_HEADER)
+                writers.append((w, nfdump_legacy_row))
+            else:
+                w.writerow(NEW_HEADER)
+                writers.append((w, nfdump_new_row))
+        for rec in trace.flows():
+            for w, fmt in writers:
+                w.writerow(fmt(rec))
+    s = trace.summary
+    info = {"config": {k: v for k, v in cfg.__dict__.items()},
+            "summary": s.as_dict(),
+            "peak_named_flows_per_s": max(s.per_second_named, default=0),
+            "mean_named_flows_per_s": s.named_flows / cfg.duration,
+            "files": {f: str(files[f]) for f in formats}}
+    (out / "synth.json").write_text(json.dumps(info, indent=2, default=str) + "\n",
+                                    encoding="utf-8")
+    return info

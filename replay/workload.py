@@ -13,7 +13,7 @@ from typing import TextIO
 from replay.errors import MalformedRow, ReplayInputError, ReplayIOError
 from replay.flows import parse_address, parse_hostname
 from replay.ingest import ErrorLog
-from replay.pipeline import KIND_CLIENT_HIT, KIND_REQUEST, StageCounters, Target, WorkloadEvent
+from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, StageCounters, Target, WorkloadEvent
 
 WORKLOAD_COLUMNS = ("offset", "kind", "client", "host", "port", "fingerprint", "ssl_bytes")
 TARGET_COLUMNS = ("host", "port", "fingerprint", "role")

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.paths import results_path  # noqa: E402
+from replay.model import KIND_REQUEST, WorkloadEvent  # noqa: E402
 from replay.pacer import LogHistogram, Pacer  # noqa: E402
-from replay.pipeline import KIND_REQUEST, WorkloadEvent  # noqa: E402
 from replay.runner import Replayer, ResultWriter, RunConfig  # noqa: E402
 
 DEFAULT_RATES = (250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 8000)

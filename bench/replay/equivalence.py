@@ -44,7 +44,8 @@ def _digest(path: Path) -> str:
 def compare(flows: Path, names_path: Path, work: Path) -> dict[str, Any]:
     from replay import columnar
     from replay.ingest import ErrorLog, read_flows
-    from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
+    from replay.model import StageCounters
+    from replay.reference import Namer, WorkloadConfig, build_workload
     from replay.workload import read_name_map, write_workload
 
     names = read_name_map(names_path)
@@ -57,9 +58,8 @@ def compare(flows: Path, names_path: Path, work: Path) -> dict[str, Any]:
     ref.malformed = errors.count
     ref_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    eng, rows = columnar.build([flows], eng_out,
-                               columnar.EngineConfig(jobs=os.cpu_count() or 1), ErrorLog(),
-                               names, {})
+    eng, rows = columnar.build([flows], eng_out, columnar.EngineConfig(
+        jobs=os.cpu_count() or 1, name_map=names), ErrorLog())
     eng_s = time.perf_counter() - t0
     a, b = ref.as_dict(), eng.as_dict()
     differ = {k: [a[k], b[k]] for k in COMPARED if a[k] != b[k]}
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path,
                     default=results_path("bench/results/ingest-equivalence.json"))
     a = ap.parse_args(argv)
-    from replay.cli import write_synthetic
-    from replay.synth import SynthConfig, SyntheticTrace
+    from replay.synth import SynthConfig, SyntheticTrace, write_synthetic
 
     runs: list[dict[str, Any]] = []
     for scale in a.scales:

@@ -82,8 +82,8 @@ def run_child(mode: str, path: Path, layout: str, jobs: int, out: Path) -> None:
 
         names = read_name_map(path.parent / "names.txt")
         t0 = time.perf_counter()  # the name map is read before, as the CLI does
-        counters, rows = columnar.build([path], out, columnar.EngineConfig(jobs=jobs),
-                                        ErrorLog(), names, {})
+        counters, rows = columnar.build(
+            [path], out, columnar.EngineConfig(jobs=jobs, name_map=names), ErrorLog())
         doc: dict[str, Any] = {"flows": counters.flows_read, "rows": rows}
     elif mode == "plain":
         import polars as pl
@@ -93,7 +93,8 @@ def run_child(mode: str, path: Path, layout: str, jobs: int, out: Path) -> None:
         doc = {"flows": df.height, "rows": df.height}
     else:  # the per-row pipeline, the oracle
         from replay.ingest import ErrorLog, read_flows
-        from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
+        from replay.model import StageCounters
+        from replay.reference import Namer, WorkloadConfig, build_workload
         from replay.workload import read_name_map, write_workload
 
         names = read_name_map(path.parent / "names.txt")
@@ -107,8 +108,7 @@ def run_child(mode: str, path: Path, layout: str, jobs: int, out: Path) -> None:
 
 
 def synth(work: Path, scale: float, duration: float, formats: list[str]) -> Path:
-    from replay.cli import write_synthetic
-    from replay.synth import SynthConfig, SyntheticTrace
+    from replay.synth import SynthConfig, SyntheticTrace, write_synthetic
 
     tag = work / f"syn-{scale}-{duration:g}"
     if not (tag / "synth.json").exists() or any(not (tag / LAYOUTS[f]).exists()

@@ -16,22 +16,13 @@ import pytest
 from replay_support import write_pcap_exchange
 
 from replay import columnar
-from replay.cli import (
-    LEGACY_HEADER,
-    main,
-    write_synthetic,
-)
+from replay.cli import main
 from replay.errors import MalformedRow, ReplayIOError
-from replay.flows import CANONICAL_COLUMNS, utc_offset_zone
+from replay.flows import CANONICAL_COLUMNS, LEGACY_HEADER, utc_offset_zone
 from replay.ingest import ErrorLog, read_flows
-from replay.pipeline import (
-    Namer,
-    StageCounters,
-    Target,
-    WorkloadConfig,
-    build_workload,
-)
-from replay.synth import SynthConfig, SyntheticTrace
+from replay.model import StageCounters, Target
+from replay.reference import Namer, WorkloadConfig, build_workload
+from replay.synth import SynthConfig, SyntheticTrace, write_synthetic
 from replay.workload import read_name_map, read_workload, write_workload
 
 COMPARED = ("flows_read", "malformed", "paired", "reverse_only", "filtered_out",
@@ -59,11 +50,11 @@ def reference(inputs: list[Path], out: Path, names: dict[str, str],
 def engine(inputs: list[Path], out: Path, names: dict[str, str],
            targets: dict[str, Target] | None = None, jobs: int = 1, **kw: Any,
            ) -> tuple[StageCounters, ErrorLog]:
-    tz = kw.pop("tz", None)
     errors = ErrorLog()
-    extra = {"tz": tz} if tz else {}
-    counters, _ = columnar.build(inputs, out, columnar.EngineConfig(jobs=jobs, **kw), errors,
-                                 names, targets or {}, **extra)
+    if kw.get("tz") is None:
+        kw.pop("tz", None)
+    counters, _ = columnar.build(inputs, out, columnar.EngineConfig(
+        jobs=jobs, name_map=names, targets=targets or {}, **kw), errors)
     return counters, errors
 
 
@@ -192,8 +183,8 @@ def test_strict_stops_at_the_first_malformed_row_and_writes_nothing(tmp_path: Pa
     with pytest.raises(MalformedRow) as first:  # the reference, strict
         list(read_flows([path], ErrorLog(strict=True)))
     with pytest.raises(MalformedRow) as info:
-        columnar.build([path], out, columnar.EngineConfig(), ErrorLog(strict=True),
-                       UNUSUAL_NAMES, {})
+        columnar.build([path], out, columnar.EngineConfig(name_map=UNUSUAL_NAMES),
+                       ErrorLog(strict=True))
     assert (info.value.source, info.value.line) == (str(path), first.value.line) == (
         str(path), 9)
     assert not out.exists() and list(tmp_path.iterdir()) == [path]
@@ -206,7 +197,7 @@ def test_corrupt_capture_file_is_one_line_and_nothing_is_written(tmp_path: Path)
     bad.write_bytes(b"\x0c\xa5" + b"\x00" * 300)  # nfdump's magic, then nonsense
     out = tmp_path / "wl.csv"
     with pytest.raises(ReplayIOError) as info:
-        columnar.build([bad], out, columnar.EngineConfig(), ErrorLog(), {}, {})
+        columnar.build([bad], out, columnar.EngineConfig(), ErrorLog())
     assert "\n" not in str(info.value)
     assert not out.exists()
 

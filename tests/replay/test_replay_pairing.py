@@ -11,17 +11,10 @@ from pathlib import Path
 import pytest
 from replay_support import write_pcap_exchange
 
-from replay.cli import LEGACY_HEADER, NEW_HEADER, nfdump_legacy_row, nfdump_new_row
-from replay.flows import FlowRecord
+from replay.flows import LEGACY_HEADER, NEW_HEADER, FlowRecord, nfdump_legacy_row, nfdump_new_row
 from replay.ingest import ErrorLog, read_flows
-from replay.pipeline import (
-    FlowFilter,
-    FlowPairer,
-    Namer,
-    StageCounters,
-    WorkloadConfig,
-    build_workload,
-)
+from replay.model import FlowFilter, StageCounters
+from replay.reference import FlowPairer, Namer, WorkloadConfig, build_workload
 
 T0 = 1366563600.0
 CONNS = [  # start, client, server, client port, server port, reply bytes

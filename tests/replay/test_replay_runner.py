@@ -15,8 +15,8 @@ from replay_support import free_port
 
 from replay.aggregate import ResultRow
 from replay.errors import ReplayInputError
+from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, WorkloadEvent
 from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
-from replay.pipeline import KIND_CLIENT_HIT, KIND_REQUEST, WorkloadEvent
 from replay.runner import Replayer, ResultWriter, RunConfig, replay_file
 
 

@@ -16,7 +16,8 @@ from replay_support import free_port
 
 from replay.errors import ReplayInputError
 from replay.farm import FarmPorts, FarmServer, prepare
-from replay.pipeline import Namer, StageCounters, WorkloadConfig, build_workload
+from replay.model import StageCounters
+from replay.reference import Namer, WorkloadConfig, build_workload
 from replay.synth import ROLES, ROOT_WEIGHTS, SynthConfig, SyntheticTrace
 from replay.workload import read_targets
 

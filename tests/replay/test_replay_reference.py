@@ -11,19 +11,8 @@ from hypothesis import strategies as st
 from replay.errors import MalformedRow, ReplayInputError
 from replay.flows import FlowRecord
 from replay.ingest import ErrorLog
-from replay.pipeline import (
-    KIND_CLIENT_HIT,
-    KIND_REQUEST,
-    ClientCache,
-    FlowFilter,
-    Namer,
-    ReorderBuffer,
-    StageCounters,
-    Target,
-    WorkloadConfig,
-    anonymise,
-    build_workload,
-)
+from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, FlowFilter, StageCounters, Target, anonymise
+from replay.reference import ClientCache, Namer, ReorderBuffer, WorkloadConfig, build_workload
 from replay.workload import read_name_map, read_workload, write_workload
 
 

@@ -1,4 +1,6 @@
-"""Flows to validation requests: the study's method as pure, streaming functions.
+"""The per-row reference: flows to validation requests, the study's method as pure,
+streaming functions. The columnar engine (:mod:`replay.columnar`) computes the same workload
+and counters at speed; the tests and the equivalence benchmark compare the two.
 
 Method (section 3.1/3.2 of the study): pair the two directions of a connection when the
 exporter wrote one flow per direction (:class:`FlowPairer`); keep TCP flows to port 443; give
@@ -15,54 +17,22 @@ every stage is counted in ``StageCounters``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import heapq
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 from replay.errors import ReplayInputError
 from replay.flows import FlowRecord
-
-KIND_REQUEST = "request"
-KIND_CLIENT_HIT = "client-hit"
-
-
-@dataclass
-class StageCounters:
-    """How many records passed each stage. ``named_by`` splits ``named`` by name source."""
-
-    flows_read: int = 0
-    malformed: int = 0
-    paired: int = 0  # connections whose two one-way flows were merged into one
-    reverse_only: int = 0  # server-to-client flows without their other half, kept turned
-    filtered_out: int = 0
-    late_dropped: int = 0
-    kept: int = 0
-    named: int = 0
-    unnamed_dropped: int = 0
-    client_cache_hits: int = 0
-    client_cache_evictions: int = 0
-    notary_requests: int = 0
-    ssl_bytes_kept: int = 0
-    ssl_bytes_named: int = 0
-    first_start: float | None = None
-    last_start: float | None = None
-    named_by: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class FlowFilter:
-    """Which flows are TLS connections worth validating (default TCP to port 443)."""
-
-    protocols: frozenset[int] = frozenset({6})
-    ports: frozenset[int] = frozenset({443})
-
-    def keep(self, rec: FlowRecord) -> bool:
-        return rec.proto in self.protocols and rec.dport in self.ports
+from replay.model import (
+    KIND_CLIENT_HIT,
+    KIND_REQUEST,
+    FlowFilter,
+    StageCounters,
+    Target,
+    WorkloadEvent,
+    anonymise,
+)
 
 
 class FlowPairer:
@@ -251,33 +221,6 @@ class ClientCache:
             self._entries.popitem(last=False)
             self.evictions += 1
         return False
-
-
-def anonymise(address: str, salt: bytes) -> str:
-    """A stable, keyed pseudonym for a source address (12 hex digits)."""
-    return hashlib.blake2b(address.encode(), key=salt[:64], digest_size=6).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where and what a named site is, when known (e.g. from the target farm)."""
-
-    port: int
-    fingerprint: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadEvent:
-    """One validation: ``offset`` seconds after the trace start; ``kind`` is ``request``
-    (sent to a notary) or ``client-hit`` (answered by the simulated client cache)."""
-
-    offset: float
-    kind: str
-    client: str
-    host: str
-    port: int
-    fingerprint: str
-    ssl_bytes: int
 
 
 @dataclass(frozen=True)

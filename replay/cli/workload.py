@@ -1,0 +1,111 @@
+"""``replay workload``: turn flow files into a workload file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from replay.cli.common import int_set, run_async
+from replay.errors import ReplayInputError
+from replay.flows import utc_offset_zone
+from replay.ingest import ErrorLog, stderr_emit
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    w = sub.add_parser("workload", help="turn flow files into a workload file",
+                       description="Filter, name and client-cache flows into a workload of "
+                       "timed validation requests (docs/replay.md).")
+    w.add_argument("inputs", type=Path, nargs="+",
+                   help="flow files: nfdump captures (a directory or a glob of nfcapd.* files "
+                   "is one trace, in time order), nfdump CSV or canonical CSV")
+    w.add_argument("-o", "--output", type=Path, required=True,
+                   help="workload file to write: CSV, or Parquet when it ends in .parquet "
+                   "(required)")
+    w.add_argument("--jobs", type=int, default=0,
+                   help="cores to use (default: all of them)")
+    w.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (default: flows read, flows/s and time to go)")
+    w.add_argument("--names", type=Path, help="address-to-name map (default: none)")
+    w.add_argument("--targets", type=Path,
+                   help="farm targets.csv (port, fingerprint) (default: none)")
+    w.add_argument("--format", choices=("auto", "nfdump", "csv"), default="auto",
+                   help="input format (default: %(default)s, from the file's content)")
+    w.add_argument("--nfdump-output", choices=("fmt", "csv"), default="fmt",
+                   help="how nfdump prints capture files (default: %(default)s)")
+    w.add_argument("--nfdump-filter", default=None,
+                   help="filter expression passed to nfdump (default: none)")
+    w.add_argument("--ports", default="443",
+                   help="destination ports kept, comma-separated (default: %(default)s)")
+    w.add_argument("--protocols", default="6",
+                   help="IP protocol numbers kept, comma-separated (default: %(default)s, TCP)")
+    w.add_argument("--client-cache-lifetime", type=float, default=None,
+                   help="seconds a client keeps a validated site (default: the whole trace, "
+                   "as the study)")
+    w.add_argument("--no-client-hits", action="store_true",
+                   help="leave client-cache hits out of the file (default: keep them)")
+    w.add_argument("--tz-offset", type=float, default=0.0,
+                   help="hours east of UTC for naive timestamps in CSV inputs "
+                   "(default: %(default)s)")
+    w.add_argument("--salt", default="converge-replay",
+                   help="key of the BLAKE2b that anonymises client addresses "
+                   "(default: %(default)s)")
+    w.add_argument("--strict", action="store_true",
+                   help="stop at the first malformed row (default: count and skip)")
+    w.add_argument("--stages", type=Path,
+                   help="stage counts JSON to write (default: OUTPUT.stages.json)")
+    w.add_argument("--rdns", action="store_true",
+                   help="reverse-DNS destinations that SNI and the map did not name "
+                   "(default: off)")
+    w.add_argument("--rdns-cache", type=Path,
+                   help="reverse-DNS cache CSV (default: the output path with suffix .rdns.csv)")
+    w.add_argument("--rdns-concurrency", type=int, default=64,
+                   help="reverse lookups in flight (default: %(default)s)")
+    w.add_argument("--rdns-timeout", type=float, default=2.0,
+                   help="seconds per reverse lookup (default: %(default)s)")
+    w.add_argument("--rdns-max", type=int, default=100_000,
+                   help="distinct addresses looked up at most (default: %(default)s)")
+    w.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+
+    jobs = a.jobs or os.cpu_count() or 1
+    if jobs < 1:
+        raise ReplayInputError("--jobs must be at least 1")
+    # the engine's thread pool is sized when it is first imported in this process
+    os.environ.setdefault("POLARS_MAX_THREADS", str(jobs))
+    from replay import columnar
+    from replay.model import FlowFilter
+
+    errors = ErrorLog(strict=a.strict, emit=stderr_emit)
+    flt = FlowFilter(int_set(a.protocols), int_set(a.ports))
+    rdns = None
+    if a.rdns:
+        from replay.rdns import load_cache, resolve_many, save_cache
+
+        cache_path = a.rdns_cache or a.output.with_suffix(".rdns.csv")
+
+        def rdns(addresses: list[str]) -> dict[str, str | None]:
+            cache = load_cache(cache_path)
+            run_async(resolve_many(addresses, cache, a.rdns_concurrency, a.rdns_timeout,
+                                    a.rdns_max))
+            save_cache(cache_path, cache)
+            return cache
+
+    config = columnar.EngineConfig(
+        flow_filter=flt, client_cache_lifetime=a.client_cache_lifetime, salt=a.salt.encode(),
+        include_client_hits=not a.no_client_hits, rdns=rdns, input_format=a.format,
+        nfdump_output=a.nfdump_output, nfdump_filter=a.nfdump_filter,
+        tz=utc_offset_zone(a.tz_offset), jobs=jobs)
+    counters, rows, stages = columnar.make_workload(
+        a.inputs, a.output, config, errors, names=a.names, targets=a.targets, stages=a.stages,
+        emit=None if a.quiet else stderr_emit)
+    c = counters
+    print(f"flows read {c.flows_read}, malformed {c.malformed}, paired {c.paired}, filtered "
+          f"out {c.filtered_out}, kept {c.kept}, named {c.named}, unnamed dropped "
+          f"{c.unnamed_dropped}, client-cache hits {c.client_cache_hits}, notary requests "
+          f"{c.notary_requests}; {rows} workload rows -> {a.output}; stages -> {stages}",
+          file=sys.stderr)
+    return 0

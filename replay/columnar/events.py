@@ -1,0 +1,143 @@
+"""Phase 2, per partition: pair, filter, sort, name, pseudonymise, client cache."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+import polars as pl
+
+from replay.columnar.schema import EVENT_SCHEMA, FLOW_SCHEMA, PAIR_SLACK, EngineConfig
+from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, FlowFilter, StageCounters
+
+
+def _pair(df: pl.DataFrame, flt: FlowFilter) -> tuple[pl.DataFrame, int, int]:
+    """Merge each client half with the overlapping server half of the reversed 5-tuple;
+    lone server halves turned around. Returns (flows, paired, reverse_only)."""
+    ports, protos = sorted(flt.ports), sorted(flt.protocols)
+    is_proto = pl.col("proto").is_in(protos)
+    client = is_proto & pl.col("dport").is_in(ports)
+    server = is_proto & pl.col("sport").is_in(ports) & ~pl.col("dport").is_in(ports)
+    df = df.with_columns(client.alias("_c"), server.alias("_s"))
+    if not df["_s"].any():  # no server halves: nothing to pair (bidirectional records)
+        return df.drop("_c", "_s"), 0, 0
+    halves_c = df.filter(pl.col("_c"))
+    halves_s = df.filter(pl.col("_s")).rename(
+        {"src": "dst", "dst": "src", "sport": "dport", "dport": "sport"})
+    rest = df.filter(~pl.col("_c") & ~pl.col("_s")).drop("_c", "_s")
+    key = ["src", "sport", "dst", "dport", "proto"]
+    pairs = halves_c.select(*key, "seq", "start", "end").join(
+        halves_s.select(*key, pl.col("seq").alias("s_seq"), pl.col("start").alias("s_start"),
+                        pl.col("end").alias("s_end")), on=key, how="inner")
+    pairs = pairs.filter((pl.col("start") <= pl.col("s_end") + PAIR_SLACK)
+                         & (pl.col("s_start") <= pl.col("end") + PAIR_SLACK))
+    # one partner each: the server half closest in start time, then each used once
+    pairs = (pairs.with_columns((pl.col("start") - pl.col("s_start")).abs().alias("_gap"))
+             .sort(["seq", "_gap", "s_seq"]).unique("seq", keep="first", maintain_order=True)
+             .sort(["s_seq", "_gap", "seq"]).unique("s_seq", keep="first", maintain_order=True)
+             .select("seq", "s_seq"))
+    sv = halves_s.select(pl.col("seq").alias("s_seq"), pl.col("start").alias("s_start"),
+                         pl.col("end").alias("s_end"), pl.col("packets").alias("s_packets"),
+                         pl.col("bytes").alias("s_bytes"), pl.col("sni").alias("s_sni"))
+    merged = (halves_c.join(pairs, on="seq", how="inner").join(sv, on="s_seq", how="inner")
+              .with_columns(pl.min_horizontal("start", "s_start").alias("start"),
+                            pl.max_horizontal("end", "s_end").alias("end"),
+                            (pl.col("packets") + pl.col("s_packets")).alias("packets"),
+                            (pl.col("bytes") + pl.col("s_bytes")).alias("bytes"),
+                            pl.coalesce("sni", "s_sni").alias("sni"),
+                            pl.max_horizontal("seq", "s_seq").alias("seq")))
+    lone_c = halves_c.join(pairs, on="seq", how="anti")
+    lone_s = halves_s.join(pairs.select(pl.col("s_seq").alias("seq")), on="seq", how="anti")
+    cols = list(FLOW_SCHEMA)
+    out = pl.concat([rest.select(cols), merged.select(cols), lone_c.select(cols),
+                     lone_s.select(cols)])
+    return out, pairs.height, lone_s.height
+
+
+def _client_cache(df: pl.DataFrame, lifetime: float | None) -> pl.Series:
+    """``True`` where a flow is a client-cache hit (``df`` sorted by time, then arrival)."""
+    key = ["client", "host", "port"]
+    if lifetime is None:  # the first flow of each (client, host, port) asks the notary
+        return df.select((~pl.struct(key).is_first_distinct()).alias("hit"))["hit"]
+    order = df.with_row_index("_i").sort([*key, "start", "seq"])
+    times = order["start"].to_list()
+    groups = order.select(pl.struct(key).rank("dense").alias("g"))["g"].to_list()
+    hits = [False] * len(times)
+    expiry = -math.inf
+    last_group = None
+    for i, (t, g) in enumerate(zip(times, groups, strict=True)):
+        if g != last_group:
+            last_group, expiry = g, -math.inf
+        if t < expiry:
+            hits[i] = True
+        else:
+            expiry = t + lifetime
+    return (order.select("_i").with_columns(pl.Series("hit", hits)).sort("_i")["hit"])
+
+
+def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
+                     rdns: pl.DataFrame, targets: pl.DataFrame,
+                     pseudonyms: Callable[[pl.Series], pl.DataFrame],
+                     ) -> tuple[pl.DataFrame, StageCounters]:
+    """Phase 2 for one partition's flows: its events sorted by (start, seq)."""
+    c = StageCounters()
+    empty = pl.DataFrame(schema=EVENT_SCHEMA)
+    if df.height == 0:
+        return empty, c
+    flows, c.paired, c.reverse_only = _pair(df, cfg.flow_filter)
+    ports, protos = sorted(cfg.flow_filter.ports), sorted(cfg.flow_filter.protocols)
+    keep = pl.col("proto").is_in(protos) & pl.col("dport").is_in(ports)
+    kept = flows.filter(keep).sort(["start", "seq"])
+    c.filtered_out = flows.height - kept.height
+    c.kept = kept.height
+    if kept.height == 0:
+        return empty, c
+    c.ssl_bytes_kept = int(kept["bytes"].sum())
+    c.first_start = float(kept["start"][0])
+    c.last_start = float(kept["start"][-1])
+    named = kept.join(names, left_on="dst", right_on="address", how="left")
+    if rdns.height:
+        named = named.join(rdns, left_on="dst", right_on="address", how="left",
+                           suffix="_rdns")
+    else:
+        named = named.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
+    named = named.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"),
+                               pl.when(pl.col("sni").is_not_null()).then(pl.lit("sni"))
+                               .when(pl.col("name").is_not_null()).then(pl.lit("map"))
+                               .otherwise(pl.lit("rdns")).alias("named_by"))
+    c.unnamed_dropped = int(named["host"].null_count())
+    named = named.filter(pl.col("host").is_not_null())
+    c.named = named.height
+    c.named_by = {str(k): int(v) for k, v in named["named_by"].value_counts().iter_rows()}
+    c.ssl_bytes_named = int(named["bytes"].sum()) if named.height else 0
+    named = (named.join(pseudonyms(named["src"].unique()), on="src", how="left")
+             .join(targets, on="host", how="left")
+             .with_columns(pl.coalesce("target_port", "dport").alias("port"),
+                           pl.col("target_fingerprint").fill_null("").alias("fingerprint")))
+    named = named.with_columns(_client_cache(named, cfg.client_cache_lifetime).alias("hit"))
+    c.client_cache_hits = int(named["hit"].sum())
+    c.notary_requests = named.height - c.client_cache_hits
+    events = named.with_columns(
+        pl.when(pl.col("hit")).then(pl.lit(KIND_CLIENT_HIT)).otherwise(pl.lit(KIND_REQUEST))
+        .alias("kind"), pl.col("bytes").alias("ssl_bytes"))
+    if not cfg.include_client_hits:
+        events = events.filter(~pl.col("hit"))
+    return events.select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA), c  # type: ignore[arg-type]
+
+
+def sum_counters(parts: Iterable[StageCounters]) -> StageCounters:
+    total = StageCounters()
+    for c in parts:
+        for name in ("paired", "reverse_only", "filtered_out", "kept", "named",
+                     "unnamed_dropped", "client_cache_hits", "notary_requests",
+                     "ssl_bytes_kept", "ssl_bytes_named"):
+            setattr(total, name, getattr(total, name) + getattr(c, name))
+        for k, v in c.named_by.items():
+            total.named_by[k] = total.named_by.get(k, 0) + v
+        if c.first_start is not None:
+            total.first_start = c.first_start if total.first_start is None else min(
+                total.first_start, c.first_start)
+        if c.last_start is not None:
+            total.last_start = c.last_start if total.last_start is None else max(
+                total.last_start, c.last_start)
+    return total

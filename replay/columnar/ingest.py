@@ -1,0 +1,288 @@
+"""Phase 1, ingest: checked addresses and names, the residue rows, and the parsed flows
+written to partitions by client (bounded memory, spilled to Parquet)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from pathlib import Path
+
+import polars as pl
+
+from replay.columnar.parse import _fast_columns, _forms, _key_columns, _scan
+from replay.columnar.schema import BATCH_ROWS, CANONICAL_IPV4_RE, FILE_SHIFT, FLOW_SCHEMA
+from replay.columnar.sources import Source
+from replay.errors import MalformedRow, ReplayInputError, ReplayIOError
+from replay.flows import (
+    FlowRecord,
+    Layout,
+    detect_layout,
+    nfdump_fmt_layout,
+    parse_address,
+    parse_hostname,
+)
+from replay.ingest import MAX_LINE_CHARS, ErrorLog
+from replay.model import FlowFilter
+
+
+@dataclass
+class Canonical:
+    """Distinct raw addresses and names, checked once each by the reference functions.
+    Only the values that change (``changed``: raw -> canonical) or fail (``invalid``) are
+    kept apart: most addresses are already canonical and cost nothing per row."""
+
+    seen: set[str] = field(default_factory=set)
+    changed: dict[str, str] = field(default_factory=dict)
+    invalid: set[str] = field(default_factory=set)
+    names: dict[str, str | None] = field(default_factory=dict)
+
+    def learn_addresses(self, raw: pl.Series) -> None:
+        values = raw.unique().drop_nulls()
+        # a dotted quad without leading zeros is its own canonical form: no Python needed
+        values = values.filter(~values.str.contains(CANONICAL_IPV4_RE))
+        for value in values.to_list():
+            if value in self.seen:
+                continue
+            self.seen.add(value)
+            try:
+                canonical = parse_address(value)
+            except ValueError:
+                self.invalid.add(value)
+                continue
+            if canonical != value:
+                self.changed[value] = canonical
+
+    def address(self, raw: str) -> pl.Expr:
+        """The canonical form of column ``raw`` (null for an invalid address)."""
+        e = pl.col(raw)
+        if self.changed:
+            e = e.replace(self.changed)
+        if self.invalid:
+            e = pl.when(pl.col(raw).is_in(list(self.invalid))).then(pl.lit(None, pl.String))\
+                .otherwise(e)
+        return e
+
+    def map_names(self, raw: pl.Series) -> None:
+        for value in raw.unique().drop_nulls().to_list():
+            if value not in self.names:
+                try:
+                    self.names[value] = parse_hostname(value)
+                except ValueError:
+                    self.names[value] = None
+
+
+def _hostname_fast(raw: pl.Expr) -> pl.Expr:
+    """The reference's "no name" values (empty, 0, -) as null; others to be checked."""
+    t = raw.str.strip_chars().str.strip_chars_end(".").str.to_lowercase()
+    return pl.when(t.is_null() | t.is_in(["", "0", "-"])).then(pl.lit(None, pl.String))\
+        .otherwise(raw)
+
+
+MEMORY_BUDGET = 256 * 1024 * 1024  # bytes of parsed flows held before spilling to disk
+
+
+class Partitions:
+    """Parsed flows by partition (a hash of the client address): in memory while they fit
+    :data:`MEMORY_BUDGET`, then spilled to Parquet chunks, so memory stays bounded whatever
+    the trace's size."""
+
+    def __init__(self, root: Path, count: int, flow_filter: FlowFilter,
+                 budget: int = MEMORY_BUDGET) -> None:
+        self.root = root
+        self.count = count
+        self.filter = flow_filter
+        self.budget = budget
+        self.chunks = 0
+        self.held: list[list[pl.DataFrame]] = [[] for _ in range(count)]
+        self.held_bytes = 0
+        self.spilled = False
+
+    def client_expr(self) -> pl.Expr:
+        """The client's address: the destination of a server half (from a kept port to
+        another), else the source (docs: pairing)."""
+        ports = sorted(self.filter.ports)
+        protos = sorted(self.filter.protocols)
+        server = (pl.col("proto").is_in(protos) & pl.col("sport").is_in(ports)
+                  & ~pl.col("dport").is_in(ports))
+        return pl.when(server).then(pl.col("dst")).otherwise(pl.col("src"))
+
+    def write(self, df: pl.DataFrame) -> None:
+        if df.height == 0:
+            return
+        df = df.select(list(FLOW_SCHEMA))
+        if self.count == 1:
+            pieces = {0: df}
+        else:
+            df = df.with_columns((self.client_expr().hash(seed=1) % self.count)
+                                 .cast(pl.Int64).alias("_part"))
+            pieces = {int(k[0]): v.drop("_part")
+                      for k, v in df.partition_by("_part", as_dict=True).items()}
+        for part, chunk in pieces.items():
+            self.held[part].append(chunk)
+            self.held_bytes += int(chunk.estimated_size())
+        if self.held_bytes > self.budget:
+            self.spill()
+
+    def spill(self) -> None:
+        for part, frames in enumerate(self.held):
+            if frames:
+                (self.root / f"p{part}").mkdir(parents=True, exist_ok=True)
+                self.chunks += 1
+                pl.concat(frames).write_parquet(
+                    self.root / f"p{part}" / f"c{self.chunks}.parquet", compression="lz4",
+                    statistics=False)
+        self.held = [[] for _ in range(self.count)]
+        self.held_bytes = 0
+        self.spilled = True
+
+    def frame(self, p: int) -> pl.DataFrame:
+        """Partition ``p``'s flows (read back from disk when spilled)."""
+        files = sorted((self.root / f"p{p}").glob("*.parquet"))
+        frames = ([pl.read_parquet(files)] if files else []) + self.held[p]
+        return pl.concat(frames) if frames else pl.DataFrame(schema=FLOW_SCHEMA)
+
+    def scan(self) -> pl.LazyFrame:
+        """Every flow, lazily (for the reverse-DNS pass)."""
+        files = sorted(self.root.glob("p*/*.parquet"))
+        frames = [pl.scan_parquet(files)] if files else []
+        frames += [f.lazy() for held in self.held for f in held]
+        return pl.concat(frames) if frames else pl.LazyFrame(schema=FLOW_SCHEMA)
+
+
+def _residue(src: Source, rows: set[int], tz: tzinfo, errors: ErrorLog,
+             stop: int | None) -> list[tuple[int, FlowRecord]]:
+    """The reference parser on the residue rows: records, and malformed rows to ``errors``
+    (lines in file order, so a strict run stops at the first one)."""
+    import csv as _csv
+
+    layout: Layout = nfdump_fmt_layout() if src.layout == "nfdump-fmt" else detect_layout(
+        src.header, tz)
+    sep = "|" if src.layout == "nfdump-fmt" else ","
+    first_data = 1 if src.layout == "nfdump-fmt" else 2  # physical line of row 0
+    out: list[tuple[int, FlowRecord]] = []
+    wanted = sorted(rows)
+    if not wanted:
+        return out
+    last = wanted[-1]
+    try:
+        fh = src.text.open("r", encoding="utf-8", errors="replace", newline="")
+    except OSError as exc:
+        raise ReplayIOError(f"cannot open {src.text}: {exc}") from exc
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            row = lineno - first_data
+            if row < 0:
+                continue
+            if row > last or (stop is not None and row >= stop):
+                break
+            if row not in rows:
+                continue
+            line = raw.rstrip("\r\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            if len(line) > MAX_LINE_CHARS:
+                errors.add(MalformedRow(src.display, lineno, "line too long"))
+                continue
+            fields = next(_csv.reader([line])) if sep == "," else line.split(sep)
+            try:
+                out.append((row, layout.parse(fields, src.display, lineno)))
+            except MalformedRow as err:
+                errors.add(err)
+    return out
+
+
+def _records_frame(src: Source, recs: list[tuple[int, FlowRecord]]) -> pl.DataFrame:
+    base = src.index << FILE_SHIFT
+    return pl.DataFrame(
+        {"seq": [base + r for r, _ in recs], "start": [x.start for _, x in recs],
+         "end": [x.end for _, x in recs], "src": [x.src for _, x in recs],
+         "dst": [x.dst for _, x in recs], "sport": [x.sport for _, x in recs],
+         "dport": [x.dport for _, x in recs], "proto": [x.proto for _, x in recs],
+         "packets": [x.packets for _, x in recs], "bytes": [x.bytes for _, x in recs],
+         "sni": [x.sni for _, x in recs]}, schema=FLOW_SCHEMA)
+
+
+class NotUtf8(Exception):
+    """An input is not valid UTF-8 where the strict (faster) decoder read it."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
+def _batches(src: Source, parsed: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    try:
+        yield from parsed.collect_batches(chunk_size=BATCH_ROWS)
+    except pl.exceptions.ComputeError as exc:
+        if "utf" in str(exc).lower():
+            raise NotUtf8(src.index) from exc
+        raise ReplayInputError(f"{src.display}: {str(exc).splitlines()[0]}") from exc
+
+
+def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
+                  errors: ErrorLog, progress: Callable[[int], None], lossy: bool = False,
+                  ) -> int:
+    """Phase 1 for one input; returns the number of flow records (``flows_read``).
+    ``lossy``: decode invalid UTF-8 as replacement characters (slower; the reference's
+    reading), else raise :class:`NotUtf8` at the first invalid byte."""
+    offset = 0.0
+    if src.layout != "nfdump-fmt":
+        probe = tz.utcoffset(None)
+        offset = probe.total_seconds() if probe is not None else 0.0
+    lf, names = _scan(src, lossy)
+    forms = _forms(src, *_key_columns(src))
+    exprs, needed, checks = _fast_columns(src, offset, forms)
+    # No length checks here: a value the fast path accepts is short by construction (a
+    # number, a time, an address or name the reference accepted), so an over-long field or
+    # line of the fields the layout uses always ends in the residue, where the reference
+    # checks it. The layout's other columns are never read.
+    complete = pl.all_horizontal([pl.col(c).is_not_null() for c in needed] + checks)
+    # nfdump <= 1.7.4 ends its CSV with a "Summary" block: the reference stops there
+    summary = (pl.col(names[0]).str.starts_with("Summary") if src.layout.startswith("nfdump")
+               else pl.lit(False))
+    parsed = lf.select("row", *exprs, complete.alias("_complete"), summary.alias("_summary"))
+    fast_ok = pl.all_horizontal([pl.col(c).is_not_null() for c in (
+        "start", "end", "sport", "dport", "proto", "packets", "bytes", "src_raw", "dst_raw")])
+    parsed = parsed.with_columns(
+        (pl.col("_complete") & fast_ok & (pl.col("end") >= pl.col("start"))).alias("_ok"),
+        _hostname_fast(pl.col("sni_raw")).alias("sni_raw"))
+    residue: set[int] = set()
+    flows = 0
+    stop: int | None = None
+    base = src.index << FILE_SHIFT
+    for batch in _batches(src, parsed):
+        hits = batch.filter(pl.col("_summary"))
+        if hits.height:
+            stop = int(hits["row"][0])
+            batch = batch.filter(pl.col("row") < stop)
+        progress(batch.height)
+        if batch["_ok"].all():
+            ok = batch
+        else:
+            ok = batch.filter(pl.col("_ok"))
+            residue.update(batch.filter(~pl.col("_ok"))["row"].to_list())
+        if ok.height:
+            canon.learn_addresses(ok["src_raw"])
+            canon.learn_addresses(ok["dst_raw"])
+            sni = pl.lit(None, pl.String)
+            named = ok["sni_raw"].null_count() < ok.height
+            if named:
+                canon.map_names(ok["sni_raw"])
+                sni = pl.col("sni_raw").replace_strict(canon.names, default=None,
+                                                       return_dtype=pl.String)
+            ok = ok.with_columns(canon.address("src_raw").alias("src"),
+                                 canon.address("dst_raw").alias("dst"), sni.alias("sni"),
+                                 (pl.col("row").cast(pl.Int64) + base).alias("seq"))
+            if canon.invalid or named:
+                bad = (pl.col("src").is_null() | pl.col("dst").is_null()
+                       | (pl.col("sni_raw").is_not_null() & pl.col("sni").is_null()))
+                residue.update(ok.filter(bad)["row"].to_list())
+                ok = ok.filter(~bad)
+            parts.write(ok)
+            flows += ok.height
+        if stop is not None:
+            break
+    recs = _residue(src, residue, tz, errors, stop)
+    parts.write(_records_frame(src, recs))
+    return flows + len(recs)

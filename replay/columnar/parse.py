@@ -1,0 +1,238 @@
+"""Phase 1, parsing: every field scanned as text, parsed by vectorised expressions for
+its common form; the other rows are left to the reference parser (see the package)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from replay.columnar.schema import EPOCH_RE
+from replay.columnar.sources import Source
+from replay.flows import (
+    MAX_FIELD_CHARS,
+    PROTO_NAMES,
+)
+
+
+@dataclass(frozen=True)
+class Forms:
+    """Which form of a field a file mostly uses (from a sample of its first rows): the fast
+    path parses that form only, and a row in another form is residue. ``strip``: fields are
+    padded (nfdump's ``fmt`` output)."""
+
+    epoch_times: bool = True
+    numeric_proto: bool = True
+    strip: bool = False
+
+
+def _text(name: str, forms: Forms) -> pl.Expr:
+    return pl.col(name).str.strip_chars() if forms.strip else pl.col(name)
+
+
+def _short(name: str) -> pl.Expr:
+    """The reference refuses a field over MAX_FIELD_CHARS characters (e.g. a number padded
+    with zeros, which a cast would read)."""
+    return pl.col(name).str.len_bytes() <= MAX_FIELD_CHARS
+
+
+def _divide(x: pl.Expr, d: float) -> pl.Expr:
+    """``x / d`` correctly rounded, as Python divides: polars divides by a scalar by
+    multiplying with its reciprocal, which is off by one unit in the last place for about a
+    quarter of timestamps; a column divisor is divided element by element."""
+    return x / (x * 0.0 + d)
+
+
+def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
+    """Seconds since the epoch for the file's form of time (epoch seconds or milliseconds,
+    or a naive ``YYYY-MM-DD HH:MM:SS[.fff|.ffffff]`` in the zone ``offset`` seconds east of
+    UTC), else null (residue). Exactly the values the reference gives those forms."""
+    t = _text(name, forms)
+    if forms.epoch_times:
+        v = t.cast(pl.Float64, strict=False)
+        ms = ~t.str.contains(".", literal=True) & (t.str.len_bytes() >= 13)
+        v = pl.when(ms).then(_divide(v, 1000.0)).otherwise(v)
+        return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11) & _short(name)).then(v)
+    # the seconds part has few distinct values (about one per second of trace): parsed once
+    # each (strptime's cache); the fraction is plain digits
+    n = t.str.len_bytes()
+    seconds = t.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S",
+                                               strict=False, cache=True).dt.epoch("us")
+    dot = t.str.slice(19, 1) == "."
+    frac = (pl.when(n == 19).then(pl.lit(0, pl.Int64))
+            .when((n == 23) & dot).then(t.str.slice(20, 3).cast(pl.Int64, strict=False) * 1000)
+            .when((n == 26) & dot).then(t.str.slice(20, 6).cast(pl.Int64, strict=False)))
+    # integer microseconds, the offset included, then seconds: the reference's arithmetic
+    us = pl.when(frac >= 0).then(seconds + frac - int(round(offset * 1_000_000)))
+    return _divide(us.cast(pl.Float64), 1_000_000.0)
+
+
+def _port(name: str, forms: Forms) -> pl.Expr:
+    # polars reads only what Python's int() reads the same way (digits, a sign); an ICMP
+    # type.code, spaces or underscores go to the reference
+    n = _text(name, forms).cast(pl.Int64, strict=False)
+    return pl.when((n >= 0) & (n <= 65535) & _short(name)).then(n)
+
+
+def _proto(name: str, forms: Forms) -> pl.Expr:
+    t = _text(name, forms)
+    if forms.numeric_proto:
+        n = t.cast(pl.Int64, strict=False)
+        return pl.when((n >= 0) & (n <= 255) & ~t.str.starts_with("+") & _short(name)).then(n)
+    # the names as exporters print them (upper case); other spellings go to the reference
+    return t.replace_strict(PROTO_NAMES, default=None, return_dtype=pl.Int64)
+
+
+def _count(name: str, forms: Forms) -> pl.Expr:
+    n = _text(name, forms).cast(pl.Int64, strict=False)
+    return pl.when((n >= 0) & _short(name)).then(n)
+
+
+def _duration(name: str, forms: Forms) -> pl.Expr:
+    # what polars reads as a float, Python's float() reads the same (HH:MM:SS: residue)
+    v = _text(name, forms).cast(pl.Float64, strict=False)
+    return pl.when(v.is_finite() & (v >= 0) & _short(name)).then(v)
+
+
+def _sum(terms: list[pl.Expr]) -> pl.Expr:
+    """A sum that is null when a term is (``sum_horizontal`` would skip it)."""
+    total = pl.lit(0, pl.Int64)
+    for t in terms:
+        total = total + t
+    return total
+
+
+SAMPLE_LINES = 1000
+
+
+def _forms(src: Source, time_col: int, proto_col: int) -> Forms:
+    """The forms of the file's first rows (at most :data:`SAMPLE_LINES`)."""
+    import csv as _csv
+    import itertools
+
+    times: list[str] = []
+    protos: list[str] = []
+    sep = "|" if src.layout == "nfdump-fmt" else ","
+    with src.text.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+        lines = itertools.islice(fh, 0 if src.layout == "nfdump-fmt" else 1, SAMPLE_LINES)
+        rows = (line.split(sep) for line in lines) if sep == "|" else _csv.reader(lines)
+        for row in rows:
+            if len(row) > max(time_col, proto_col):
+                times.append(row[time_col].strip())
+                protos.append(row[proto_col].strip())
+    epoch = sum(1 for t in times if re.fullmatch(EPOCH_RE, t))
+    numeric = sum(1 for p in protos if p.isdigit())
+    return Forms(epoch_times=epoch * 2 >= max(1, len(times)),
+                 numeric_proto=numeric * 2 >= max(1, len(protos)),
+                 strip=src.layout == "nfdump-fmt")
+
+
+def _fast_columns(src: Source, offset: float, forms: Forms,
+                  ) -> tuple[list[pl.Expr], list[str], list[pl.Expr]]:
+    """Expressions giving the flow columns (null where the fast path does not apply), the
+    columns the row needs (all non-null), and further checks that must hold, for one
+    layout."""
+    checks: list[pl.Expr] = []
+    idx = {h.strip(): i for i, h in enumerate(src.header)}
+
+    def col(name: str) -> str:
+        return f"column_{idx[name] + 1}" if src.header else name
+
+    def text(c: str) -> pl.Expr:
+        return _text(c, forms)
+
+    def port(c: str) -> pl.Expr:
+        return _port(c, forms)
+
+    def count(c: str) -> pl.Expr:
+        return _count(c, forms)
+
+    def when(c: str) -> pl.Expr:
+        return _time(c, offset, forms)
+
+    if src.layout == "canonical":
+        cols = {n: col(n) for n in ("start", "end", "src", "dst", "sport", "dport", "proto",
+                                    "packets", "bytes")}
+        exprs = [when(cols["start"]).alias("start"), when(cols["end"]).alias("end"),
+                 text(cols["src"]).alias("src_raw"), text(cols["dst"]).alias("dst_raw"),
+                 port(cols["sport"]).alias("sport"), port(cols["dport"]).alias("dport"),
+                 _proto(cols["proto"], forms).alias("proto"),
+                 count(cols["packets"]).alias("packets"), count(cols["bytes"]).alias("bytes"),
+                 (text(col("sni")) if "sni" in idx else pl.lit(None, pl.String))
+                 .alias("sni_raw")]
+        needed = list(cols.values())
+    elif src.layout == "nfdump-legacy":
+        ts = when(col("ts"))
+        end = when(col("te"))
+        if "td" in idx:
+            td = text(col("td"))
+            absent = td.is_null() | (td == "")
+            end = pl.when(absent).then(end).otherwise(
+                pl.max_horizontal(end, ts + _duration(col("td"), forms)))
+            checks.append(absent | _duration(col("td"), forms).is_not_null())
+        opt = {n: col(n) for n in ("obyt", "ipkt", "opkt") if n in idx}
+        zero = pl.lit(0, pl.Int64)
+        exprs = [ts.alias("start"), end.alias("end"), text(col("sa")).alias("src_raw"),
+                 text(col("da")).alias("dst_raw"), port(col("sp")).alias("sport"),
+                 port(col("dp")).alias("dport"), _proto(col("pr"), forms).alias("proto"),
+                 ((count(opt["ipkt"]) if "ipkt" in opt else zero)
+                  + (count(opt["opkt"]) if "opkt" in opt else zero)).alias("packets"),
+                 (count(col("ibyt")) + (count(opt["obyt"]) if "obyt" in opt else zero))
+                 .alias("bytes"), pl.lit(None, pl.String).alias("sni_raw")]
+        needed = [col(n) for n in ("ts", "te", "sa", "da", "sp", "dp", "pr", "ibyt")]
+        needed += list(opt.values())
+    elif src.layout == "nfdump-new":
+        start = when(col("firstSeen"))
+        end = (when(col("lastSeen")) if "lastSeen" in idx
+               else start + _duration(col("duration"), forms))
+        bytes_cols = [col(c) for c in ("bytes", "inBytes", "outBytes") if c in idx]
+        pkt_cols = [col(c) for c in ("packets", "inPackets", "outPackets") if c in idx]
+        sni = idx.get("sniName", idx.get("sni"))
+        exprs = [start.alias("start"), end.alias("end"),
+                 text(col("srcAddr")).alias("src_raw"), text(col("dstAddr")).alias("dst_raw"),
+                 port(col("srcPort")).alias("sport"), port(col("dstPort")).alias("dport"),
+                 _proto(col("proto"), forms).alias("proto"),
+                 _sum([count(c) for c in pkt_cols]).alias("packets"),
+                 _sum([count(c) for c in bytes_cols]).alias("bytes"),
+                 (text(f"column_{sni + 1}") if sni is not None else pl.lit(None, pl.String))
+                 .alias("sni_raw")]
+        needed = [col(n) for n in ("firstSeen", "proto", "srcAddr", "dstAddr", "srcPort",
+                                   "dstPort")]
+        needed += [col("lastSeen") if "lastSeen" in idx else col("duration")]
+        needed += pkt_cols + bytes_cols
+    else:  # nfdump-fmt: 10 '|'-separated fields, no header
+        c = [f"column_{i + 1}" for i in range(10)]
+        exprs = [_time(c[0], 0.0, forms).alias("start"), _time(c[1], 0.0, forms).alias("end"),
+                 _text(c[2], forms).alias("src_raw"), _text(c[3], forms).alias("dst_raw"),
+                 _port(c[4], forms).alias("sport"), _port(c[5], forms).alias("dport"),
+                 _proto(c[6], forms).alias("proto"), _count(c[7], forms).alias("packets"),
+                 (_count(c[8], forms) + _count(c[9], forms)).alias("bytes"),
+                 pl.lit(None, pl.String).alias("sni_raw")]
+        needed = c
+    return exprs, needed, checks
+
+
+def _key_columns(src: Source) -> tuple[int, int]:
+    """The fields whose form decides the fast path: the start time and the protocol."""
+    if src.layout == "nfdump-fmt":
+        return 0, 6
+    idx = {h.strip(): i for i, h in enumerate(src.header)}
+    t, p = {"canonical": ("start", "proto"), "nfdump-legacy": ("ts", "pr"),
+            "nfdump-new": ("firstSeen", "proto")}[src.layout]
+    return idx[t], idx[p]
+
+
+def _scan(src: Source, lossy: bool = False) -> tuple[pl.LazyFrame, list[str]]:
+    """All the fields of every row as text, with the row index (0 = the first data line).
+    ``lossy``: invalid UTF-8 replaced (the reference reads so; tried when strict fails)."""
+    fmt = src.layout == "nfdump-fmt"
+    width = 10 if fmt else len(src.header)
+    names = [f"column_{i + 1}" for i in range(width)]
+    lf = pl.scan_csv(src.text, has_header=False, skip_rows=0 if fmt else 1,
+                     separator="|" if fmt else ",", infer_schema=False,
+                     schema=dict.fromkeys(names, pl.String), truncate_ragged_lines=True,
+                     quote_char=None if fmt else '"',
+                     encoding="utf8-lossy" if lossy else "utf8",
+                     raise_if_empty=False)
+    return lf.with_row_index("row"), names

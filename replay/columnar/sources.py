@@ -1,0 +1,112 @@
+"""The inputs: which files, in which layout; nfdump captures printed to text first."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import tzinfo
+from pathlib import Path
+
+from replay.errors import ReplayInputError, ReplayIOError
+from replay.flows import (
+    detect_layout,
+)
+from replay.ingest import NFDUMP_MAGIC, nfdump_command
+
+
+def expand_inputs(paths: Iterable[Path]) -> list[Path]:
+    """Files to read, in order: a directory stands for its ``nfcapd.*`` files (or, without
+    any, its regular files), a path with ``*?[`` for the files it matches; each sorted by
+    name, which for ``nfcapd.YYYYMMDDhhmm`` files is time order."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files = sorted(f for f in p.rglob("nfcapd.*") if f.is_file())
+            out += files or sorted(f for f in p.iterdir() if f.is_file())
+        elif any(c in str(p) for c in "*?["):
+            anchor = Path(p.anchor) if p.is_absolute() else Path(".")
+            pattern = str(p.relative_to(anchor)) if p.is_absolute() else str(p)
+            matched = sorted(f for f in anchor.glob(pattern) if f.is_file())
+            if not matched:
+                raise ReplayInputError(f"no file matches {p}")
+            out += matched
+        else:
+            out.append(p)
+    return out
+
+
+@dataclass
+class Source:
+    """One input as a text file the engine scans."""
+
+    path: Path  # what the user named
+    text: Path  # the text the engine reads (the nfdump output for binary files)
+    display: str  # the name in messages (as the reference prints it)
+    layout: str  # canonical | nfdump-legacy | nfdump-new | nfdump-fmt
+    header: list[str]
+    index: int
+    size: int
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+            for raw in fh:
+                if raw.strip():
+                    return raw.rstrip("\r\n")
+    except OSError as exc:
+        raise ReplayIOError(f"cannot open {path}: {exc}") from exc
+    return ""
+
+
+def _run_nfdump(path: Path, out: Path, output: str, nfdump_filter: str | None) -> None:
+    exe = shutil.which("nfdump")
+    if exe is None:
+        raise ReplayIOError("'nfdump' not found on PATH (install the nfdump package)")
+    env = dict(os.environ, TZ="UTC", LC_ALL="C")
+    try:
+        with out.open("wb") as fh:
+            proc = subprocess.run(nfdump_command(path, output, exe, nfdump_filter), stdout=fh,
+                                  stderr=subprocess.PIPE, env=env, timeout=24 * 3600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ReplayIOError(f"cannot run nfdump on {path}: {exc}") from exc
+    # one line: nfdump prints several
+    stderr = "; ".join(x.strip() for x in proc.stderr[:65536].decode("utf-8", "replace")
+                       .splitlines() if x.strip())
+    if proc.returncode != 0 and "No matching flows" not in stderr:
+        raise ReplayIOError(f"nfdump failed on {path} (exit {proc.returncode}): {stderr[:500]}")
+    if stderr and ("error" in stderr.lower() or "short read" in stderr.lower()):
+        raise ReplayIOError(f"nfdump reported errors on {path}: {stderr[:500]}")
+
+
+def plan_sources(paths: Iterable[Path], fmt: str, nfdump_output: str, work: Path,
+                 tz: tzinfo, nfdump_filter: str | None = None) -> list[Source]:
+    sources = []
+    for i, path in enumerate(expand_inputs(paths)):
+        try:
+            with path.open("rb") as fh:
+                magic = fh.read(2)
+        except OSError as exc:
+            raise ReplayIOError(f"cannot read {path}: {exc}") from exc
+        kind = ("nfdump" if magic == NFDUMP_MAGIC else "csv") if fmt == "auto" else fmt
+        if kind == "nfdump":
+            text = work / f"nfdump-{i}.txt"
+            _run_nfdump(path, text, nfdump_output, nfdump_filter)
+            display = f"{path} (nfdump)"
+        else:
+            text, display = path, str(path)
+        if kind == "nfdump" and nfdump_output == "fmt":
+            layout, header = "nfdump-fmt", []
+        else:
+            first = _first_line(text)
+            if not first:
+                continue  # an empty file: no flows
+            import csv as _csv
+
+            header = next(_csv.reader([first]))
+            layout = detect_layout(header, tz).name
+        sources.append(Source(path, text, display, layout, header, i, text.stat().st_size))
+    return sources
