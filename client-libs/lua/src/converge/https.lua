@@ -110,8 +110,13 @@ function M.request(reqt, body)
   local current, hops = t.url, 0
   while true do
     local hop = {}
-    local h = { url = current, redirect = false, create = M.create(opts, hop) }
-    for _, k in ipairs({ "source", "headers", "method", "step" }) do h[k] = t[k] end
+    local h = {}
+    -- the caller's fields (URL parts too) for the first hop; later hops are their URL only
+    for k, v in pairs(t) do
+      if hops == 0 or k == "source" or k == "headers" or k == "method" or k == "step" then h[k] = v end
+    end
+    h.url, h.redirect, h.create, h.maxredirects, h.proxy = current, false, M.create(opts, hop), nil, nil
+    for _, k in ipairs({ "client", "timeout", "require_ca", "cafile" }) do h[k] = nil end
     -- a redirect's own body is dropped; the caller's sink sees only the final answer's
     h.sink = function(chunk, err)
       if next_url(t, current, hop, limit, hops) then return 1 end
