@@ -60,7 +60,7 @@ def parse_path(path: str) -> TilePath:
         raise TileError("tile level above 63")
     index = int(m.group(2).replace("x", "").replace("/", ""))
     width = int(m.group(3)) if m.group(3) else TILE_WIDTH
-    if width >= TILE_WIDTH:
+    if m.group(3) and width >= TILE_WIDTH:
         raise TileError("a partial tile has 1 to 255 hashes")
     return TilePath(level, index, width)
 
