@@ -7,30 +7,25 @@ namespace Converge\Tests;
 final class Responder
 {
     public const KEYS = __DIR__ . '/../../vectors/keys';
-    /** @var resource */
-    private $proc;
-    /** @var array<int, resource> */
-    private array $pipes = [];
+    private Process $p;
     public int $port;
 
     public function __construct(public readonly string $cert = self::KEYS . '/test-other-cert.pem', public readonly string $key = self::KEYS . '/test-other-key.pem')
     {
-        $this->proc = proc_open([PHP_BINARY, __DIR__ . '/responder.php', $cert, $key], [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => STDERR], $this->pipes);
-        $this->port = (int) fgets($this->pipes[1]);
+        $this->p = new Process([PHP_BINARY, __DIR__ . '/responder.php', $cert, $key]);
+        $this->port = (int) $this->p->line();
     }
 
     /** Every connection from now on gets $response. */
     public function answer(string $response): void
     {
-        fwrite($this->pipes[0], 'answer ' . base64_encode($response) . "\n");
-        fgets($this->pipes[1]);
+        $this->p->send('answer ' . base64_encode($response));
     }
 
     /** The number of requests read so far. */
     public function count(): int
     {
-        fwrite($this->pipes[0], "count\n");
-        return (int) fgets($this->pipes[1]);
+        return (int) $this->p->send('count');
     }
 
     /** A v1 bundle pinning this notary; $signingKey (raw Ed25519 public key) makes it offer converge-answer/1. */
@@ -52,8 +47,6 @@ final class Responder
 
     public function stop(): void
     {
-        @fclose($this->pipes[0]);
-        @fclose($this->pipes[1]);
-        proc_close($this->proc);
+        $this->p->stop();
     }
 }

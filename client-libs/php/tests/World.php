@@ -9,10 +9,7 @@ namespace Converge\Tests;
  */
 final class World
 {
-    /** @var resource */
-    private $proc;
-    /** @var array<int, resource> */
-    private array $pipes = [];
+    private Process $p;
     /** @var array<string,mixed> */
     public array $info;
 
@@ -21,24 +18,19 @@ final class World
     {
         $root = dirname(__DIR__, 3);
         $cmd = array_merge([$root . '/.venv/bin/python', $root . '/client-libs/conformance/fake_world.py'], $args);
-        $this->proc = proc_open($cmd, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => STDERR], $this->pipes);
-        $this->info = json_decode((string) fgets($this->pipes[1]), true, 512, JSON_THROW_ON_ERROR);
+        $this->p = new Process($cmd);
+        $this->info = json_decode($this->p->line(), true, 512, JSON_THROW_ON_ERROR);
     }
 
     /** @return mixed */
     public function ask(string $command)
     {
-        fwrite($this->pipes[0], $command . "\n");
-        fflush($this->pipes[0]);
-        return json_decode((string) fgets($this->pipes[1]), true, 512, JSON_THROW_ON_ERROR);
+        return json_decode($this->p->send($command), true, 512, JSON_THROW_ON_ERROR);
     }
 
     public function stop(): void
     {
-        @fwrite($this->pipes[0], "quit\n");
-        @fclose($this->pipes[0]);
-        @fclose($this->pipes[1]);
-        proc_close($this->proc);
+        $this->p->stop('quit');
     }
 
     /** A configuration directory enabling notaries $indices (all by default). @param array<string,mixed> $settings */

@@ -8,6 +8,7 @@ foreach (['/usr/share/php/Psr/Http/Client/autoload.php', '/usr/share/php/GuzzleH
         require_once $f;
     }
 }
+require __DIR__ . '/Process.php';
 require __DIR__ . '/World.php';
 require __DIR__ . '/Responder.php';
 require __DIR__ . '/Relay.php';
