@@ -1,4 +1,4 @@
--- JSON as Python reads and writes it, canonical JSON, fingerprints, framing, bundles,
+-- Strict JSON and the bounds scan, fingerprints, framing, bundles,
 -- configuration, policies; a fixed-seed fuzz of the response parser.
 local lfs = require "lfs"
 local json = require "converge.json"

@@ -18,7 +18,7 @@ local M = {}
 M.now = socket.gettime
 
 local DEFINITIVE = { listed = true, ["status-only"] = true, mismatch = true, ["not-listed"] = true, match = true }
-local SEVERITY = { signature = 3, response = 3, malformed = 3, ["non-canonical"] = 3, ["unknown-key"] = 3,
+local SEVERITY = { signature = 3, response = 3, malformed = 3, ["unknown-key"] = 3,
   ["bad-signature"] = 3, ["wrong-target"] = 3, ["nonce-mismatch"] = 3, stale = 3, pin = 2 }
 
 -- one client context for every notary connection: the bundle's pin decides, before sending
@@ -259,8 +259,9 @@ function Query:finish()
   local now = math.floor(self.ext.now())
   local ok, resp = pcall(legacy.parse_http_response, raw, self.o.max_bytes)
   if not ok then
-    if not errors.is(resp) then error(resp, 0) end
-    self.outcome = legacy.failure_of(resp, nil)
+    -- the one parse boundary: whatever the framing raises is this notary's failure
+    self.outcome = errors.is(resp) and legacy.failure_of(resp, nil)
+      or legacy.outcome("failure", "response", nil, "unreadable response: " .. tostring(resp))
     return
   end
   self.outcome = extended.evaluate(resp, extended.trusted_keys(self.ext.keys, now), {
