@@ -12,7 +12,7 @@ LISTEN  ?= 127.0.0.1:8443
 $(STAMP): pyproject.toml $(wildcard client-libs/python/pyproject.toml)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[replay,dev]'
 	if [ -f client-libs/python/pyproject.toml ]; then $(BIN)/pip install -q -e client-libs/python; fi
 	touch $(STAMP)
 
