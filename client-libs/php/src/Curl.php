@@ -30,6 +30,7 @@ final class Curl
             CURLOPT_SSL_VERIFYPEER => false, // the notaries decided; the pin below binds the request to it
             CURLOPT_SSL_VERIFYHOST => 0,
             CURLOPT_PINNEDPUBLICKEY => 'sha256//' . base64_encode(hash('sha256', $spki, true)),
+            CURLOPT_FOLLOWLOCATION => false, // the pin is for this origin: check the next URL with options of its own
         ];
         if ($proxy !== null && $proxy !== '') {
             $opts[CURLOPT_PROXY] = $proxy;

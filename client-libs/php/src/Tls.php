@@ -10,7 +10,8 @@ namespace Converge;
  *   wrapper use. It first completes a handshake with the server (capture_peer_cert, nothing
  *   sent), asks the notaries about that certificate for host:port, and returns a context pinned
  *   to it (peer_fingerprint, SHA-256): the real request's handshake fails unless the server
- *   presents exactly the certificate the notaries vouched for.
+ *   presents exactly the certificate the notaries vouched for. Redirects are not followed
+ *   (follow_location 0): the next URL is checked with a context of its own.
  * - Tls::connect($host, $port): a TLS stream the notaries vouch for, nothing sent yet.
  *
  * A refused certificate is a NotTrusted exception saying why. HTTP proxies (CONNECT) are
@@ -128,8 +129,10 @@ final class Tls
         unset($ssl['capture_peer_cert']);
         $ssl['peer_fingerprint'] = ['sha256' => hash('sha256', $der)];
         $options['ssl'] = ($options['ssl'] ?? []) + $ssl;
+        // the context is pinned for this origin: a redirect elsewhere is a URL of its own, checked with its own context
+        $options['http'] = ($options['http'] ?? []) + ['follow_location' => 0];
         if ($proxy !== null && $proxy !== '') {
-            $options['http'] = ($options['http'] ?? []) + ['proxy' => 'tcp://' . preg_replace('#^[a-z]+://#', '', rtrim($proxy, '/')), 'request_fulluri' => false];
+            $options['http'] += ['proxy' => 'tcp://' . preg_replace('#^[a-z]+://#', '', rtrim($proxy, '/')), 'request_fulluri' => false];
         }
         return stream_context_create($options);
     }

@@ -63,6 +63,27 @@ final class HookTest extends TestCase
         $this->assertSame(0, $this->forgedRequests());
     }
 
+    public function testARedirectIsNotFollowedWithThePinOfTheFirstOrigin(): void
+    {
+        // a vouched server redirecting to another origin that happens to present the same key
+        $site = new Responder(Responder::KEYS . '/test-notary-cert.pem', Responder::KEYS . '/test-notary-key.pem');
+        try {
+            $site->answer("HTTP/1.0 302 Found\r\nLocation: {$this->url('genuine')}\r\nContent-Length: 0\r\n\r\n");
+            $url = "https://127.0.0.1:{$site->port}/";
+            $this->assertSame('', file_get_contents($url, false, Tls::context($url, $this->c)));
+            $this->assertStringContainsString(' 302 ', $http_response_header[0]);
+            $ch = curl_init($url);
+            curl_setopt_array($ch, Curl::options($url, $this->c) + [CURLOPT_RETURNTRANSFER => true]);
+            $this->assertSame('', curl_exec($ch));
+            $this->assertSame(302, curl_getinfo($ch, CURLINFO_RESPONSE_CODE));
+            $this->assertSame([0, 2], [$this->w->ask('count')['sites']['genuine'], $site->count()], 'the next origin was not asked for');
+        } finally {
+            $site->stop();
+        }
+        // twin: asked for with a context of its own, the next origin loads
+        $this->assertSame('genuine', file_get_contents($this->url('genuine'), false, Tls::context($this->url('genuine'), $this->c)));
+    }
+
     public function testCurl(): void
     {
         $ch = curl_init($this->url('genuine'));
