@@ -85,3 +85,65 @@ fn through_a_connect_proxy_the_origin_is_asked_about_and_an_attackers_proxy_is_c
     assert!(not_trusted(&err).is_some(), "{err}");
     assert_eq!(forged.requests.load(Ordering::SeqCst), 0);
 }
+
+/// The path of a request target, also in absolute form (`https://host:port/path`).
+fn origin_form(target: &str) -> &str {
+    match target.strip_prefix("https://") {
+        Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => target,
+    }
+}
+
+/// A site on two ports sharing one TLS server config (so one session cache, as one attacker's
+/// box would): port Q redirects `/` to port P and `/same` to `/final` on Q. The notaries see the
+/// presented certificate at Q; at P they see another one, until `vouch_p`.
+fn redirecting_sites() -> (Site, Site, Vec<FakeNotary>, Arc<Client>) {
+    let cfg = common::server_config(&notary_cert(), &notary_key());
+    let p = Site::listen(cfg.clone(), Arc::new(|_: &str| common::ok_reply("at P")));
+    let to_p = format!("https://127.0.0.1:{}/", p.port);
+    let q = Site::listen(
+        cfg,
+        // the path of the request line (ureq writes the absolute form inside a CONNECT tunnel)
+        Arc::new(move |line: &str| match line.split(' ').nth(1).map(origin_form) {
+            Some("/") => common::redirect_reply(&to_p),
+            Some("/same") => common::redirect_reply("/final"),
+            _ => common::ok_reply("at Q"),
+        }),
+    );
+    let ns = vec![
+        FakeNotary::start("Org A", Mode::Listed, &notary_cert(), &notary_key(), &genuine_fp()),
+        FakeNotary::start("Org B", Mode::Listed, &notary_cert(), &notary_key(), &genuine_fp()),
+    ];
+    for n in &ns {
+        n.views.lock().unwrap().insert(format!("127.0.0.1:{}", p.port), common::forged_fp());
+    }
+    let dir = config_dir(&[&ns[0], &ns[1]], json!({"notary-agreement": "consensus"}), false);
+    (p, q, ns, Arc::new(Client::load(Some(&dir)).unwrap()))
+}
+
+#[test]
+fn every_redirect_hop_is_checked_for_its_own_host_and_port() {
+    let (p, q, ns, client) = redirecting_sites();
+    let (relay, _) = proxy(None);
+    for via in [None, Some(format!("http://127.0.0.1:{relay}"))] {
+        let agent = converge::http::agent(client.clone(), q.port, via.as_deref()).unwrap();
+        // twin: a redirect on the same origin is followed
+        let same = agent.get(&format!("https://127.0.0.1:{}/same", q.port)).call().unwrap();
+        assert_eq!(same.into_string().unwrap(), "at Q", "via {via:?}");
+        // Q -> P: the hop to P is checked for P (the notaries see another certificate there),
+        // not accepted on Q's verifier or a session resumed from Q
+        let err = agent.get(&format!("https://127.0.0.1:{}/", q.port)).call().unwrap_err();
+        let nt = not_trusted(&err).unwrap_or_else(|| panic!("via {via:?}: {err}"));
+        assert_eq!(nt.port, p.port);
+        assert_eq!(p.requests.load(Ordering::SeqCst), 0, "via {via:?}: the request reached P");
+        // a request naming another port than the agent's is refused, not checked as Q
+        assert!(agent.get(&format!("https://127.0.0.1:{}/", p.port)).call().is_err());
+        assert_eq!(p.requests.load(Ordering::SeqCst), 0);
+    }
+    // twin: once the notaries see that certificate at P too, the cross-port redirect is followed
+    for n in &ns {
+        n.views.lock().unwrap().clear();
+    }
+    let agent = converge::http::agent(client, q.port, None).unwrap();
+    assert_eq!(agent.get(&format!("https://127.0.0.1:{}/", q.port)).call().unwrap().into_string().unwrap(), "at P");
+}

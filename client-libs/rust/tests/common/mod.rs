@@ -6,6 +6,7 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ pub fn forged_fp() -> String {
     sha1_fp(&other_cert())
 }
 
-fn server_config(cert: &str, key: &str) -> Arc<ServerConfig> {
+pub fn server_config(cert: &str, key: &str) -> Arc<ServerConfig> {
     let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert.as_bytes()).map(|c| c.unwrap()).collect();
     let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key.as_bytes()).unwrap().unwrap();
     Arc::new(
@@ -117,6 +118,15 @@ pub struct FakeNotary {
     pub key_id: String,
     pub delay: Arc<Mutex<Duration>>,
     pub forms: Arc<Mutex<Forms>>,
+    /// Per-location views ("host:port" of a legacy request -> the SHA-1 the notary sees
+    /// there), overriding `sees`.
+    pub views: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// The "host:port" a legacy request asks about.
+fn legacy_location(req: &str) -> Option<String> {
+    let path = req.split(' ').nth(1)?.strip_prefix("/target/")?;
+    Some(path.split('/').next()?.replacen('+', ":", 1))
 }
 
 fn read_request(s: &mut impl Read) -> Option<String> {
@@ -155,11 +165,19 @@ impl FakeNotary {
         let rsa = Arc::new(rsa_key(key));
         let delay = Arc::new(Mutex::new(Duration::ZERO));
         let forms = Arc::new(Mutex::new(Forms::default()));
-        let (reqs, ed2, kid, sees, d2, f2) =
-            (requests.clone(), ed.clone(), key_id.clone(), sees.to_string(), delay.clone(), forms.clone());
+        let views = Arc::new(Mutex::new(HashMap::new()));
+        let (reqs, ed2, kid, sees, d2, f2, v2) = (
+            requests.clone(),
+            ed.clone(),
+            key_id.clone(),
+            sees.to_string(),
+            delay.clone(),
+            forms.clone(),
+            views.clone(),
+        );
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (cfg, reqs, ed, kid, sees, rsa, d, f) = (
+                let (cfg, reqs, ed, kid, sees, rsa, d, f, v) = (
                     cfg.clone(),
                     reqs.clone(),
                     ed2.clone(),
@@ -168,6 +186,7 @@ impl FakeNotary {
                     rsa.clone(),
                     d2.clone(),
                     f2.clone(),
+                    v2.clone(),
                 );
                 std::thread::spawn(move || {
                     let conn = ServerConnection::new(cfg).unwrap();
@@ -177,6 +196,8 @@ impl FakeNotary {
                     let delay = *d.lock().unwrap();
                     std::thread::sleep(delay);
                     let forms = *f.lock().unwrap();
+                    let seen = legacy_location(&req).and_then(|l| v.lock().unwrap().get(&l).cloned());
+                    let sees = seen.unwrap_or(sees);
                     let reply = answer(mode, &req, &sees, &ed, &kid, &rsa, forms);
                     if let Some(r) = reply {
                         let _ = tls.write_all(r.as_bytes());
@@ -188,7 +209,7 @@ impl FakeNotary {
                 });
             }
         });
-        FakeNotary { name: name.into(), port, requests, cert: cert.into(), ed, key_id, delay, forms }
+        FakeNotary { name: name.into(), port, requests, cert: cert.into(), ed, key_id, delay, forms, views }
     }
 
     pub fn bundle(&self, extended: bool) -> String {
@@ -324,24 +345,42 @@ pub struct Site {
     pub requests: Arc<AtomicUsize>,
 }
 
+/// A site's answer to a request line.
+pub type Reply = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// A 200 answer with `body`.
+pub fn ok_reply(body: &str) -> String {
+    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+}
+
+/// A 302 answer to `location`.
+pub fn redirect_reply(location: &str) -> String {
+    format!("HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+}
+
 impl Site {
     pub fn start(cert: &str, key: &str, body: &'static str) -> Site {
+        Site::listen(server_config(cert, key), Arc::new(move |_: &str| ok_reply(body)))
+    }
+
+    /// A site whose TLS server config (and so its session cache) is `cfg`, answering each
+    /// request line with `reply(line)`.
+    pub fn listen(cfg: Arc<ServerConfig>, reply: Reply) -> Site {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let cfg = server_config(cert, key);
         let requests = Arc::new(AtomicUsize::new(0));
         let r2 = requests.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (cfg, r) = (cfg.clone(), r2.clone());
-                std::thread::spawn(move || serve_site(stream, cfg, r, body));
+                let (cfg, r, reply) = (cfg.clone(), r2.clone(), reply.clone());
+                std::thread::spawn(move || serve_site(stream, cfg, r, reply));
             }
         });
         Site { port, requests }
     }
 }
 
-fn serve_site(stream: TcpStream, cfg: Arc<ServerConfig>, requests: Arc<AtomicUsize>, body: &str) {
+fn serve_site(stream: TcpStream, cfg: Arc<ServerConfig>, requests: Arc<AtomicUsize>, reply: Reply) {
     let conn = ServerConnection::new(cfg).unwrap();
     let mut tls = StreamOwned::new(conn, stream);
     let mut buf = Vec::new();
@@ -353,9 +392,8 @@ fn serve_site(stream: TcpStream, cfg: Arc<ServerConfig>, requests: Arc<AtomicUsi
         }
     }
     requests.fetch_add(1, Ordering::SeqCst);
-    let _ = tls.write_all(
-        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes(),
-    );
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let _ = tls.write_all(reply(head.lines().next().unwrap_or("")).as_bytes());
     tls.conn.send_close_notify();
     let _ = tls.flush();
 }
