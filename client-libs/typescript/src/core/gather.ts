@@ -128,3 +128,79 @@ export async function gather<R extends { vote: Vote }>(
   const trusted = settledEarly ? early! : decide(o.policy, votes, o.standAside);
   return { results, trusted, timedOut, settledEarly };
 }
+
+/** Answer kinds that end the race between one notary's hosts at once: a host has looked. */
+export const DEFINITIVE_KINDS: ReadonlySet<string> = new Set(["listed", "status-only", "mismatch", "not-listed", "match"]);
+
+/** Failures that mean a host answered but its answer did not verify. */
+const VERIFICATION_KINDS: ReadonlySet<string> = new Set([
+  "signature", "response", "malformed", "unknown-key", "bad-signature", "wrong-target",
+  "nonce-mismatch", "stale",
+]);
+
+/**
+ * Which non-definitive answer speaks for a notary when none of its hosts gave a definitive
+ * one (higher wins; ties go to the first in): an answer that failed verification (3), a
+ * host whose TLS pin did not match (2), any other answer that counts as a vote (1), a host
+ * not reached (0).
+ */
+export function failureRank(kind: string, vote: Vote): number {
+  if (VERIFICATION_KINDS.has(kind)) return 3;
+  if (kind === "pin") return 2;
+  return vote === "unreachable" ? 0 : 1;
+}
+
+/**
+ * Races the physical hosts of one logical notary (`ask(host, signal)` must not reject:
+ * failures are answers). The first definitive answer wins at once; otherwise, when every
+ * host has answered or `signal` aborts, the highest {@link failureRank} among the answers in
+ * (the first in on a tie); undefined when none came in. Hosts still running when the race
+ * is decided are aborted. One rule for the Node client and the browser extension.
+ */
+export async function raceHosts<H, A>(
+  hosts: readonly H[],
+  ask: (host: H, signal: AbortSignal) => Promise<A>,
+  view: (a: A) => { kind: string; vote: Vote },
+  signal: AbortSignal,
+): Promise<A | undefined> {
+  const ctl = new AbortController();
+  const got: A[] = [];
+  const onAbort = (): void => ctl.abort(signal.reason);
+  const winner = await new Promise<A | undefined>((resolve) => {
+    let pending = hosts.length;
+    let done = false;
+    const end = (w: A | undefined): void => {
+      if (done) return;
+      done = true;
+      signal.removeEventListener("abort", onEnd);
+      resolve(w);
+    };
+    const onEnd = (): void => end(undefined);
+    if (pending === 0 || signal.aborted) {
+      end(undefined);
+      return;
+    }
+    signal.addEventListener("abort", onEnd, { once: true });
+    signal.addEventListener("abort", onAbort, { once: true });
+    for (const h of hosts) {
+      ask(h, ctl.signal).then((a) => {
+        if (done) return;
+        got.push(a);
+        pending--;
+        if (DEFINITIVE_KINDS.has(view(a).kind)) end(a);
+        else if (pending === 0) end(undefined);
+      }, () => {
+        pending--;
+        if (pending === 0) end(undefined);
+      });
+    }
+  });
+  signal.removeEventListener("abort", onAbort);
+  ctl.abort(new Error("race decided"));
+  if (winner !== undefined) return winner;
+  let best: A | undefined;
+  for (const a of got) {
+    if (best === undefined || failureRank(view(a).kind, view(a).vote) > failureRank(view(best).kind, view(best).vote)) best = a;
+  }
+  return best;
+}

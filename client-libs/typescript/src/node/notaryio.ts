@@ -18,7 +18,7 @@ import {
 import type { Fingerprint } from "../core/fingerprint.js";
 import { outcomeFromHttp, parseHttpResponse, pyStrip, requestBytes, type HttpResponse, type Outcome } from "../core/legacy.js";
 import type { Vote } from "../core/policy.js";
-import { deadline } from "../core/gather.js";
+import { deadline, raceHosts } from "../core/gather.js";
 import { nodeCrypto, sha1Sync } from "./crypto.js";
 
 /** What one logical notary said. */
@@ -355,12 +355,6 @@ async function queryHost(nh: NotaryHost, target: string, port: number, wanted: r
   return a;
 }
 
-const DEFINITIVE = new Set(["listed", "status-only", "mismatch", "not-listed", "match"]);
-const SEVERITY: Record<string, number> = {
-  signature: 3, response: 3, pin: 2, malformed: 3, "non-canonical": 3, "unknown-key": 3,
-  "bad-signature": 3, "wrong-target": 3, "nonce-mismatch": 3, stale: 3,
-};
-
 /** Races every physical host of `b` (or one relayed query naming all of them). */
 export async function askNotary(
   b: Bundle, target: string, port: number, wanted: readonly Fingerprint[], notaryTimeoutMs: number,
@@ -374,38 +368,10 @@ export async function askNotary(
     hosts = b.hosts.slice(0, 1);
     opts = { ...o, relayDests: b.hosts };
   }
-  const got: HostAnswer[] = [];
-  // the answers in by the deadline; a definitive one ends the race at once
-  const [winner, answers] = await new Promise<[HostAnswer | undefined, HostAnswer[]]>((resolve) => {
-    let pending = hosts.length;
-    let done = false;
-    const end = (w: HostAnswer | undefined): void => {
-      if (done) return;
-      done = true;
-      limit.signal.removeEventListener("abort", onAbort);
-      resolve([w, [...got]]);
-    };
-    const onAbort = (): void => end(undefined);
-    limit.signal.addEventListener("abort", onAbort, { once: true });
-    for (const h of hosts) {
-      queryHost(h, target, port, wanted, opts, limit.signal).then((a) => {
-        if (done) return;
-        got.push(a);
-        pending--;
-        if (DEFINITIVE.has(a.outcome.kind)) end(a);
-        else if (pending === 0) end(undefined);
-      }, () => {
-        pending--;
-        if (pending === 0) end(undefined);
-      });
-    }
-  });
+  // the first definitive answer wins; else the answer that says most (the shared rule)
+  const best = await raceHosts(hosts, (h, sig) => queryHost(h, target, port, wanted, opts, sig), (a) => a.outcome, limit.signal);
   limit.done();
   const elapsedMs = performance.now() - t0;
-  let best = winner;
-  if (best === undefined && answers.length > 0) {
-    best = answers.reduce((x, y) => ((SEVERITY[y.outcome.kind] ?? 0) > (SEVERITY[x.outcome.kind] ?? 0) ? y : x));
-  }
   if (best === undefined) {
     return {
       name: b.name, vote: "unreachable", kind: "timeout", status: null, host: "",
