@@ -84,6 +84,23 @@ final class HookTest extends TestCase
         $this->assertSame('genuine', file_get_contents($this->url('genuine'), false, Tls::context($this->url('genuine'), $this->c)));
     }
 
+    public function testTheConformanceCliFollowsRedirectsHopByHopThroughTheHook(): void
+    {
+        $site = new Responder(Responder::KEYS . '/test-notary-cert.pem', Responder::KEYS . '/test-notary-key.pem');
+        $dir = $this->w->configDir(['notary-agreement' => 'consensus']);
+        $hook = static fn () => json_decode((string) shell_exec(escapeshellarg(PHP_BINARY) . ' ' . escapeshellarg(__DIR__ . '/../bin/converge-conformance')
+            . ' hook --config-dir ' . escapeshellarg($dir) . " 127.0.0.1 {$site->port}"), true);
+        try {
+            $site->answer("HTTP/1.0 302 Found\r\nLocation: {$this->url('forged')}\r\nContent-Length: 0\r\n\r\n");
+            $this->assertSame(['connected' => false, 'error' => 'untrusted'], array_intersect_key($hook(), ['connected' => 1, 'error' => 1]));
+            $this->assertSame(0, $this->forgedRequests());
+            $site->answer("HTTP/1.0 302 Found\r\nLocation: {$this->url('genuine')}\r\nContent-Length: 0\r\n\r\n"); // twin
+            $this->assertSame(['connected' => true, 'status' => 200, 'body' => 'genuine'], $hook());
+        } finally {
+            $site->stop();
+        }
+    }
+
     public function testCurl(): void
     {
         $ch = curl_init($this->url('genuine'));
