@@ -3,8 +3,9 @@ project's figures.
 
 ``replay reproduce`` does the work (synth -> farm -> notary -> workload -> open-loop run ->
 report -> the CA-vs-perspectives scores; no worlds, no client benchmark here); this script
-keeps its report under ``bench/results/<name>/`` and a JSON summary, side by side with the
-study, in ``bench/results/<name>.json`` (``var/results/...`` unless recording).
+keeps its report (summaries and figures) under ``bench/results/<name>/`` and a JSON summary,
+side by side with the study, in ``bench/results/<name>.json`` (``var/results/...`` unless
+recording); the per-site files go to ``var/bulk/<name>/``.
 
 Scale 1 at speed 1 is the study's hour (~574k notary requests, ~1 h). A time-compressed
 equivalent: ``--scale 0.25 --duration 3600 --speed 4`` keeps the notary's request rate while
@@ -24,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.paths import results_path  # noqa: E402
+from bench.paths import bulk_path, keep_results, results_path  # noqa: E402
 from replay.reproduce import ReproduceConfig, reproduce  # noqa: E402
 
 
@@ -47,12 +48,11 @@ def main() -> int:
     if rc != 0:
         return rc
     rep = a.out / a.name
-    if rep.exists():
-        shutil.rmtree(rep)
-    shutil.copytree(a.work / "report", rep)
+    bulk = keep_results(a.work / "report", rep, bulk_path(a.name))
     shutil.copy(a.work / "reproduce.md", rep / "reproduce.md")
-    if (a.work / "compare" / "comparison.json").exists():
+    if (a.work / "compare" / "comparison.json").exists():  # the summary (separating.csv: bulk)
         shutil.copy(a.work / "compare" / "comparison.json", rep / "comparison.json")
+        bulk += keep_results(a.work / "compare", a.work / "compare-summary", bulk_path(a.name))
     report = json.loads((rep / "report.json").read_text())
     n = max(1, report["requests"])
     o = report["outcomes"]
@@ -70,6 +70,8 @@ def main() -> int:
         "min_hold_seconds": report["min_hold_seconds"],
         "latency_ms": report["latency_ms"], "lateness_p99_ms": report["lateness_p99_ms"],
         "overhead": report["overhead"], "stages": report["stages"],
+        "per_site_files": [str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+                           for p in bulk],
         "study": {"share_202": 0.74, "share_503": 0.20, "share_dropped": 0.06,
                   "share_timeout": 0.001, "mean_requests_per_s": 160,
                   "layers": {"client": 0.77, "notary-hit": 0.21, "notary-miss": 0.01}},

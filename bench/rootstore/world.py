@@ -4,8 +4,9 @@
 
 Builds a world (``replay.rootstore.world``), serves it on loopback, scans every site the
 way ``replay rootstore scan`` does (the notary's clean path), then runs ``replay rootstore
-analyze`` (both organisation modes) and ``replay rootstore compare``. Outputs (CSV, JSON, PNG) go to
-``--out`` (default ``bench/rootstore/results/world``).
+analyze`` (both organisation modes) and ``replay rootstore compare``. Outputs (CSV, JSON,
+PNG) go to ``--out`` (default ``bench/rootstore/results/world``), but for the per-site
+separating cases (``var/bulk/rootstore-world/``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.paths import results_path
+from bench.paths import bulk_path, keep_results, results_path
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import parse_ip
 from notary.probe import TLSProber
@@ -71,9 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc = replay_main(["rootstore", "analyze", *common, "--out", str(args.out / "analysis")])
         rc |= replay_main(["rootstore", "analyze", *common, "--org-mode", "label", "--out",
                            str(args.out / "analysis-label")])
+        work = Path(tmp) / "compare"
         rc |= replay_main(["rootstore", "compare", *common, "--client-view",
                            str(world.dir / "client-view.jsonl"), "--k", "1,2,3,5,10,15,20,40",
-                           "--out", str(args.out / "compare")])
+                           "--out", str(work)])
+        keep_results(work, args.out / "compare", bulk_path("rootstore-world/compare"))
         chains.unlink()  # large; reproducible from the seed
     return rc
 
