@@ -8,9 +8,10 @@ Files written by :func:`write_analysis` into the output directory:
 * ``verdicts.csv``: full-store verdict counts over every site with a chain;
 * ``fig17-coverage.png``, ``fig18-coverage-orgs.png`` and ``summary.json``.
 
-:func:`write_comparison` writes ``agreement.csv``, ``separating.csv``, ``comparison.json``,
-``agreement.png`` and, with labelled sites, ``scores.csv`` (catches, misses and false alarms
-of each kind of trust, per site and weighted by requests).
+:func:`write_comparison` writes ``agreement.csv``, ``separating.csv`` (one row per separating
+site: the bulk), ``comparison.json`` (the summary: matrix, patterns by label, scores, the
+number of separating sites), ``agreement.png`` and, with labelled sites, ``scores.csv``
+(catches, misses and false alarms of each kind of trust, per site and weighted by requests).
 """
 
 from __future__ import annotations
@@ -198,7 +199,11 @@ def write_comparison(c: Comparison, out: Path, k_detail: int | None = None,
                     s["full"]["reason"]
                 w.writerow([s["host"], s["port"], s["label"], s["pattern"],
                             s["full"]["verdict"], s["top_k"]["verdict"], reason])
-        (out / "comparison.json").write_text(json.dumps(doc, indent=2) + "\n",
+        # the summary; the per-site rows are in separating.csv (bulk: not for a tracked place)
+        summary = {k: v for k, v in doc.items() if k != "separating"}
+        summary["separating_count"] = len(doc["separating"])
+        summary["separating_file"] = "separating.csv"
+        (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n",
                                              encoding="utf-8")
         names = ["agreement.csv", "separating.csv", "comparison.json", "agreement.png"]
         if sc is not None and sc["labelled"]:
