@@ -449,3 +449,60 @@ def test_history_length_bound(entries: int, ok: bool) -> None:
     else:
         with pytest.raises(ResponseError):
             verify_body(body, cert.public_key())
+
+
+# ------------------------------------------------------------------ the bounds scan
+
+_bounded_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**15) + 1, 10**15 - 1)
+    | st.text(alphabet=st.sampled_from('ab"\\[]{}é\n'), max_size=6),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(alphabet=st.sampled_from('k"\\[{'), max_size=3), inner,
+                      max_size=3),
+    max_leaves=10,
+)
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+@given(_bounded_json, st.sampled_from([(", ", ": "), (",", ":")]), st.booleans())
+def test_strict_parse_round_trips_what_the_bounds_allow(
+    value: object, separators: tuple[str, str], ascii_only: bool
+) -> None:
+    """Strings full of brackets and quotes do not count; every integer of at most 15 digits
+    and every depth up to 32 passes (the generated values stay far below it)."""
+    from converge.signedjson import loads_verified
+
+    text = json.dumps(value, separators=separators, ensure_ascii=ascii_only)
+    assert _depth(value) <= 32
+    assert loads_verified(text.encode("utf-8")) == value
+
+
+@pytest.mark.parametrize(
+    "ok,bad",
+    [
+        ("[" * 32 + "]" * 32, "[" * 33 + "]" * 33),
+        ('{"a": ' * 31 + "[]" + "}" * 31, '{"a": ' * 32 + "[]" + "}" * 32),
+        ("[999999999999999]", "[9999999999999999]"),
+        ("[-999999999999999]", "[-9999999999999999]"),
+        ("[0]", "[00]"),
+        ("[1]", "[1.0]"),
+        ("[1]", "[1e0]"),
+        ("[null]", "[NaN]"),
+        ("[null]", "[-Infinity]"),
+        ('{"1": 2}', "{1: 2}"),
+        ('["\\u00e9"]', b'["\xff"]'),
+    ],
+)
+def test_bounds_and_strictness_at_the_limit_and_one_past(ok: str, bad: str | bytes) -> None:
+    from converge.signedjson import loads_verified
+
+    loads_verified(ok.encode())
+    with pytest.raises(ValueError):
+        loads_verified(bad if isinstance(bad, bytes) else bad.encode())
