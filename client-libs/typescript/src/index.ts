@@ -23,7 +23,8 @@ export { nodeCrypto } from "./node/crypto.js";
 export { askNotary, connectHead, parseConnectReply } from "./node/notaryio.js";
 export type { Dialer, ExtQuery, NotaryResult, QueryOptions } from "./node/notaryio.js";
 export {
-  ConvergeAgent, NotTrustedError, checkServerIdentity, connect, tunnel, undiciConnector, verifySocket,
+  CheckServerIdentityAgent, ConvergeAgent, NotTrustedError, checkServerIdentity, connect, tunnel, undiciConnector,
+  undiciProxyTls, verifySocket,
 } from "./node/tls.js";
 export type { ConvergeAgentOptions, ConvergeConnectOptions, HookOptions, UndiciConnectOptions } from "./node/tls.js";
 export { COMPARED_FIELDS, VECTOR_SCHEMAS, runVectorCase } from "./node/vectors.js";

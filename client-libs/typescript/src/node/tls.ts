@@ -4,14 +4,17 @@
  *
  * - {@link ConvergeAgent}: an `https.Agent` for `https.request`, axios (`httpsAgent`), got
  *   (`agent.https`) and anything else that takes an agent; optional CONNECT proxy.
- * - {@link undiciConnector}: the `connect` option of undici's `Agent`, `Pool` and
- *   `ProxyAgent` (and so `fetch` with a dispatcher).
+ * - {@link undiciConnector}: the `connect` option of undici's `Agent` and `Pool` (and so
+ *   `fetch` with a dispatcher); its `proxy` option tunnels through a CONNECT proxy.
  * - {@link connect}: `tls.connect` that resolves only with a socket the notaries vouch for.
  * - {@link checkServerIdentity}: a synchronous `checkServerIdentity` option for code that
  *   can only pass TLS options (it blocks the thread while the notaries are asked; a cache
- *   hit costs one SQLite lookup).
+ *   hit costs one SQLite lookup), with {@link CheckServerIdentityAgent} for `https` and
+ *   {@link undiciProxyTls} for undici's `ProxyAgent`.
  *
- * A refused certificate is a {@link NotTrustedError}, with the verdict saying why.
+ * A refused certificate is a {@link NotTrustedError}, with the verdict saying why. Every
+ * hook checks the very connection that carries the request; a socket error during the check
+ * refuses that connection.
  *
  * @module
  */
@@ -69,10 +72,22 @@ function peerDer(socket: TLSSocket): Uint8Array | undefined {
 /**
  * Asks the notaries about the peer certificate of a connected TLS socket for `host:port`
  * (the origin, also behind a proxy); resolves with the verdict, or rejects with a
- * {@link NotTrustedError}. The socket is destroyed when the answer is no.
+ * {@link NotTrustedError}. The socket is destroyed when the answer is no. An error or a
+ * close of the socket while the notaries are asked (a server that resets the connection)
+ * refuses it: the error is handled here, never left to crash the process.
  */
 export async function verifySocket(socket: TLSSocket, host: string, port: number, o: HookOptions = {}): Promise<Verdict> {
+  const lost = new AbortController();
+  const onError = (e: Error): void => lost.abort(new Error(`connection failed during the notary check: ${e.message}`, { cause: e }));
+  const onClose = (): void => lost.abort(new Error("connection closed during the notary check"));
+  socket.on("error", onError);
+  socket.once("close", onClose);
+  const failed = new Promise<never>((_resolve, reject) => {
+    lost.signal.addEventListener("abort", () => reject(lost.signal.reason as Error), { once: true });
+  });
+  failed.catch(() => undefined);
   try {
+    if (socket.destroyed) throw new Error("connection closed before the notary check");
     const der = peerDer(socket);
     if (der === undefined) throw new Error("no peer certificate");
     if (o.requireCA) {
@@ -81,14 +96,19 @@ export async function verifySocket(socket: TLSSocket, host: string, port: number
       if (bad) throw bad;
     }
     const client = clientOf(o);
-    const budget = AbortSignal.timeout((client.config.totalTimeout + 1) * 1000);
-    const verdict = await client.checkCertificate(host, port, der, { signal: budget });
+    const budget = AbortSignal.any([AbortSignal.timeout((client.config.totalTimeout + 1) * 1000), lost.signal]);
+    const verdict = await Promise.race([client.checkCertificate(host, port, der, { signal: budget }), failed]);
+    if (lost.signal.aborted) throw lost.signal.reason as Error;
     if (!verdict.trusted) throw new NotTrustedError(host, port, verdict);
     return verdict;
   } catch (err) {
+    socket.on("error", () => undefined); // whatever the socket still reports is answered here
     socket.destroy();
     if (err instanceof NotTrustedError) throw err;
     throw new NotTrustedError(host, port, undefined, err);
+  } finally {
+    socket.off("error", onError);
+    socket.off("close", onClose);
   }
 }
 
@@ -157,7 +177,7 @@ export async function connect(options: ConvergeConnectOptions): Promise<TLSSocke
   const port = options.port ?? 443;
   let raw: Socket | undefined = tlsOptions.socket as Socket | undefined;
   if (proxy !== undefined && raw === undefined) raw = await tunnel(proxy, host, port);
-  const socket = tlsConnect({
+  const socket: TLSSocket = tlsConnect({
     ...tlsOptions,
     host,
     port,
@@ -166,6 +186,8 @@ export async function connect(options: ConvergeConnectOptions): Promise<TLSSocke
     // the notaries decide (with requireCA, CA validation as well, in verifySocket)
     rejectUnauthorized: false,
   });
+  // an error of the tunnel under TLS is an error of the TLS socket (handled by its listeners)
+  if (raw !== undefined && raw !== tlsOptions.socket) raw.on("error", (e) => socket.destroy(e));
   await new Promise<void>((resolve, reject) => {
     socket.once("secureConnect", () => {
       socket.off("error", reject);
@@ -297,37 +319,100 @@ class SyncChecker {
 
 let syncChecker: SyncChecker | undefined;
 
+/** Marks TLS options whose connection reuse and session resumption this library controls. */
+const CHECKED = Symbol.for("converge.checked-connection");
+
+/** Options a `checkServerIdentity` is called with (Node calls it as a method of them). */
+type CalledWith = Record<string | symbol, unknown> | undefined;
+
 /**
- * A synchronous `checkServerIdentity` for connections to port `port`, for code that can only
- * pass TLS options (`tls.connect`, `https.request`, got's `https.checkServerIdentity`). Node
- * calls it only after CA validation succeeded (and replaces its host name check with it), so
- * it adds the notaries' verdict to the CA's: it catches a CA-valid forgery (a compromised or
- * coerced CA), but it cannot accept a certificate no CA vouches for; use
- * {@link ConvergeAgent} or {@link connect} for that. The host name is checked as Node would,
- * then a local-cache hit answers at once; a miss asks the notaries from a worker thread while
- * this thread waits (at most the configuration's total-timeout). Returns the error that
- * refuses the connection, or undefined.
+ * A synchronous `checkServerIdentity` for code that can only pass TLS options. Node calls it
+ * only after CA validation succeeded (and replaces its host name check with it), so it adds
+ * the notaries' verdict to the CA's: it catches a CA-valid forgery (a compromised or coerced
+ * CA), but it cannot accept a certificate no CA vouches for; use {@link ConvergeAgent} or
+ * {@link connect} for that. The host name is checked as Node would, then a local-cache hit
+ * answers at once; a miss asks the notaries from a worker thread while this thread waits (at
+ * most the configuration's total-timeout). Returns the error that refuses the connection, or
+ * undefined. The origin's port is the connection's own (`port` when Node does not say it).
+ *
+ * Node does not call it for a socket an agent reuses, nor for a resumed TLS session. So it
+ * refuses (with an error naming the safe integration) to run where sockets or sessions it did
+ * not check could be used instead: through an `https.Agent` (use
+ * {@link CheckServerIdentityAgent}, or `agent: false`) and where a TLS session is offered
+ * (undici: use {@link undiciProxyTls}). Plain `tls.connect` without `session` is safe.
  */
 export function checkServerIdentity(port = 443, o: HookOptions = {}): (hostname: string, cert: PeerCertificate) => Error | undefined {
-  return (hostname, cert) => {
+  return function check(this: CalledWith, hostname: string, cert: PeerCertificate): Error | undefined {
+    const opts = this;
+    const origin = typeof opts?.["port"] === "number" || typeof opts?.["port"] === "string" ? Number(opts["port"]) : port;
+    const p = Number.isInteger(origin) && origin >= 1 && origin <= 65535 ? origin : port;
     const host = hostname.replace(/^\[|\]$/g, "");
     try {
+      // an agent of its own for one request (agent: false) neither reuses nor resumes
+      const sharedAgent = opts?.["_agentKey"] !== undefined && opts["agent"] !== false;
+      if (opts !== undefined && opts[CHECKED] !== true && (sharedAgent || "session" in opts)) {
+        return new NotTrustedError(host, p, undefined, new Error(
+          "refused configuration: checkServerIdentity cannot check sockets an agent reuses or TLS sessions it resumes; " +
+          "use new CheckServerIdentityAgent() (or agent: false) with https, undiciProxyTls() with undici, or ConvergeAgent"));
+      }
       const der = cert?.raw ? new Uint8Array(cert.raw) : undefined;
-      if (der === undefined) return new NotTrustedError(host, port, undefined, new Error("no peer certificate"));
+      if (der === undefined) return new NotTrustedError(host, p, undefined, new Error("no peer certificate"));
       const bad = tlsCheckServerIdentity(hostname, cert); // replaced by this function: do it
       if (bad) return bad;
       const client = clientOf(o);
-      if (client.cachedCertificateSync(host, port, der)) return undefined;
+      if (client.cachedCertificateSync(host, p, der)) return undefined;
       const dir = client.config.directory || (o.configDir ?? "");
-      if (!dir) return new NotTrustedError(host, port, undefined, new Error("the synchronous check needs a configuration directory"));
+      if (!dir) return new NotTrustedError(host, p, undefined, new Error("the synchronous check needs a configuration directory"));
       syncChecker ??= new SyncChecker();
-      const r = syncChecker.check(dir, host, port, der, (client.config.totalTimeout + 2) * 1000);
-      if (r.error !== undefined) return new NotTrustedError(host, port, undefined, new Error(r.error));
-      if (!r.trusted) return new NotTrustedError(host, port, undefined, new Error(r.reason));
+      const r = syncChecker.check(dir, host, p, der, (client.config.totalTimeout + 2) * 1000);
+      if (r.error !== undefined) return new NotTrustedError(host, p, undefined, new Error(r.error));
+      if (!r.trusted) return new NotTrustedError(host, p, undefined, new Error(r.reason));
       return undefined;
     } catch (err) {
-      return new NotTrustedError(host, port, undefined, err);
+      return new NotTrustedError(host, p, undefined, err);
     }
   };
 }
 
+/**
+ * An `https.Agent` for {@link checkServerIdentity}: every connection it opens is checked
+ * (whatever the request's own options say), it keeps no TLS sessions (a resumed session would
+ * skip the check), and it refuses `rejectUnauthorized: false` (Node then ignores what
+ * `checkServerIdentity` returns). Its keep-alive sockets were all checked for their origin.
+ * CA validation applies first, as with {@link checkServerIdentity}.
+ */
+export class CheckServerIdentityAgent extends HttpsAgent {
+  private readonly hook: HookOptions;
+
+  constructor(options: AgentOptions & HookOptions = {}) {
+    const { client, configDir, requireCA: _ca, ...agentOptions } = options;
+    super({ ...agentOptions, maxCachedSessions: 0 });
+    this.hook = { ...(client === undefined ? {} : { client }), ...(configDir === undefined ? {} : { configDir }) };
+  }
+
+  /** Opens a TLS connection with the check, without a session to resume. */
+  override createConnection(options: RequestOptions, callback?: (err: Error | null, stream: Duplex) => void): Duplex | undefined {
+    if ((options as ConnectionOptions).rejectUnauthorized === false) {
+      callback?.(new Error("CheckServerIdentityAgent refuses rejectUnauthorized: false (the check could not refuse anything); use ConvergeAgent"),
+        undefined as unknown as Duplex);
+      return undefined;
+    }
+    const create = (HttpsAgent.prototype as unknown as { createConnection: (o: object) => Duplex }).createConnection;
+    return create.call(this, {
+      ...options, session: undefined, checkServerIdentity: checkServerIdentity(Number(options.port ?? 443), this.hook), [CHECKED]: true,
+    });
+  }
+}
+
+/**
+ * TLS options for undici's `ProxyAgent` (`new ProxyAgent({ uri, requestTls: undiciProxyTls() })`):
+ * the origin behind the proxy is checked with {@link checkServerIdentity} (after CA
+ * validation) on every connection, and no TLS session is kept. undici's `ProxyAgent` ignores a
+ * `connect` option, so {@link undiciConnector} cannot work there; for the notaries alone to
+ * decide through a proxy, use `new Agent({ connect: undiciConnector({ proxy }) })`.
+ */
+export function undiciProxyTls(o: HookOptions & { tls?: ConnectionOptions } = {}): ConnectionOptions & { maxCachedSessions: 0 } {
+  const { tls, ...hook } = o;
+  if (tls?.rejectUnauthorized === false) throw new Error("undiciProxyTls refuses rejectUnauthorized: false (the check could not refuse anything)");
+  return { ...(tls ?? {}), checkServerIdentity: checkServerIdentity(443, hook), maxCachedSessions: 0, [CHECKED]: true } as ConnectionOptions & { maxCachedSessions: 0 };
+}
