@@ -91,7 +91,7 @@ const PREFIX = /^\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x
 export function splitAnswer(raw: Uint8Array): { keyId: string; value: string; statement: Uint8Array } {
   if (raw.length > MAX_ANSWER_BYTES) throw new AnswerRejected("malformed", `answer larger than ${MAX_ANSWER_BYTES} bytes`);
   // the prefix is ASCII: matching the first bytes as latin-1 is matching the bytes
-  const m = PREFIX.exec(latin1(raw.subarray(0, Math.min(raw.length, 1024))));
+  const m = PREFIX.exec(latin1(raw));
   if (m === null || raw.length < m[0].length + 1 || raw[raw.length - 1] !== 0x7d) {
     throw new AnswerRejected("malformed", "answer does not have the canonical answer shape");
   }
