@@ -29,6 +29,8 @@ from _config_cases import config  # noqa: E402
 from _extended_cases import canonical_cases, extended_answers  # noqa: E402
 from _parsing_cases import bundles, fingerprints, requests_  # noqa: E402
 from _rules_cases import cache, consensus  # noqa: E402
+from _transparency_cases import transparency  # noqa: E402
+from _transparency_check import check_case  # noqa: E402
 from _wire_cases import responses, signatures  # noqa: E402
 from converge.vectors import compare, run_case  # noqa: E402
 
@@ -47,12 +49,25 @@ FILES: dict[str, Callable[[], dict[str, Any]]] = {
     "cache.json": cache,
     "extended-answers.json": extended_answers,
     "canonical-json.json": canonical_cases,
+    "transparency.json": transparency,
     "config.json": config,
 }
 
 
 def render(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
+
+
+def check_transparency(doc: dict[str, Any]) -> list[str]:
+    """transparency.json against the reference restatement of its checks."""
+    problems = []
+    for case in doc["tests"]:
+        got = check_case(doc, case)
+        want = {k: case.get(k) for k in got}
+        if got != want:
+            problems.append(f"transparency.json #{case['id']} ({case['comment']}): {got} != "
+                            f"{want}")
+    return problems
 
 
 def check_canonical(case: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +81,8 @@ def check_canonical(case: dict[str, Any]) -> dict[str, Any]:
 
 def check_against_implementation(name: str, doc: dict[str, Any]) -> list[str]:
     problems = []
+    if name == "transparency.json":
+        return check_transparency(doc)
     if name == "canonical-json.json":
         for case in doc["tests"]:
             got = check_canonical(case)

@@ -148,3 +148,22 @@ def test_no_log_and_answers_without_the_flag(ca: trustme.CA, tmp_path: Path) -> 
                     "/log/tile/entries/x001/000"):
             assert n.get(bad)[0] == 404, bad
     site.close()
+
+
+def test_the_transparency_vectors_agree_with_the_go_implementation(
+    reader: Path, tmp_path: Path
+) -> None:
+    """client-libs/vectors/transparency.json cross-checked with golang.org/x/mod/sumdb/tlog,
+    note and torchwood's cosignatures (keys rebuilt from the test-only seeds)."""
+    vectors = Path(__file__).resolve().parents[2] / "client-libs" / "vectors" / "transparency.json"
+    rc, out, err = goreader(reader, "vectors", str(vectors))
+    assert rc == 0, err
+    assert json.loads(out)["checked"] >= 40
+    # twin: one stated result flipped is a disagreement
+    doc = json.loads(vectors.read_text())
+    case = next(c for c in doc["tests"] if c["type"] == "inclusion" and c["result"] == "valid")
+    case["result"] = "invalid"
+    flipped = tmp_path / "flipped.json"
+    flipped.write_text(json.dumps(doc))
+    rc, _, err = goreader(reader, "vectors", str(flipped))
+    assert rc == 1 and "disagree" in err
