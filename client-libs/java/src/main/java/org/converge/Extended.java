@@ -26,9 +26,9 @@ import java.util.regex.Pattern;
 /**
  * The extended answer format {@code converge-answer/1}, client side (pure apart from the
  * nonce's randomness). Verification order and failure kinds as in {@code docs/wire-format.md}:
- * {@code malformed} / {@code non-canonical}, {@code malformed} (type, alg, key ids), {@code
- * unknown-key}, {@code bad-signature}, {@code wrong-target}, {@code nonce-mismatch}, {@code
- * stale}.
+ * {@code malformed} (the fixed prefix), {@code unknown-key}, {@code bad-signature} (over the
+ * statement bytes as received), {@code malformed} (the statement parsed, its shape), {@code
+ * wrong-target}, {@code nonce-mismatch}, {@code stale}.
  */
 public final class Extended {
     public static final String FORMAT = "converge-answer/1";

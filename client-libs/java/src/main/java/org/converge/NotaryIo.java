@@ -85,7 +85,7 @@ public final class NotaryIo {
 
     private static int severity(String kind) {
         return switch (kind) {
-            case "signature", "response", "malformed", "non-canonical", "unknown-key", "bad-signature",
+            case "signature", "response", "malformed", "unknown-key", "bad-signature",
                     "wrong-target", "nonce-mismatch", "stale" -> 3;
             case "pin" -> 2;
             default -> 0;
@@ -307,6 +307,10 @@ public final class NotaryIo {
             } catch (ConvergeException.BadInput e) {
                 return new HostAnswer(new Legacy.Outcome("failure", e.kind(), null, e.getMessage(), proto),
                         label, null);
+            } catch (RuntimeException e) {
+                // the one parse boundary: whatever the framing raises is this notary's failure
+                return new HostAnswer(new Legacy.Outcome("failure", "response", null,
+                        "unreadable response: " + e, proto), label, null);
             }
             Legacy.Outcome o;
             if (ext == null) {
