@@ -5,14 +5,16 @@
   extended, each a hostile body or its twin, see FORMS);
 - site ``NAME=redirector`` answers ``GET /same`` with a 302 to its own absolute URL ``/end``,
   ``/chain`` with a 302 to ``/same``, ``/to/PORT`` with a 302 to ``https://127.0.0.1:PORT/end``,
+  ``/host/PORT`` with a 302 to ``https://localhost:PORT/end`` (another host name),
   anything else with 200 ``end``; ``NAME=switch`` is a redirector whose first TLS connection
   shows the genuine certificate and every later one the forged certificate (an attacker who
   intercepts the connection after the first), and counts the requests the forged one read.
 
-    python hostile_world.py SPEC...      (the arguments and commands of fake_world.py without
-                                          proxies or delays, plus ``form I NAME`` and ``reset`` (switch
-                                          sites show the genuine certificate once more);
-                                          ``count`` also gives "forged_reads")
+    python hostile_world.py SPEC...
+
+takes the arguments of fake_world.py (without proxies) and its commands count (which also
+gives "forged_reads"), requests and quit, plus ``form I NAME`` and ``reset`` (switch sites
+show the genuine certificate once more).
 """
 
 from __future__ import annotations
@@ -187,6 +189,8 @@ class Redirector(fw.Site):
             location = {"/same": f"{me}/end", "/chain": f"{me}/same"}.get(path)
             if path.startswith("/to/"):
                 location = f"https://127.0.0.1:{path[4:]}/end"
+            if path.startswith("/host/"):
+                location = f"https://localhost:{path[6:]}/end"
             if location:
                 head = f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 8\r\n"
                 writer.write(f"{head}Connection: close\r\n\r\nredirect".encode())

@@ -64,4 +64,20 @@ describe("converge.https redirects", function()
     for _, r in ipairs(asked) do found = found or r:find("+" .. math.tointeger(site.other) .. " HTTP", 1, true) ~= nil end
     assert.is_true(found, "the notaries were asked about the other port: " .. table.concat(asked, " | "))
   end)
+
+  it("check a redirect to another host name for that name", function()
+    local ok, code, body = get(url("redir", "/host/" .. math.tointeger(site.other)))
+    assert.are.equal(1, ok, tostring(code))
+    assert.are.equal("end", body)
+    local want = "/target/localhost+" .. math.tointeger(site.other) .. " HTTP"
+    local found = false
+    for _, r in ipairs(w:ask("requests 0")) do found = found or r:find(want, 1, true) ~= nil end
+    assert.is_true(found, "the notaries were asked about localhost")
+    -- twin: the same redirect to the forged server's port is refused for localhost:port
+    local before = w:ask("count").sites.forged
+    local no, err = get(url("redir", "/host/" .. math.tointeger(site.forged)))
+    assert.is_nil(no)
+    assert.is_truthy(tostring(err):find("localhost:" .. math.tointeger(site.forged), 1, true), tostring(err))
+    assert.are.equal(before, w:ask("count").sites.forged)
+  end)
 end)
