@@ -537,10 +537,9 @@ def extended_answers() -> dict[str, Any]:
             "answered cleanly, the same in every language",
             "bounds": "the bounds scan: at most 32 open levels, integers of at most 15 digits",
             "boundary": "exactly at a limit, or one past it",
-            "fingerprint-binding": "the verifier knows which fingerprint it asked about; the "
-            "notary's reference verifier has no such argument",
+            "fingerprint-binding": "the verifier knows which fingerprint it asked about",
             "ip-binding": "expect has an ip member: target.ip must be exactly it (null: the "
-            "client named no address); the notary's reference verifier has no such argument",
+            "client named no address)",
         },
         "signing_keys": {name: _bundle_entry(name) for name in ("current", "retired", "other")},
         "test_key_seeds": {
