@@ -234,7 +234,10 @@ static void test_vectors(const char *dir) {
         json_t *doc = cv_json_parse(data, n);
         free(data);
         const json_t *schema = json_object_get(doc, "schema");
-        if (cv_jstr_eq(schema, "converge-vectors/canonical-json/1")) { /* the notary's encoder only */
+        /* the notary's canonical encoder (clients need none); the transparency log's proofs
+         * (not checked by this library yet: expected to fail in clients.toml, as here) */
+        if (cv_jstr_eq(schema, "converge-vectors/canonical-json/1") || cv_jstr_eq(schema, "converge-vectors/transparency/1")) {
+            fprintf(stderr, "note: %s is not a schema of this library: skipped\n", de->d_name);
             json_decref(doc);
             continue;
         }
