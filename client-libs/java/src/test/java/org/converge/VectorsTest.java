@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.DynamicContainer;
 import org.junit.jupiter.api.DynamicNode;
 import org.junit.jupiter.api.DynamicTest;
@@ -44,6 +45,12 @@ class VectorsTest {
         List<DynamicNode> nodes = new ArrayList<>();
         for (Path f : files()) {
             Map<?, ?> doc = load(f);
+            if (!Vectors.SCHEMAS.contains(doc.get("schema"))) {
+                // a schema this client does not implement yet is reported as skipped, never passed
+                nodes.add(DynamicTest.dynamicTest(f.getFileName().toString(), () -> Assumptions.assumeTrue(false,
+                        "schema " + doc.get("schema") + " is not implemented by this client")));
+                continue;
+            }
             List<DynamicNode> cases = new ArrayList<>();
             for (Object o : (List<?>) doc.get("tests")) {
                 Map<?, ?> c = (Map<?, ?>) o;
@@ -58,14 +65,14 @@ class VectorsTest {
     }
 
     @Test
-    void everySchemaIsKnownAndEveryFileHasCases() throws Exception {
-        List<Path> fs = files();
-        assertEquals(Vectors.SCHEMAS.size(), fs.size());
-        for (Path f : fs) {
+    void everyImplementedSchemaHasAFileAndEveryFileHasCases() throws Exception {
+        java.util.Set<Object> schemas = new java.util.HashSet<>();
+        for (Path f : files()) {
             Map<?, ?> doc = load(f);
-            assertTrue(Vectors.SCHEMAS.contains(doc.get("schema")), f.toString());
+            schemas.add(doc.get("schema"));
             assertFalse(((List<?>) doc.get("tests")).isEmpty(), f.toString());
         }
+        assertTrue(schemas.containsAll(Vectors.SCHEMAS), "a file for every schema this client implements");
     }
 
     @Test
