@@ -160,10 +160,8 @@ static void test_mutations(const json_t *doc, const json_t *c, const char *schem
     const char *field = !strcmp(schema, "bundles") ? "bundle" : !strcmp(schema, "answers") ? "answer" : "raw";
     const json_t *fv = json_object_get(c, field);
     if (!json_is_string(fv) || json_string_length(fv) == 0) return;
-    struct {
-        const char *s;
-        size_t slen;
-    } vv = {json_string_value(fv), json_string_length(fv)}, *v = &vv;
+    const char *vs = json_string_value(fv);
+    size_t vl = json_string_length(fv);
     cv_key keys[MAX_SIGNING_KEYS];
     size_t nkeys = 0;
     if (!strcmp(field, "answer")) {
@@ -178,9 +176,9 @@ static void test_mutations(const json_t *doc, const json_t *c, const char *schem
     }
     int ok = 1;
     for (int m = 0; m < 150; m++) {
-        char *copy = malloc(v->slen + 1);
-        memcpy(copy, v->s, v->slen);
-        size_t len = v->slen;
+        char *copy = malloc(vl + 1);
+        memcpy(copy, vs, vl);
+        size_t len = vl;
         int edits = 1 + (int)(rng() % 3);
         for (int k = 0; k < edits; k++) {
             size_t at = rng() % len;
@@ -199,7 +197,7 @@ static void test_mutations(const json_t *doc, const json_t *c, const char *schem
             memset(&x, 0, sizeof x);
             const char *verdict = cv_verify_answer(copy, len, keys, nkeys, 1795324049, &x, &kind, NULL, 0);
             /* a changed byte can only keep an answer valid when it is not part of it */
-            if (verdict && (len != v->slen || memcmp(copy, v->s, len) != 0)) ok = 0;
+            if (verdict && (len != vl || memcmp(copy, vs, len) != 0)) ok = 0;
             if (!verdict && !kind) ok = 0;
         } else {
             cv_fp fp = {FP_SHA1, {0}, 20};
