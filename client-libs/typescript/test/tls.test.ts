@@ -259,6 +259,14 @@ test("a server that resets the connection during the notary check: every hook re
     } finally {
       agent.destroy();
     }
+    const via = await proxy(); // the tunnel carries the reset (the proxy closes the client side)
+    const tunnelled = new ConvergeAgent({ client: c, proxy: `http://127.0.0.1:${via.port}` });
+    try {
+      await assert.rejects(get(await server(), tunnelled), (e: unknown) => e instanceof NotTrustedError && /during the notary check/.test(e.message));
+    } finally {
+      tunnelled.destroy();
+      via.server.close();
+    }
     const ua = new UndiciAgent({ connect: undiciConnector({ client: c }) });
     try {
       await assert.rejects(undiciRequest(`https://127.0.0.1:${await server()}/`, { dispatcher: ua }), /during the notary check/);
