@@ -23,6 +23,8 @@ test("JSON: the stock parser, strict; the last repeated name counts; names are o
     assert.equal(parseJson(bad), undefined, bad);
   }
   assert.ok(parseJson('{"a": 1}') !== undefined); // twin of the refusals
+  // unscanned text (bundles, configuration) nested absurdly deep: an answer, never an exception
+  assert.doesNotThrow(() => parseJson("[".repeat(60_000) + "]".repeat(60_000)));
 });
 
 test("bounds scan: at most 32 levels, integers of at most 15 digits, strings skipped", () => {
