@@ -69,12 +69,29 @@ func vectorFiles(t *testing.T) []string {
 // notaryOnlySchema is the notary signer's canonical JSON: clients never re-serialise.
 const notaryOnlySchema = "converge-vectors/canonical-json/1"
 
+// notYetSupported: vector schemas this library does not implement yet (the conformance
+// runner lists them as expected failures in clients.toml); a schema it supports must not
+// stay here (TestNotYetSupportedIsNotSupported).
+var notYetSupported = map[string]bool{"converge-vectors/transparency/1": true}
+
+func TestNotYetSupportedIsNotSupported(t *testing.T) {
+	for s := range notYetSupported {
+		if SupportsSchema(s) {
+			t.Errorf("%s is supported now: run its vectors", s)
+		}
+	}
+}
+
 func TestSharedVectors(t *testing.T) {
 	total := 0
 	for _, path := range vectorFiles(t) {
 		doc := loadVectorFile(t, path)
 		schema, _ := doc["schema"].(string)
 		if schema == notaryOnlySchema {
+			continue
+		}
+		if notYetSupported[schema] {
+			t.Logf("%s: schema %s not implemented yet, not run", filepath.Base(path), schema)
 			continue
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {

@@ -28,6 +28,17 @@ fn diff(c: &Map<String, Value>, out: &Map<String, Value>) -> Vec<String> {
 /// The notary signer's canonical JSON: clients never re-serialise.
 const NOTARY_ONLY_SCHEMA: &str = "converge-vectors/canonical-json/1";
 
+/// Vector schemas this library does not implement yet (the conformance runner lists them as
+/// expected failures in clients.toml); a schema it supports must not stay here.
+const NOT_YET_SUPPORTED: &[&str] = &["converge-vectors/transparency/1"];
+
+#[test]
+fn not_yet_supported_schemas_are_not_supported() {
+    for s in NOT_YET_SUPPORTED {
+        assert!(!VECTOR_SCHEMAS.contains(s), "{s} is supported now: run its vectors");
+    }
+}
+
 #[test]
 fn every_vector_file_passes() {
     let mut files: Vec<String> = std::fs::read_dir(common::vectors())
@@ -42,6 +53,10 @@ fn every_vector_file_passes() {
     for f in files {
         let doc = load(&f);
         if doc["schema"] == NOTARY_ONLY_SCHEMA {
+            continue;
+        }
+        if NOT_YET_SUPPORTED.contains(&doc["schema"].as_str().unwrap_or("")) {
+            eprintln!("{f}: schema {} not implemented yet, not run", doc["schema"]);
             continue;
         }
         assert!(VECTOR_SCHEMAS.contains(&doc["schema"].as_str().unwrap()), "{f}: schema");
