@@ -39,7 +39,7 @@ def test_vector_file_shape(name: str) -> None:
     for c in doc["tests"]:
         assert c["comment"] and isinstance(c["flags"], list)
         assert set(c["flags"]) <= set(doc["notes"]), c
-        if c["result"] == "invalid":
+        if c["result"] == "invalid" and c.get("type") not in ("inclusion", "consistency"):
             assert c.get("error") or c.get("kind"), c  # extended-answers names it "kind"
         if c["result"] == "rejected":
             assert c["kind"], c
@@ -77,6 +77,29 @@ def test_extended_vectors_cover_every_failure_kind() -> None:
 
     kinds = {c.get("kind") for c in _DOCS["extended-answers.json"]["tests"]}
     assert set(FAILURE_KINDS) <= kinds
+
+
+def test_transparency_vectors_cover_every_log_kind() -> None:
+    from converge.transparency import LOG_KINDS
+
+    kinds = {c.get("kind") for c in _DOCS["transparency.json"]["tests"]}
+    assert set(LOG_KINDS) <= kinds
+
+
+def test_compare_reports_a_wrong_root_or_size() -> None:
+    doc = _DOCS["transparency.json"]
+    tree = next(c for c in doc["tests"] if c["type"] == "tree" and c["size"] == 7)
+    other = next(c for c in doc["tests"] if c["type"] == "tree" and c["size"] == 8)
+    assert compare({**tree, "root": other["root"]}, run_case(doc, tree)) == [
+        f"root: expected {other['root']!r}, got {tree['root']!r}"
+    ]
+    ck = next(c for c in doc["tests"] if c["type"] == "checkpoint" and c["result"] == "valid")
+    assert compare({**ck, "size": ck["size"] + 1}, run_case(doc, ck)) == [
+        f"size: expected {ck['size'] + 1}, got {ck['size']}"
+    ]
+    # an inclusion case's root and size are inputs, never compared with the output
+    inc = next(c for c in doc["tests"] if c["type"] == "inclusion")
+    assert compare(inc, run_case(doc, inc)) == []
 
 
 def test_generator_verify_passes() -> None:

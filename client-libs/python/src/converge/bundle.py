@@ -17,7 +17,9 @@ of protocol names, e.g. ``["convergence-v1", "converge-answer/1"]``) and ``signi
 (Ed25519 keys, validated by :func:`converge.extended.parse_signing_keys`: alg ``ed25519``,
 ``key_id`` matching the key, base64url of 32 bytes, ``status`` current/retired, a retired key's
 ``valid_until``). A bundle that lists ``converge-answer/1`` without signing keys is rejected;
-:attr:`NotaryBundle.offers_extended` is true when both are present.
+:attr:`NotaryBundle.offers_extended` is true when both are present. ``transparency`` names the
+notary's log, its witnesses and how many cosignatures a client requires
+(:func:`converge.transparency.parse_log_policy`; a malformed member rejects the bundle).
 
 Each host's pin is the SHA-1 of the DER certificate in its PEM.
 """
@@ -35,6 +37,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from .errors import BundleError
 from .extended import FORMAT, SigningKey, parse_protocols, parse_signing_keys
 from .fingerprint import Fingerprint, fingerprint_of
+from .transparency import LogPolicy, parse_log_policy
 
 MAX_BUNDLE_BYTES = 64 * 1024
 MAX_HOSTS = 16
@@ -67,6 +70,7 @@ class NotaryBundle:
     region: str | None = None
     protocols: tuple[str, ...] = ()
     signing_keys: tuple[SigningKey, ...] = ()
+    transparency: LogPolicy | None = None
 
     @property
     def offers_extended(self) -> bool:
@@ -93,6 +97,8 @@ class NotaryBundle:
             out["protocols"] = list(self.protocols)
         if self.signing_keys:
             out["signing_keys"] = [k.to_json() for k in self.signing_keys]
+        if self.transparency is not None:
+            out["transparency"] = self.transparency.to_json()
         return out
 
 
@@ -167,6 +173,7 @@ def parse_bundle(data: bytes | str | dict[str, Any]) -> NotaryBundle:
     signing_keys = parse_signing_keys(obj["signing_keys"]) if "signing_keys" in obj else ()
     if FORMAT in protocols and not signing_keys:
         raise BundleError(f"protocols lists {FORMAT} but the bundle has no signing_keys")
+    log = parse_log_policy(obj["transparency"]) if "transparency" in obj else None
     return NotaryBundle(
         name,
         1,
@@ -175,4 +182,5 @@ def parse_bundle(data: bytes | str | dict[str, Any]) -> NotaryBundle:
         region.upper() if region else None,
         protocols,
         signing_keys,
+        log,
     )

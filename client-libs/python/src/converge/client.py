@@ -244,6 +244,7 @@ class Client:
         return ExtendedQuery(
             bundle.signing_keys,
             nonce=cfg.extended_nonce,
+            log=bundle.transparency,
             max_skew=cfg.max_skew,
             fallback=cfg.extended == "fallback",
             clock=self._clock,

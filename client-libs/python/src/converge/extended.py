@@ -46,9 +46,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import BadInput, BundleError, ResponseError
-from .fingerprint import Fingerprint
+from .fingerprint import Fingerprint, parse_fingerprint
 from .legacy import HttpResponse, Vote, check_ip, check_target, parse_http_response
 from .signedjson import loads_verified
+from .transparency import LogError, LogPolicy, Proven, check_member
 
 FORMAT = "converge-answer/1"
 MEDIA_TYPE = "application/vnd.converge.answer+json"
@@ -74,6 +75,8 @@ FAILURE_KINDS = (
     "nonce-mismatch",
     "stale",
 )
+# where the statement ends when the answer carries a transparency member
+TRANSPARENCY_MEMBER = b',"transparency":'
 # the status the notary sends with each signed verdict
 VERDICT_STATUS = {"match": 200, "mismatch": 409, "unreachable": 503, "refused": 403}
 
@@ -226,7 +229,13 @@ def new_nonce(nbytes: int = DEFAULT_NONCE_BYTES) -> str:
 
 
 def request_body(
-    host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None, ip: str | None = None
+    host: str,
+    port: int,
+    fingerprint: Fingerprint,
+    *,
+    nonce: str | None,
+    ip: str | None = None,
+    transparency: bool = False,
 ) -> bytes:
     check_target(host, port)
     doc: dict[str, Any] = {
@@ -239,14 +248,23 @@ def request_body(
         doc["ip"] = check_ip(ip)
     if nonce is not None:
         doc["nonce"] = nonce
+    if transparency:
+        doc["transparency"] = True
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
 
 
 def request_bytes(
-    host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None, ip: str | None = None
+    host: str,
+    port: int,
+    fingerprint: Fingerprint,
+    *,
+    nonce: str | None,
+    ip: str | None = None,
+    transparency: bool = False,
 ) -> bytes:
-    """The whole HTTP/1.0 request (one request per connection, like the legacy client)."""
-    body = request_body(host, port, fingerprint, nonce=nonce, ip=ip)
+    """The whole HTTP/1.0 request (one request per connection, like the legacy client);
+    ``transparency``: ask for a proof of inclusion in the notary's log."""
+    body = request_body(host, port, fingerprint, nonce=nonce, ip=ip, transparency=transparency)
     head = (
         f"POST {ANSWER_PATH} HTTP/1.0\r\n"
         "Content-Type: application/json\r\n"
@@ -267,17 +285,30 @@ class VerifiedAnswer:
     verdict: str
     key_id: str
     raw: bytes
+    member: bytes | None = None  # the transparency member's value, as received
 
 
-def split_answer(raw: bytes) -> tuple[str, str, bytes]:
-    """``(K, V, T)`` of an answer: the fixed prefix with key id ``K`` and signature ``V``,
-    the statement bytes ``T``, a final ``}``. :class:`AnswerRejected` ``malformed`` else."""
+def split_parts(raw: bytes) -> tuple[str, str, bytes, bytes | None]:
+    """``(K, V, T, M)`` of an answer: the fixed prefix with key id ``K`` and signature ``V``,
+    the statement bytes ``T`` up to the first ``,"transparency":`` after the prefix (if any),
+    the transparency member's value ``M`` from there to the final ``}`` (``None`` when
+    absent). :class:`AnswerRejected` ``malformed`` else."""
     if len(raw) > MAX_ANSWER:
         raise AnswerRejected("malformed", f"answer larger than {MAX_ANSWER} bytes")
     m = _PREFIX.match(raw)
     if m is None or not raw.endswith(b"}") or len(raw) < m.end() + 1:
         raise AnswerRejected("malformed", "answer does not have the canonical answer shape")
-    return m.group(1).decode("ascii"), m.group(2).decode("ascii"), raw[m.end() : -1]
+    body = raw[m.end() : -1]
+    cut = body.find(TRANSPARENCY_MEMBER)
+    member = None if cut < 0 else body[cut + len(TRANSPARENCY_MEMBER) :]
+    signed = body if cut < 0 else body[:cut]
+    return m.group(1).decode("ascii"), m.group(2).decode("ascii"), signed, member
+
+
+def split_answer(raw: bytes) -> tuple[str, str, bytes]:
+    """``(K, V, T)`` of an answer (see :func:`split_parts`)."""
+    kid, value, signed, _ = split_parts(raw)
+    return kid, value, signed
 
 
 def parse_statement(kid: str, signed: bytes) -> tuple[dict[str, Any], str]:
@@ -325,7 +356,7 @@ def verify_answer(
     address someone else chose is ``wrong-target``).
     """
     try:
-        kid, value, signed = split_answer(raw)
+        kid, value, signed, member = split_parts(raw)
         pub = keys.get(kid)
         if pub is None:
             raise AnswerRejected("unknown-key", f"signing key {kid} is not trusted by the bundle")
@@ -347,7 +378,26 @@ def verify_answer(
         raise AnswerRejected(
             "stale", f"answer time is {now - answered_at} s from now (max skew {max_skew} s)"
         )
-    return VerifiedAnswer(stmt, verdict, kid, raw)
+    return VerifiedAnswer(stmt, verdict, kid, raw, member)
+
+
+def check_log(v: VerifiedAnswer, log: LogPolicy, fingerprint: Fingerprint | None = None) -> Proven:
+    """The transparency member of a verified answer (``converge.transparency``, the six
+    checks); ``fingerprint``: the one asked about (default: the statement's ``request``).
+    Raises :class:`AnswerRejected` of a ``log-*`` kind and nothing else."""
+    try:
+        if fingerprint is None:
+            request = v.statement.get("request")
+            if not isinstance(request, dict):
+                raise LogError("log-entry", "the statement names no fingerprint")
+            fingerprint = parse_fingerprint(str(request.get("fingerprint")))
+            if fingerprint.algorithm != request.get("alg"):
+                raise LogError("log-entry", "the statement's fingerprint is not of its alg")
+        return check_member(v.member, log, target=v.statement["target"], fingerprint=fingerprint)
+    except LogError as e:
+        raise AnswerRejected(e.kind, str(e)) from e
+    except BadInput as e:
+        raise AnswerRejected("log-entry", f"the statement's fingerprint: {e}") from e
 
 
 def _bind(
@@ -399,6 +449,7 @@ class ExtOutcome:
     detail: str = ""
     answer: bytes | None = None  # the raw signed answer, when one verified
     verified: VerifiedAnswer | None = None
+    proven: Proven | None = None  # what the log proves, when the bundle names a log
 
 
 _VOTES: dict[str, tuple[Vote, str]] = {
@@ -429,9 +480,11 @@ def evaluate(
     now: int,
     max_skew: int,
     ip: str | None = None,
+    log: LogPolicy | None = None,
 ) -> ExtOutcome:
     """Reduce one response to a vote; the answer must be about ``ip`` exactly (``None``:
-    no address named)."""
+    no address named). With ``log`` (the bundle names a transparency log) a ``match`` must
+    carry a valid proof of inclusion (:func:`check_log`), else it is a failure of that kind."""
     status = response.status
     ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
     signed = status in VERDICT_STATUS.values() and ctype == MEDIA_TYPE
@@ -449,10 +502,16 @@ def evaluate(
         return ExtOutcome(
             "failure", "response", status, f"status {status} with signed verdict {v.verdict}"
         )
+    proven = None
+    if log is not None and v.verdict == "match":
+        try:
+            proven = check_log(v, log, fingerprint)
+        except AnswerRejected as e:
+            return ExtOutcome("failure", e.kind, status, str(e))
     vote, kind = vote_of(v.verdict)
     detail = v.statement.get("detail")
     return ExtOutcome(
-        vote, kind, status, detail if isinstance(detail, str) else "", response.body, v
+        vote, kind, status, detail if isinstance(detail, str) else "", response.body, v, proven
     )
 
 
@@ -468,6 +527,7 @@ def outcome_from_http(
     max_skew: int,
     max_bytes: int,
     ip: str | None = None,
+    log: LogPolicy | None = None,
 ) -> tuple[ExtOutcome, HttpResponse | None]:
     try:
         response = parse_http_response(raw, max_bytes=max_bytes)
@@ -475,7 +535,7 @@ def outcome_from_http(
         return ExtOutcome("failure", e.kind, None, str(e)), None
     out = evaluate(
         response, keys, host=host, port=port, fingerprint=fingerprint, nonce=nonce, now=now,
-        max_skew=max_skew, ip=ip,
+        max_skew=max_skew, ip=ip, log=log,
     )
     return out, response
 
@@ -517,6 +577,7 @@ __all__ = [
     "SigningKey",
     "VerifiedAnswer",
     "b64url",
+    "check_log",
     "describe",
     "evaluate",
     "expected_host",
@@ -529,6 +590,7 @@ __all__ = [
     "request_bytes",
     "request_fingerprint",
     "split_answer",
+    "split_parts",
     "trusted_keys",
     "unb64url",
     "verify_answer",

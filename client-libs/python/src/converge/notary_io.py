@@ -17,7 +17,9 @@ the bundle's certificate, one legacy request, the response read until the server
   same pinned TLS; the answer is verified against the bundle's signing keys, the target, the
   fingerprint asked about, the nonce sent and the local clock (``max_skew``). With
   ``fallback`` a host that answers 400/404/405/501 without a signed answer is asked again in
-  the legacy format; a verification failure never falls back.
+  the legacy format; a verification failure never falls back. When the bundle names a
+  transparency log the request asks for a proof (``"transparency": true``) and a ``match``
+  without a valid one is a failure of a ``log-*`` kind (:mod:`converge.transparency`).
 * Every wait is bounded: ``connect_timeout`` for TCP + TLS, ``notary_timeout`` for the whole
   notary, ``max_bytes`` for the response.
 """
@@ -43,6 +45,7 @@ from .legacy import (
     outcome_from_http,
     request_bytes,
 )
+from .transparency import LOG_KINDS, LogPolicy
 
 ResultVote = Vote | Literal["skipped"]
 
@@ -109,6 +112,7 @@ class ExtendedQuery:
 
     keys: tuple[extended.SigningKey, ...]
     nonce: bool = True
+    log: LogPolicy | None = None  # the bundle names a transparency log: require its proofs
     max_skew: int = extended.DEFAULT_MAX_SKEW
     fallback: bool = False
     clock: Callable[[], float] = time.time
@@ -248,7 +252,9 @@ async def _query_host(
     else:
         asked = extended.request_fingerprint(wanted)
         nonce = extended.new_nonce() if ext.nonce else None
-        request = extended.request_bytes(target_host, target_port, asked, nonce=nonce, ip=ip)
+        request = extended.request_bytes(
+            target_host, target_port, asked, nonce=nonce, ip=ip, transparency=ext.log is not None
+        )
     writer: asyncio.StreamWriter | None = None
     try:
         try:
@@ -290,6 +296,7 @@ async def _query_host(
                 max_skew=ext.max_skew,
                 max_bytes=max_bytes,
                 ip=ip,
+                log=ext.log,
             )
             outcome = Outcome(
                 ext_out.vote,
@@ -334,7 +341,13 @@ async def _read_to_eof(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
 
 
 _DEFINITIVE_KINDS = frozenset({"listed", "status-only", "mismatch", "not-listed", "match"})
-_SEVERITY = {"signature": 3, "response": 3, "pin": 2, **dict.fromkeys(extended.FAILURE_KINDS, 3)}
+_SEVERITY = {
+    "signature": 3,
+    "response": 3,
+    "pin": 2,
+    **dict.fromkeys(extended.FAILURE_KINDS, 3),
+    **dict.fromkeys(LOG_KINDS, 3),
+}
 
 
 async def ask_notary(

@@ -9,6 +9,8 @@ in a field, or hex in the same field name with a ``_hex`` suffix.
 
 from __future__ import annotations
 
+import base64
+import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +25,19 @@ from .extended import AnswerRejected, parse_signing_keys, trusted_keys, verify_a
 from .fingerprint import parse_fingerprint
 from .legacy import outcome_from_http, request_bytes, verify_body
 from .policy import Policy, decide, settled
+from .transparency import (
+    HASH_SIZE,
+    LogError,
+    LogPolicy,
+    check_member,
+    leaf_hash,
+    open_checkpoint,
+    parse_log_policy,
+    parse_vkey,
+    tree_root,
+    verify_consistency,
+    verify_inclusion,
+)
 
 SCHEMAS = (
     "converge-vectors/fingerprints/1",
@@ -34,6 +49,7 @@ SCHEMAS = (
     "converge-vectors/cache/1",
     "converge-vectors/extended-answers/1",
     "converge-vectors/config/1",
+    "converge-vectors/transparency/1",
 )
 
 
@@ -104,6 +120,8 @@ def run_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
             out.update(_config_case(case))
         elif schema == "converge-vectors/extended-answers/1":
             out.update(_extended_case(doc, case))
+        elif schema == "converge-vectors/transparency/1":
+            out.update(_transparency_case(doc, case))
         else:
             raise ValueError(f"unknown vector schema {schema!r}")
     except BadInput as e:
@@ -157,14 +175,75 @@ def _extended_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str,
     return {"result": "valid", "verdict": v.verdict}
 
 
+def _hashes(texts: object, size: int | None = HASH_SIZE) -> list[bytes]:
+    if not isinstance(texts, list):
+        raise ValueError("a list of hashes")
+    out = [base64.b64decode(t, validate=True) for t in texts]
+    if size is not None and any(len(h) != size for h in out):
+        raise ValueError("a hash of the wrong length")
+    return out
+
+
+def _transparency_case(doc: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
+    """One case of ``converge-vectors/transparency/1`` (see the file's description)."""
+    t = case["type"]
+    if t == "tree":
+        leaves = [leaf_hash(base64.b64decode(e)) for e in doc["entries"][: case["size"]]]
+        return {"result": "valid", "root": base64.b64encode(tree_root(leaves)).decode()}
+    if t == "checkpoint":
+        try:
+            policy = LogPolicy(
+                parse_vkey(case["log"], 0x01),
+                None,
+                tuple(parse_vkey(w, 0x04) for w in case["witnesses"]),
+                case["min_cosignatures"],
+            )
+            ck = open_checkpoint(case["checkpoint"], policy)
+        except LogError as e:
+            return {"result": "invalid", "kind": e.kind}
+        return {"result": "valid", "size": ck.size, "root": base64.b64encode(ck.root).decode()}
+    if t == "answer":
+        exp = case["expect"]
+        fp = parse_fingerprint(exp.get("sha256") or exp["sha1"])
+        member = case["transparency"]
+        raw = None if member is None else json.dumps(member, separators=(",", ":")).encode()
+        target = {"host": exp["host"], "port": exp["port"], "ip": exp.get("ip")}
+        try:
+            check_member(raw, parse_log_policy(case["bundle"]), target=target, fingerprint=fp)
+        except LogError as e:
+            return {"result": "rejected", "kind": e.kind}
+        return {"result": "valid"}
+    try:
+        if t == "inclusion":
+            (leaf,) = _hashes([case["leaf"]])
+            (root,) = _hashes([case["root"]])
+            verify_inclusion(leaf, case["index"], case["size"], _hashes(case["proof"], None), root)
+        elif t == "consistency":
+            old_root, new_root = _hashes([case["old_root"], case["new_root"]])
+            verify_consistency(case["old_size"], case["new_size"], old_root, new_root,
+                               _hashes(case["proof"], None))
+        else:
+            raise ValueError(f"unknown transparency case type {t!r}")
+    except ValueError:
+        return {"result": "invalid"}
+    return {"result": "valid"}
+
+
+# the output fields of a case type beyond the common ones (converge-vectors/transparency/1:
+# ``size`` and ``root`` are inputs of the other types)
+_TYPE_FIELDS = {"tree": ("root",), "checkpoint": ("size", "root")}
+
+
 def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
     """Differences between a case's expected output fields and ``actual`` (empty = pass).
 
     Compared: ``result``, and each of ``error``, ``kind``, ``algorithm``, ``canonical``,
     ``request``, ``signed_bytes``, ``name``, ``version``,
-    ``hosts``, ``verdict``, ``extended``, ``enabled`` that the case states.
+    ``hosts``, ``verdict``, ``extended``, ``enabled`` that the case states, and for the
+    transparency case types ``tree`` its ``root``, ``checkpoint`` its ``size`` and ``root``.
     """
     problems = []
+    extra = _TYPE_FIELDS.get(case.get("type", ""), ())
     for key in (
         "result",
         "error",
@@ -179,6 +258,7 @@ def compare(case: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
         "verdict",
         "enabled",
         "extended",
+        *extra,
     ):
         if key in case and case[key] != actual.get(key):
             problems.append(f"{key}: expected {case[key]!r}, got {actual.get(key)!r}")
