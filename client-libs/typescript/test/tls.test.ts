@@ -86,6 +86,27 @@ test("connect(): resolves only with a vouched-for socket", async () => {
   assert.equal(forged.requests, 0);
 });
 
+test("a resumed TLS session has no certificate to check: connect refuses it, the agent never offers one", async () => {
+  const first = await connect({ host: "127.0.0.1", port: genuine.port, client });
+  first.end("GET / HTTP/1.0\r\n\r\n");
+  const session = await new Promise<Buffer>((resolve) => {
+    let got: Buffer | undefined;
+    first.on("session", (s: Buffer) => (got = s));
+    first.on("data", () => undefined);
+    first.on("close", () => resolve(got!));
+  });
+  assert.ok(session);
+  await assert.rejects(connect({ host: "127.0.0.1", port: genuine.port, client, session }), /session was resumed/);
+  // twin: the same connection without the session is checked and accepted
+  (await connect({ host: "127.0.0.1", port: genuine.port, client })).destroy();
+  const agent = new ConvergeAgent({ client });
+  try {
+    assert.equal(await get(genuine.port, agent, { session }), "genuine"); // the agent drops it: a full handshake
+  } finally {
+    agent.destroy();
+  }
+});
+
 /** A CONNECT proxy that forwards to whatever port is asked for (or always to `divert`). */
 async function proxy(divert?: number): Promise<{ server: Server; port: number; asked: string[] }> {
   const asked: string[] = [];

@@ -89,6 +89,9 @@ export async function verifySocket(socket: TLSSocket, host: string, port: number
   try {
     if (socket.destroyed) throw new Error("connection closed before the notary check");
     const der = peerDer(socket);
+    if (der === undefined && socket.isSessionReused()) {
+      throw new Error("the TLS session was resumed: Node keeps no certificate to check for it (do not pass session)");
+    }
     if (der === undefined) throw new Error("no peer certificate");
     if (o.requireCA) {
       if (!socket.authorized) throw new Error(`CA validation failed: ${String(socket.authorizationError)}`);
@@ -242,7 +245,8 @@ export class ConvergeAgent extends HttpsAgent {
     const tlsOptions = options as ConnectionOptions & { host?: string; port?: number | string };
     const host = (tlsOptions.host ?? "localhost").replace(/^\[|\]$/g, "");
     const port = Number(tlsOptions.port ?? 443);
-    connect({ ...tlsOptions, ...this.hook, host, port, ...(this.proxy === undefined ? {} : { proxy: this.proxy }) })
+    // a full handshake every time: a resumed session has no certificate to check
+    connect({ ...tlsOptions, session: undefined, ...this.hook, host, port, ...(this.proxy === undefined ? {} : { proxy: this.proxy }) })
       .then((socket) => callback?.(null, socket), (err: Error) => callback?.(err, undefined as unknown as Duplex));
     return undefined;
   }
