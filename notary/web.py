@@ -59,7 +59,9 @@ from notary.store.redis import RedisStore
 from notary.store.sqlite import SQLiteStore
 from notary.tlog.http import TLOG
 from notary.tlog.http import add_routes as add_log_routes
+from notary.tlog.log import TileLog
 from notary.tlog.note import Signer, Verifier
+from notary.tlog.redislog import RedisTileLog
 from notary.tlog.service import LogSettings, TransparencyLog, Witness
 
 SERVICE = web.AppKey("service", NotaryService)
@@ -403,7 +405,15 @@ def create_app(
         )
         tlog = None
         if log_signer is not None and settings.transparency_log:
-            tlog = TransparencyLog(settings.log_path, log_signer, LogSettings(
+            origin = log_signer.name
+
+            def open_log() -> TileLog | RedisTileLog:
+                if settings.redis:
+                    return RedisTileLog(settings.redis, settings.redis_prefix, origin,
+                                        timeout=max(settings.redis_timeout, 5.0))
+                return TileLog(settings.log_path, origin)
+
+            tlog = TransparencyLog(open_log, log_signer, LogSettings(
                 interval=settings.log_interval, proof_wait=settings.log_proof_wait,
                 witnesses=[Witness(url, Verifier.parse(vkey))
                            for url, vkey in settings.log_witnesses()],

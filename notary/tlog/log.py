@@ -60,7 +60,75 @@ class Batch:
     checkpoint: bytes  # the signed checkpoint note
 
 
-class TileLog:
+def tile_appends(fr: Frontier, data: bytes) -> list[tuple[tuple[int, int], bytes]]:
+    """Append one entry to the tree's right edge; return the (tile level, tile index) and hash
+    of every tile hash it completes (the leaf itself at level 0, a full tile's root above)."""
+    out = []
+    for level, index, h in fr.append(leaf_hash(data)):
+        if level % TILE_HEIGHT == 0:
+            out.append(((level // TILE_HEIGHT, index // TILE_WIDTH), h))
+    return out
+
+
+class TileReader:
+    """Tiles, bundles and proofs from any store of tile hashes and entries (the SQLite and the
+    Redis log share this)."""
+
+    _tile_cache: dict[tuple[int, int], bytes]
+
+    def _stored_tile(self, level: int, n: int) -> bytes:
+        raise NotImplementedError
+
+    def entries(self, start: int, end: int) -> Sequence[bytes]:
+        raise NotImplementedError
+
+    def _tile_hashes(self, level: int, n: int) -> bytes:
+        key = (level, n)
+        got = self._tile_cache.get(key)
+        if got is not None:
+            return got
+        data = self._stored_tile(level, n)
+        if len(data) == TILE_WIDTH * HASH_SIZE:  # full tiles never change: keep them
+            if len(self._tile_cache) > 4096:
+                self._tile_cache.clear()
+            self._tile_cache[key] = data
+        return data
+
+    def read(self, tp: TilePath, tree_size: int) -> bytes | None:
+        """The bytes of a tile or entry bundle, or None when it is not implied by
+        ``tree_size`` (a size the log has signed)."""
+        level = max(tp.level, 0)  # entry bundles follow level 0
+        if tp.index * TILE_WIDTH + tp.width > tree_size // TILE_WIDTH**level:
+            return None
+        start = tp.index * TILE_WIDTH
+        if tp.level == ENTRIES:
+            rows = self.entries(start, start + tp.width)
+            return encode_bundle(rows) if len(rows) == tp.width else None
+        data = self._tile_hashes(tp.level, tp.index)
+        need = tp.width * HASH_SIZE
+        return data[:need] if len(data) >= need else None
+
+    def subtree(self, level: int, index: int) -> bytes:
+        """Hash of leaves [index * 2**level, (index + 1) * 2**level), from the tiles."""
+        tl, r = divmod(level, TILE_HEIGHT)
+        first = index << r  # position of its first hash within tile level tl
+        data = self._tile_hashes(tl, first // TILE_WIDTH)
+        pos = first % TILE_WIDTH
+        hashes = [data[i * HASH_SIZE : (i + 1) * HASH_SIZE] for i in range(pos, pos + (1 << r))]
+        if any(len(h) != HASH_SIZE for h in hashes):
+            raise LookupError(f"subtree {level}/{index} is not in the log")
+        while len(hashes) > 1:
+            hashes = [node_hash(hashes[i], hashes[i + 1]) for i in range(0, len(hashes), 2)]
+        return hashes[0]
+
+    def inclusion(self, index: int, size: int) -> list[bytes]:
+        return inclusion_proof(index, size, self.subtree)
+
+    def consistency(self, old: int, new: int) -> list[bytes]:
+        return consistency_proof(old, new, self.subtree)
+
+
+class TileLog(TileReader):
     """The log in one SQLite file; safe to share between threads (one lock per instance)
     and between processes (SQLite's locks and the sequencing lease)."""
 
@@ -166,11 +234,7 @@ class TileLog:
                 idx = fr.size
                 db.execute("INSERT INTO entries VALUES (?, ?)", (idx, data))
                 db.execute("INSERT INTO logged VALUES (?, ?)", (key, idx))
-                for level, index, h in fr.append(leaf_hash(bytes(data))):
-                    if level % TILE_HEIGHT:
-                        continue
-                    tl = level // TILE_HEIGHT
-                    tk = (tl, index // TILE_WIDTH)
+                for tk, h in tile_appends(fr, bytes(data)):
                     if tk not in tiles:
                         row = db.execute("SELECT data FROM tiles WHERE level = ? AND n = ?",
                                          tk).fetchone()
@@ -216,58 +280,11 @@ class TileLog:
             (n,) = self._db.execute("SELECT count(*) FROM pending").fetchone()
         return int(n)
 
-    def _tile_hashes(self, level: int, n: int) -> bytes:
-        key = (level, n)
-        got = self._tile_cache.get(key)
-        if got is not None:
-            return got
+    def _stored_tile(self, level: int, n: int) -> bytes:
         with self._lock:
             row = self._db.execute("SELECT data FROM tiles WHERE level = ? AND n = ?",
-                                   key).fetchone()
-        data = bytes(row[0]) if row else b""
-        if len(data) == TILE_WIDTH * HASH_SIZE:  # full tiles never change: keep them
-            if len(self._tile_cache) > 4096:
-                self._tile_cache.clear()
-            self._tile_cache[key] = data
-        return data
-
-    def read(self, tp: TilePath, tree_size: int) -> bytes | None:
-        """The bytes of a tile or entry bundle, or None when it does not exist at the log's
-        current size (or is not implied by ``tree_size``, a size the log has signed)."""
-        level = max(tp.level, 0)  # entry bundles follow level 0
-        if tp.index * TILE_WIDTH + tp.width > tree_size // TILE_WIDTH**level:
-            return None
-        start = tp.index * TILE_WIDTH
-        if tp.level == ENTRIES:
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT data FROM entries WHERE idx >= ? AND idx < ? ORDER BY idx",
-                    (start, start + tp.width)).fetchall()
-            if len(rows) != tp.width:
-                return None
-            return encode_bundle([bytes(r[0]) for r in rows])
-        data = self._tile_hashes(tp.level, tp.index)
-        need = tp.width * HASH_SIZE
-        return data[:need] if len(data) >= need else None
-
-    def subtree(self, level: int, index: int) -> bytes:
-        """Hash of leaves [index * 2**level, (index + 1) * 2**level), from the tiles."""
-        tl, r = divmod(level, TILE_HEIGHT)
-        first = index << r  # position of its first hash within tile level tl
-        data = self._tile_hashes(tl, first // TILE_WIDTH)
-        pos = first % TILE_WIDTH
-        hashes = [data[i * HASH_SIZE : (i + 1) * HASH_SIZE] for i in range(pos, pos + (1 << r))]
-        if any(len(h) != HASH_SIZE for h in hashes):
-            raise LookupError(f"subtree {level}/{index} is not in the log")
-        while len(hashes) > 1:
-            hashes = [node_hash(hashes[i], hashes[i + 1]) for i in range(0, len(hashes), 2)]
-        return hashes[0]
-
-    def inclusion(self, index: int, size: int) -> list[bytes]:
-        return inclusion_proof(index, size, self.subtree)
-
-    def consistency(self, old: int, new: int) -> list[bytes]:
-        return consistency_proof(old, new, self.subtree)
+                                   (level, n)).fetchone()
+        return bytes(row[0]) if row else b""
 
     # ------------------------------------------------------------------ witnesses
 

@@ -12,8 +12,10 @@ Rules:
 * A batch is committed before its checkpoint is served, cited or sent to witnesses. Each
   witness gets every new checkpoint with a consistency proof from the last size it
   cosigned (c2sp.org/tlog-witness); its cosignature line is kept with that checkpoint and
-  served with it. A witness that is down or slow (``witness_timeout``) is skipped for that
-  checkpoint.
+  served with it. A batch waits at most ``cosign_wait`` for its witnesses before its
+  checkpoint is served; cosignatures that come later (within ``witness_timeout``) are added
+  to it then. A witness that is down or slow is skipped for that checkpoint, and one whose
+  previous submission is still in flight is not sent another until it answers.
 """
 
 from __future__ import annotations
@@ -29,21 +31,23 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis
 
 from .entry import Entry
 from .log import LogFull, TileLog
 from .note import Signer, Verifier, parse_note, verify_note
+from .redislog import RedisTileLog
 from .tiles import TilePath
 
 log = logging.getLogger("notary.tlog")
 
 REPORT_PERIOD = 60.0
-# what the log's database can raise: SQLite errors, a full or gone disk, a missing tile
-DB_ERRORS = (sqlite3.Error, OSError, LookupError)
+# what the log's store can raise: SQLite or Redis errors, a full or gone disk, a missing tile,
+# a Redis batch that lost its race (WatchError is a RedisError)
+DB_ERRORS = (sqlite3.Error, redis.RedisError, OSError, LookupError, RuntimeError)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class LogSettings:
     proof_wait: float = 3.0  # seconds an answer waits for its entry to be sequenced
     witnesses: list[Witness] = field(default_factory=list)
     witness_timeout: float = 5.0
+    cosign_wait: float = 1.0  # seconds a batch waits for cosignatures before it is served
     lease_ttl: float = 5.0
 
 
@@ -88,13 +93,16 @@ class _Reporter:
 
 
 class TransparencyLog:
-    def __init__(self, path: Path, signer: Signer, settings: LogSettings) -> None:
-        self.path = path
+    def __init__(self, opener: Callable[[], TileLog | RedisTileLog], signer: Signer,
+                 settings: LogSettings) -> None:
+        """``opener`` makes the backend on the log's thread: ``TileLog`` (SQLite, one host)
+        or ``RedisTileLog`` (every node sharing Redis)."""
+        self._opener = opener
         self.signer = signer
         self.settings = settings
         self.origin = signer.name
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlog")
-        self._log: TileLog | None = None
+        self._log: TileLog | RedisTileLog | None = None
         self._task: asyncio.Task[None] | None = None
         self._holder = f"{os.getpid()}-{id(self):x}"
         self._sequenced = asyncio.Event()
@@ -108,6 +116,7 @@ class TransparencyLog:
         self.witness_errors = _Reporter("witness submission")
         self.dropped = 0
         self._session: aiohttp.ClientSession | None = None
+        self._submitting: set[str] = set()  # witnesses with a submission in flight
 
     @property
     def verifier(self) -> Verifier:
@@ -121,7 +130,7 @@ class TransparencyLog:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def start(self) -> None:
-        self._log = await self._run(TileLog, self.path, self.origin)
+        self._log = await self._run(self._opener)
         await self._step()
         self._task = asyncio.create_task(self._loop())
 
@@ -135,6 +144,10 @@ class TransparencyLog:
         if self._session is not None:
             await self._session.close()
         if self._log is not None:
+            release = getattr(self._log, "release_lease", None)  # a clean stop frees it
+            if release is not None:
+                with contextlib.suppress(*DB_ERRORS):
+                    await self._run(release, self._holder)
             await self._run(self._log.close)
         self._pool.shutdown(wait=True)
 
@@ -185,7 +198,7 @@ class TransparencyLog:
             self.db_errors.failed(exc)
             return
         if batch is not None and self.settings.witnesses:
-            await self._cosign(batch.size, batch.checkpoint)
+            await self._start_cosign(batch.size, batch.checkpoint)
         if size != self._size or self._checkpoint is None:
             note = await self._run(tl.checkpoint, size)
             cosigs = await self._run(self._cosignatures, size)
@@ -201,20 +214,43 @@ class TransparencyLog:
         assert self._log is not None
         return self._log.cosignatures(size)
 
-    async def _cosign(self, size: int, note: bytes) -> None:
+    async def _start_cosign(self, size: int, note: bytes) -> None:
+        """Submit a new checkpoint to every witness not busy with an earlier one; wait for
+        them at most ``cosign_wait`` (a slow witness never holds the sequencer up)."""
+        todo = [w for w in self.settings.witnesses if w.url not in self._submitting]
+        if not todo:
+            return
+        self._submitting.update(w.url for w in todo)
+        task = asyncio.ensure_future(self._cosign(todo, size, note))
+        self._pending_tasks.add(task)
+        task.add_done_callback(self._pending_tasks.discard)
+        await asyncio.wait({task}, timeout=min(self.settings.cosign_wait,
+                                               self.settings.witness_timeout))
+
+    async def _cosign(self, witnesses: list[Witness], size: int, note: bytes) -> None:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.settings.witness_timeout))
         assert self._log is not None
-        results = await asyncio.gather(
-            *(self._submit(w, size, note) for w in self.settings.witnesses),
-            return_exceptions=True)
-        for w, res in zip(self.settings.witnesses, results, strict=True):
-            if isinstance(res, BaseException):
-                self.witness_errors.failed(RuntimeError(f"{w.url}: {res}"))
-                continue
-            self.witness_errors.ok()
-            await self._run(self._log.add_cosignature, size, w.verifier.name, res)
+        try:
+            results = await asyncio.gather(
+                *(self._submit(w, size, note) for w in witnesses), return_exceptions=True)
+            for w, res in zip(witnesses, results, strict=True):
+                if isinstance(res, BaseException):
+                    self.witness_errors.failed(RuntimeError(f"{w.url}: {res}"))
+                    continue
+                self.witness_errors.ok()
+                await self._run(self._log.add_cosignature, size, w.verifier.name, res)
+            if size == self._size and self._checkpoint is not None:
+                # served already without these cosignatures: serve them from now on
+                base = await self._run(self._log.checkpoint, size)
+                cosigs = await self._run(self._cosignatures, size)
+                if size == self._size:
+                    self._checkpoint = (base or b"") + cosigs
+        except DB_ERRORS as exc:
+            self.db_errors.failed(exc)
+        finally:
+            self._submitting.difference_update(w.url for w in witnesses)
 
     async def _submit(self, w: Witness, size: int, note: bytes) -> str:
         assert self._log is not None and self._session is not None

@@ -9,6 +9,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -167,3 +168,42 @@ def test_the_transparency_vectors_agree_with_the_go_implementation(
     flipped.write_text(json.dumps(doc))
     rc, _, err = goreader(reader, "vectors", str(flipped))
     assert rc == 1 and "disagree" in err
+
+
+def test_two_nodes_on_redis_keep_one_log(reader: Path, ca: trustme.CA, tmp_path: Path) -> None:
+    """Two notary processes with the same keys sharing a real redis-server: one log, whichever
+    node answers or serves the tiles."""
+    from redis_testing import RedisServer
+
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+        with notary(a_dir, "--redis", server.url):
+            pass  # keys made on first run
+        shutil.copytree(a_dir, b_dir)
+        sites = [tls_site(ca) for _ in range(6)]
+        with notary(a_dir, "--redis", server.url) as a, notary(b_dir, "--redis",
+                                                               server.url) as b:
+            answers = []
+            for i, s in enumerate(sites):
+                node = (a, b)[i % 2]
+                status, body = node.ask("site.test", s.port, s.sha256)
+                assert status == 200 and b',"transparency":{' in body
+                answers.append(body)
+            vkey = a.vkey()
+            assert b.vkey() == vkey
+            time.sleep(0.5)  # both nodes have seen the last batch
+            docs = []
+            for node in (a, b):
+                rc, out, err = goreader(reader, "read", "-url", node.url + "/log", "-vkey", vkey)
+                assert rc == 0, err
+                docs.append(json.loads(out))
+            assert docs[0]["root"] == docs[1]["root"] and docs[0]["size"] == len(sites)
+            assert {e["port"] for e in docs[0]["entries"]} == {s.port for s in sites}
+            f = tmp_path / "answer-from-b.json"
+            f.write_bytes(answers[1])
+            rc, _, err = goreader(reader, "inclusion", "-vkey", vkey, "-answer", str(f))
+            assert rc == 0, err
+    finally:
+        server.stop()
