@@ -204,6 +204,11 @@ class TileLog(TileReader):
             db.execute("INSERT OR REPLACE INTO lease VALUES (1, ?, ?)", (holder, now + ttl))
             return True
 
+    def release_lease(self, holder: str) -> None:
+        """Give the lease up (a clean stop), so a restarted sequencer need not wait it out."""
+        with self._tx() as db:
+            db.execute("DELETE FROM lease WHERE id = 1 AND holder = ?", (holder,))
+
     def _state(self, db: sqlite3.Connection) -> Frontier:
         size = db.execute("SELECT v FROM meta WHERE k = 'size'").fetchone()
         nodes = db.execute("SELECT v FROM meta WHERE k = 'frontier'").fetchone()
