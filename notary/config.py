@@ -110,7 +110,7 @@ class Settings:
         out = []
         for spec in self.log_witness:
             url, sep, vkey = spec.partition("=")
-            if not sep or not url.startswith(("http://", "https://")) or vkey.count("+") != 2:
+            if not sep or not url.startswith(("http://", "https://")) or vkey.count("+") < 2:
                 raise BadConfig(f"--log-witness {spec!r}: expected URL=VKEY (the witness's "
                                 "submission prefix and its name+id+key verifier key)")
             out.append((url, vkey))
