@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -306,5 +307,86 @@ func TestDialTLSContextHonoursTheDialContext(t *testing.T) {
 	_, err := c.DialTLSContext(nil)(ctx, "tcp", w.loc())
 	if err == nil || time.Since(t0) > 3*time.Second {
 		t.Fatalf("the dial was not bounded by its context: %v after %v", err, time.Since(t0))
+	}
+}
+
+// Issue 37: a TLS session resumed on another port of the same host, and a redirect to that
+// port, are checked again for that port. Ports Q and P serve one certificate from one TLS
+// config (one session ticket key, as one attacker's box would); the client shares one session
+// cache. The notaries see that certificate at Q and another one at P.
+func TestSessionsAndRedirectsAcrossPortsAreCheckedForTheirPort(t *testing.T) {
+	w := newWorld(t, 2, false)
+	shared := &tls.Config{Certificates: []tls.Certificate{w.genuine.cert}, SessionTicketKey: [32]byte{7}}
+	serve := func(h http.HandlerFunc) (int, *int32) {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hits int32
+		srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			atomic.AddInt32(&hits, 1)
+			h(rw, r)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().(*net.TCPAddr).Port, &hits
+	}
+	p, pHits := serve(func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, "at P") })
+	q, _ := serve(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			http.Redirect(rw, r, fmt.Sprintf("https://127.0.0.1:%d/", p), http.StatusFound)
+			return
+		}
+		io.WriteString(rw, "at Q")
+	})
+	view := func(der []byte) {
+		for _, n := range w.notaries {
+			n.sees(fmt.Sprintf("127.0.0.1:%d", q), w.genuine.der)
+			n.sees(fmt.Sprintf("127.0.0.1:%d", p), der)
+		}
+	}
+	view(w.forged.der)
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = &tls.Config{ClientSessionCache: tls.NewLRUClientSessionCache(16)}
+	hc := &http.Client{Transport: w.client(t, map[string]any{"cache-lifetime": 0}).Transport(base, TLSOptions{}),
+		Timeout: 20 * time.Second}
+	get := func(url string) (string, *http.Response, error) {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return "", nil, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp, nil
+	}
+	// a new connection to Q leaves a fresh session in the cache (a failed handshake drops the
+	// session it tried)
+	seed := func() {
+		hc.CloseIdleConnections()
+		if body, _, err := get(fmt.Sprintf("https://127.0.0.1:%d/page", q)); err != nil || body != "at Q" {
+			t.Fatalf("the genuine origin Q: %q %v", body, err)
+		}
+	}
+	var nt *NotTrustedError
+	for _, url := range []string{fmt.Sprintf("https://127.0.0.1:%d/", q), fmt.Sprintf("https://127.0.0.1:%d/", p)} {
+		seed()
+		if _, _, err := get(url); !errors.As(err, &nt) || nt.Port != p {
+			t.Fatalf("%s: want a refusal for port %d, got %v", url, p, err)
+		}
+	}
+	if atomic.LoadInt32(pHits) != 0 {
+		t.Fatal("a request reached P")
+	}
+	// twin: once the notaries see that certificate at P, the redirect is followed
+	seed()
+	view(w.genuine.der)
+	body, resp, err := get(fmt.Sprintf("https://127.0.0.1:%d/", q))
+	if err != nil || body != "at P" {
+		t.Fatalf("the vouched redirect: %q %v", body, err)
+	}
+	// the connection to P resumed the session made at Q (so the refusals above were of
+	// resumable handshakes) and was checked all the same
+	if !resp.TLS.DidResume {
+		t.Fatal("the session from Q was not resumed at P: the case does not test resumption")
 	}
 }
