@@ -6,7 +6,8 @@
   ``bench/replay/__main__.py`` exists, else ``bench/replay/bench_replayer.py``) when
   present; a missing one is skipped with a message.
 * ``bench.extended`` (extended vs legacy cached rate), ``bench.scale.run`` (workers, stores,
-  metrics, locust vs wrk), ``bench.rootstore.run`` (CA verification cost) and each client
+  metrics, locust vs wrk), ``bench.rootstore.run`` (CA verification cost), ``bench.tlog.run``
+  (the transparency log's sequencing rate, a 10-million-entry log) and each client
   language's ``client-libs/<lang>/bench.sh``.
 
 Each suite runs in its own process with a time limit, so one failing suite does not stop the
@@ -25,6 +26,7 @@ from bench import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_TIMEOUT = 600.0  # seconds per suite
+LONG_SUITES = {"tlog": 2400.0}  # the 10-million-entry log is written and read back
 
 
 def _python() -> str:
@@ -55,7 +57,7 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     ingest = root / "bench" / "replay" / "ingest.py"
     out.append(("ingest", [py, "-m", "bench.replay.ingest"] if ingest.is_file() else None,
                 f"{ingest.relative_to(root)} not found"))
-    for name in ("scale", "rootstore"):
+    for name in ("scale", "rootstore", "tlog"):
         run = root / "bench" / name / "run.py"
         out.append((name, [py, "-m", f"bench.{name}.run"] if run.is_file() else None,
                     f"{run.relative_to(root)} not found"))
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cmd is None:
             print(f"== bench {name}: skipped ({why})", flush=True)
             continue
-        if run_suite(name, cmd) != 0:
+        if run_suite(name, cmd, LONG_SUITES.get(name, SUITE_TIMEOUT)) != 0:
             failed.append(name)
     print("\n== bench summary: every figure against its goal", flush=True)
     print(summary.render(summary.rows()), flush=True)
