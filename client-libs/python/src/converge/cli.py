@@ -15,7 +15,10 @@
 Exit status of ``check``: 0 trusted, 1 not trusted, 2 error (bad input, configuration, or
 the target could not be reached). ``verify-answer``: 0 the answer verifies, 1 it is
 rejected (the failure kind is printed), 2 usage error (unreadable file, bad bundle, bad
-arguments). Other commands: 0 on success, 2 on error.
+arguments). With a bundle that names a transparency log, ``verify-answer`` also checks a
+``match`` answer's proof of inclusion (a failure is a ``log-*`` kind) and prints the entry's
+index, the tree size and root it is proved against, and the witnesses that cosigned.
+Other commands: 0 on success, 2 on error.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__
-from .bundle import parse_bundle
+from .bundle import NotaryBundle, parse_bundle
 from .cache import LocalCache
 from .client import Client, Verdict
 from .config import (
@@ -58,13 +61,16 @@ from .extended import (
     DEFAULT_MAX_SKEW,
     MAX_ANSWER,
     AnswerRejected,
+    VerifiedAnswer,
+    check_log,
     describe,
     trusted_keys,
     verify_answer,
 )
-from .fingerprint import fingerprint_of, parse_fingerprint
+from .fingerprint import Fingerprint, fingerprint_of, parse_fingerprint
 from .legacy import location
 from .tls import fetch_certificate
+from .transparency import Proven
 
 MAX_BUNDLE_DOWNLOAD = 64 * 1024
 MAX_ANSWER_FILE = MAX_ANSWER
@@ -235,6 +241,7 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
             now=now if check_time else None,
             max_skew=max_skew,
         )
+        logged = _check_logged(v, bundle, fp)
     except AnswerRejected as e:
         if args.json:
             print(json.dumps({"result": "rejected", "kind": e.kind, "message": str(e)}), file=out)
@@ -243,6 +250,7 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     key = next(k for k in bundle.signing_keys if k.key_id == v.key_id)
     proven = {"result": "valid", "notary": bundle.name, "key_status": key.status, **describe(v)}
+    proven["transparency"] = logged.to_json() if logged else None
     checked = ["signature", "canonical bytes"]
     if args.host is not None:
         checked.append("target")
@@ -252,6 +260,11 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
         checked.append("nonce")
     if check_time:
         checked.append(f"time within {max_skew} s of {_iso(now)}")
+    if logged is not None:
+        ck = logged.checkpoint
+        cosigned = f", cosigned by {', '.join(ck.cosigned_by)}" if ck.cosigned_by else ""
+        checked.append(f"entry {logged.index} of the log {ck.origin} (tree size {ck.size}"
+                       f"{cosigned})")
     proven["checked"] = checked
     if args.json:
         print(json.dumps(proven), file=out)
@@ -277,8 +290,21 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
             print(f"  SHA-1   {o.get('sha1')}", file=out)
             print(f"          seen {_iso(o.get('first_seen'))} .. {_iso(o.get('last_seen'))}",
                   file=out)
+    if logged is not None:
+        ck = logged.checkpoint
+        print(f"logged       entry {logged.index} of {ck.origin}, tree size {ck.size}, root "
+              f"{proven['transparency']['root']}", file=out)
     print(f"checked      {', '.join(checked)}", file=out)
     return 0
+
+
+def _check_logged(
+    v: VerifiedAnswer, bundle: NotaryBundle, fp: Fingerprint | None
+) -> Proven | None:
+    """The answer's proof of inclusion in the bundle's log (a ``match`` only), or ``None``."""
+    if bundle.transparency is None or v.verdict != "match":
+        return None
+    return check_log(v, bundle.transparency, fp)
 
 
 def cmd_init(args: argparse.Namespace, out: TextIO) -> int:

@@ -228,15 +228,8 @@ def new_nonce(nbytes: int = DEFAULT_NONCE_BYTES) -> str:
     return b64url(secrets.token_bytes(nbytes))
 
 
-def request_body(
-    host: str,
-    port: int,
-    fingerprint: Fingerprint,
-    *,
-    nonce: str | None,
-    ip: str | None = None,
-    transparency: bool = False,
-) -> bytes:
+def request_body(host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None,
+                 ip: str | None = None, transparency: bool = False) -> bytes:
     check_target(host, port)
     doc: dict[str, Any] = {
         "host": host,
@@ -253,15 +246,8 @@ def request_body(
     return json.dumps(doc, separators=(",", ":")).encode("ascii")
 
 
-def request_bytes(
-    host: str,
-    port: int,
-    fingerprint: Fingerprint,
-    *,
-    nonce: str | None,
-    ip: str | None = None,
-    transparency: bool = False,
-) -> bytes:
+def request_bytes(host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None,
+                  ip: str | None = None, transparency: bool = False) -> bytes:
     """The whole HTTP/1.0 request (one request per connection, like the legacy client);
     ``transparency``: ask for a proof of inclusion in the notary's log."""
     body = request_body(host, port, fingerprint, nonce=nonce, ip=ip, transparency=transparency)

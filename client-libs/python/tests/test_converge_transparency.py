@@ -1,0 +1,513 @@
+"""The transparency log's proofs (docs/transparency.md, "Clients"): bundle parsing, the request
+flag, the answer split, and the six checks against a real ``notary serve`` whose checkpoints a
+witness cosigns, directly and through relays that strip the member (log-missing), change a
+proof hash (log-proof), drop the witness's cosignature (log-witness) or swap in another entry
+(log-entry). Each must-fail case has a must-pass twin."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import socket
+import ssl
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+from converge import extended, transparency
+from converge.bundle import NotaryBundle, parse_bundle
+from converge.cli import main as cli_main
+from converge.client import Client
+from converge.errors import BundleError
+from converge.fingerprint import parse_fingerprint
+from converge_fixtures import TlsTarget, identity, make_config
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+ROOT = Path(__file__).resolve().parents[3]
+NOTARY = ROOT / ".venv" / "bin" / "notary"
+MEMBER = b',"transparency":'
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------- a witness on 127.0.0.1
+
+
+class Witness:
+    """A c2sp.org/tlog-witness ``add-checkpoint`` endpoint over plain HTTP that cosigns every
+    checkpoint submitted (tlog-cosignature/v1, Ed25519) with its own key."""
+
+    def __init__(self, name: str = "witness.test/w1") -> None:
+        self.name = name
+        self.key = Ed25519PrivateKey.generate()
+        raw = self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.key_id = transparency.key_id(name, 0x04, raw)
+        key64 = base64.b64encode(bytes([0x04]) + raw).decode()
+        self.vkey = f"{name}+{self.key_id.hex()}+{key64}"
+        self.submitted = 0
+        witness = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+                note = body.split("\n\n", 1)[1]
+                text = note[: note.rfind("\n\n") + 1]
+                witness.submitted += 1
+                line = witness.cosign(text).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(line)))
+                self.end_headers()
+                self.wfile.write(line)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def cosign(self, text: str) -> str:
+        t = int(time.time())
+        sig = self.key.sign(b"cosignature/v1\ntime %d\n" % t + text.encode())
+        blob = base64.b64encode(self.key_id + struct.pack(">Q", t) + sig).decode()
+        return f"\u2014 {self.name} {blob}\n"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------- a real notary
+
+
+@dataclass
+class RealNotary:
+    data_dir: Path
+    port: int
+    proc: subprocess.Popen[bytes]
+    bundle_doc: dict[str, Any]
+
+    def bundle(self, name: str = "Org Log", port: int | None = None, log: bool = True,
+               **over: Any) -> NotaryBundle:
+        doc = {**self.bundle_doc, "name": name}
+        doc["hosts"] = [{**doc["hosts"][0], "ssl_port": port or self.port}]
+        if not log:
+            doc.pop("transparency")
+        elif over:
+            doc["transparency"] = {**doc["transparency"], **over}
+        return parse_bundle(doc)
+
+
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"notary not listening after 30 s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def witness() -> Iterator[Witness]:
+    w = Witness()
+    yield w
+    w.stop()
+
+
+@pytest.fixture(scope="module")
+def notary(tmp_path_factory: pytest.TempPathFactory, witness: Witness) -> Iterator[RealNotary]:
+    if not NOTARY.exists():
+        pytest.skip("the notary console script is not installed (make setup)")
+    d = tmp_path_factory.mktemp("log-notary")
+    port = _free_port()
+    log = d / "notary.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [str(NOTARY), "serve", "--data-dir", str(d / "data"), "--listen", f"127.0.0.1:{port}",
+             "--allow-target", "127.0.0.0/8", "--probe-timeout", "2", "--log-interval", "0.2",
+             "--log-witness", f"{witness.url}={witness.vkey}"],
+            stdout=fh, stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_ready(port, proc, log)
+        out = subprocess.run(
+            [str(NOTARY), "bundle", "--data-dir", str(d / "data"), "--host", "127.0.0.1",
+             "--ssl-port", str(port), "--name", "Org Log", "--witness", witness.vkey,
+             "--min-cosignatures", "1"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        yield RealNotary(d / "data", port, proc, json.loads(out.stdout))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- relays
+
+
+def rewrite_member(body: bytes, change: Callable[[dict[str, Any]], None] | None) -> bytes:
+    """The answer with its transparency member changed by ``change`` (``None``: removed); the
+    signed statement's bytes are kept as they are."""
+    cut = body.find(MEMBER)
+    if cut < 0:
+        return body
+    if change is None:
+        return body[:cut] + b"}"
+    member = json.loads(body[cut + len(MEMBER) : -1])
+    change(member)
+    return body[:cut] + MEMBER + json.dumps(member, separators=(",", ":")).encode() + b"}"
+
+
+@dataclass
+class Relay:
+    """A TLS server with the notary's own certificate that forwards each request to it and
+    passes the answer through ``rewrite`` (the body; Content-Length follows)."""
+
+    notary: RealNotary
+    rewrite: Callable[[bytes], bytes]
+    answers: list[bytes] = field(default_factory=list)
+    requests: list[bytes] = field(default_factory=list)
+
+    def start(self) -> Relay:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(self.notary.data_dir / "notary.pem"),
+                            str(self.notary.data_dir / "notary.key"))
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
+        self.ctx = ctx
+        threading.Thread(target=self._loop, daemon=True).start()
+        return self
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        try:
+            with self.ctx.wrap_socket(conn, server_side=True) as s:
+                s.settimeout(10)
+                req = _read_all(s, until_body=True)
+                self.requests.append(req)
+                up_ctx = ssl.create_default_context()
+                up_ctx.check_hostname = False
+                up_ctx.verify_mode = ssl.CERT_NONE
+                with (
+                    socket.create_connection(("127.0.0.1", self.notary.port), timeout=10) as raw,
+                    up_ctx.wrap_socket(raw) as up,
+                ):
+                    up.sendall(req)
+                    resp = _read_all(up, until_body=False)
+                head, _, body = resp.partition(b"\r\n\r\n")
+                body = self.rewrite(body)
+                self.answers.append(body)
+                lines = [h for h in head.split(b"\r\n") if not h.lower().startswith(
+                    b"content-length:")]
+                s.sendall(b"\r\n".join(lines) + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+                          + body)
+        except (OSError, ssl.SSLError):
+            pass
+
+    def stop(self) -> None:
+        self.sock.close()
+
+
+def _read_all(s: ssl.SSLSocket, *, until_body: bool) -> bytes:
+    data = b""
+    while len(data) < 1 << 20:
+        if until_body and b"\r\n\r\n" in data:
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                           if h.lower().startswith(b"content-length:")), 0)
+            if len(body) >= length:
+                return data
+        try:
+            chunk = s.recv(65536)
+        except ssl.SSLError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[TlsTarget]]:
+    """Two HTTPS targets with one certificate on two ports (so the log holds two entries and
+    every proof has a hash)."""
+    ident = identity(trustme.CA(), "127.0.0.1")
+    tmp = tmp_path_factory.mktemp("sites")
+    ts = [TlsTarget(ident, tmp).start() for _ in range(2)]
+    yield ts
+    for t in ts:
+        t.stop()
+
+
+def _check(tmp: Path, bundle: NotaryBundle, site: TlsTarget) -> Any:
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg = make_config(tmp, [bundle], cache_lifetime=0)
+    return Client(cfg).check("127.0.0.1", site.port, site.ident.sha256)
+
+
+def _keep(into: list[bytes]) -> Callable[[bytes], bytes]:
+    def keep(body: bytes) -> bytes:
+        into.append(body)
+        return body
+
+    return keep
+
+
+@pytest.fixture(scope="module")
+def logged(notary: RealNotary, sites: list[TlsTarget],
+           tmp_path_factory: pytest.TempPathFactory) -> RealNotary:
+    """Both sites asked once, so the log holds both entries."""
+    tmp = tmp_path_factory.mktemp("warm")
+    for i, s in enumerate(sites):
+        v = _check(tmp / str(i), notary.bundle(), s)
+        assert v.trusted, v.results
+    return notary
+
+
+def _kind(v: Any) -> tuple[str, str]:
+    (r,) = v.results
+    return r.vote, r.kind
+
+
+# ---------------------------------------------------------------- live: direct and relayed
+
+
+def test_a_match_with_a_valid_cosigned_proof_is_trusted(
+    logged: RealNotary, sites: list[TlsTarget], witness: Witness, tmp_path: Path
+) -> None:
+    relay = Relay(logged, lambda b: b).start()
+    try:
+        v = _check(tmp_path, logged.bundle(port=relay.port), sites[1])
+    finally:
+        relay.stop()
+    assert v.trusted and _kind(v) == ("success", "match"), v.results
+    assert b'"transparency":true' in relay.requests[-1]
+    member = json.loads(relay.answers[-1][relay.answers[-1].find(MEMBER) + len(MEMBER) : -1])
+    assert member["proof"] and witness.name in member["checkpoint"]
+    assert witness.submitted >= 1
+
+
+@pytest.mark.parametrize("name,change,kind", [
+    ("stripped", None, "log-missing"),
+    ("altered", "proof", "log-proof"),
+    ("not-cosigned", "witness", "log-witness"),
+    ("bad-log-signature", "log-signature", "log-checkpoint"),
+])
+def test_a_relay_that_breaks_the_member_makes_a_failure(
+    logged: RealNotary, sites: list[TlsTarget], witness: Witness, tmp_path: Path,
+    name: str, change: str | None, kind: str
+) -> None:
+    def mutate(m: dict[str, Any]) -> None:
+        if change == "proof":
+            h = bytearray(base64.b64decode(m["proof"][0]))
+            h[0] ^= 1
+            m["proof"][0] = base64.b64encode(bytes(h)).decode()
+        elif change == "witness":
+            m["checkpoint"] = "".join(line for line in m["checkpoint"].splitlines(True)
+                                      if not line.startswith(f"\u2014 {witness.name} "))
+        else:  # the log's signature line: its last byte changed
+            lines = m["checkpoint"].splitlines(True)
+            i = next(i for i, line in enumerate(lines) if line.startswith("\u2014 ")
+                     and witness.name not in line)
+            sig = bytearray(base64.b64decode(lines[i].split()[-1]))
+            sig[-1] ^= 1
+            lines[i] = " ".join(lines[i].split()[:-1]) + " " + base64.b64encode(sig).decode() + "\n"
+            m["checkpoint"] = "".join(lines)
+
+    relay = Relay(logged, lambda b: rewrite_member(b, None if change is None else mutate)).start()
+    try:
+        v = _check(tmp_path, logged.bundle(port=relay.port), sites[1])
+        assert not v.trusted and _kind(v) == ("failure", kind), (name, v.results)
+        # twin: the same relay, a bundle naming no log: the statement alone decides
+        twin = _check(tmp_path / "twin", logged.bundle(port=relay.port, log=False), sites[1])
+        assert twin.trusted and _kind(twin) == ("success", "match"), twin.results
+        assert b'"transparency"' not in relay.requests[-1]
+    finally:
+        relay.stop()
+
+
+def test_another_logged_entry_with_its_own_proof_is_log_entry(
+    logged: RealNotary, sites: list[TlsTarget], tmp_path: Path
+) -> None:
+    """A relay answers about site 1 with the member of site 0's answer (a valid proof of
+    another entry of the same log, for another port)."""
+    other: list[bytes] = []
+    grab = Relay(logged, _keep(other)).start()
+    try:
+        assert _check(tmp_path / "grab", logged.bundle(port=grab.port), sites[0]).trusted
+    finally:
+        grab.stop()
+    theirs = json.loads(other[-1][other[-1].find(MEMBER) + len(MEMBER) : -1])
+    relay = Relay(logged, lambda b: rewrite_member(b, lambda m: m.update(theirs))).start()
+    try:
+        v = _check(tmp_path, logged.bundle(port=relay.port), sites[1])
+    finally:
+        relay.stop()
+    assert not v.trusted and _kind(v) == ("failure", "log-entry"), v.results
+
+
+def test_no_witness_required_then_an_uncosigned_checkpoint_is_enough(
+    logged: RealNotary, sites: list[TlsTarget], witness: Witness, tmp_path: Path
+) -> None:
+    """Twin of not-cosigned: the same relay with a bundle requiring 0 cosignatures."""
+    def drop(m: dict[str, Any]) -> None:
+        m["checkpoint"] = "".join(line for line in m["checkpoint"].splitlines(True)
+                                  if not line.startswith(f"\u2014 {witness.name} "))
+
+    relay = Relay(logged, lambda b: rewrite_member(b, drop)).start()
+    try:
+        v = _check(tmp_path, logged.bundle(port=relay.port, min_cosignatures=0), sites[1])
+    finally:
+        relay.stop()
+    assert v.trusted and _kind(v) == ("success", "match"), v.results
+
+
+def test_verify_answer_checks_a_saved_answers_proof(
+    logged: RealNotary, sites: list[TlsTarget], tmp_path: Path
+) -> None:
+    saved: list[bytes] = []
+    relay = Relay(logged, _keep(saved)).start()
+    try:
+        assert _check(tmp_path, logged.bundle(port=relay.port), sites[1]).trusted
+    finally:
+        relay.stop()
+    answer, bundle_file = tmp_path / "a.answer", tmp_path / "log.notary"
+    answer.write_bytes(saved[-1])
+    bundle_file.write_text(json.dumps(logged.bundle().to_json()))
+
+    def run(*args: str) -> tuple[int, dict[str, Any]]:
+        out = io.StringIO()
+        code = cli_main(["verify-answer", *args, "--bundle", str(bundle_file), "--json"], out)
+        return code, json.loads(out.getvalue())
+
+    code, doc = run(str(answer))
+    assert code == 0 and doc["transparency"]["tree_size"] >= 2, doc
+    assert any(c.startswith("entry ") for c in doc["checked"]), doc
+    # twin: one proof hash changed in the saved file
+    bad = tmp_path / "bad.answer"
+    bad.write_bytes(rewrite_member(saved[-1], lambda m: m.update(
+        proof=[base64.b64encode(bytes(32)).decode(), *m["proof"][1:]])))
+    code, doc = run(str(bad))
+    assert code == 1 and doc["kind"] == "log-proof", doc
+    # and a bundle naming no log checks the statement alone
+    bundle_file.write_text(json.dumps(logged.bundle(log=False).to_json()))
+    code, doc = run(str(bad))
+    assert code == 0 and doc["transparency"] is None, doc
+
+
+# ---------------------------------------------------------------- pure: bundle, request, split
+
+
+def _policy_doc() -> dict[str, Any]:
+    vectors = json.loads((ROOT / "client-libs" / "vectors" / "transparency.json").read_text())
+    case = next(c for c in vectors["tests"] if c["type"] == "answer")
+    return {**case["bundle"], "url": "https://notary.test/log"}
+
+
+@pytest.mark.parametrize("change", [
+    {"log": "notary.test/log+00000000+AQ=="},
+    {"log": None},
+    {"min_cosignatures": 2},
+    {"min_cosignatures": -1},
+    {"min_cosignatures": True},
+    {"url": "http://notary.test/log"},
+    {"extra": 1},
+    {"witnesses": "none"},
+])
+def test_a_malformed_transparency_member_is_a_bundle_error(change: dict[str, Any]) -> None:
+    doc = _policy_doc()
+    transparency.parse_log_policy(doc)  # twin: as written it loads
+    with pytest.raises(BundleError):
+        transparency.parse_log_policy({**doc, **change})
+
+
+def test_witness_keys_must_be_cosignature_keys_named_as_listed() -> None:
+    doc = _policy_doc()
+    w = doc["witnesses"][0]
+    with pytest.raises(BundleError):  # the log's key (type 0x01) as a witness
+        transparency.parse_log_policy({**doc, "witnesses": [{"name": doc["log"].split("+")[0],
+                                                              "vkey": doc["log"]}]})
+    with pytest.raises(BundleError):
+        transparency.parse_log_policy({**doc, "witnesses": [{**w, "name": "another"}]})
+    with pytest.raises(BundleError):
+        transparency.parse_log_policy({**doc, "witnesses": [w, w]})
+
+
+def test_the_request_asks_for_a_proof_only_when_told() -> None:
+    fp = parse_fingerprint("AB" * 32)
+    body = extended.request_body("example.org", 443, fp, nonce=None, transparency=True)
+    assert json.loads(body)["transparency"] is True
+    assert b"transparency" not in extended.request_body("example.org", 443, fp, nonce=None)
+
+
+def test_the_statement_ends_at_the_first_transparency_member() -> None:
+    prefix = b'{"signature":{"alg":"ed25519","key_id":"k","value":"v"},"statement":'
+    t = b'{"a":1}'
+    assert extended.split_parts(prefix + t + b"}")[2:] == (t, None)
+    raw = prefix + t + b',"transparency":{"x":",\\"transparency\\":"},"transparency":1}'
+    assert extended.split_parts(raw)[2:] == (
+        t, b'{"x":",\\"transparency\\":"},"transparency":1')
+
+
+def test_every_malformed_member_is_a_typed_failure() -> None:
+    """Whatever bytes follow ``,"transparency":``, the check ends in a LogError."""
+    doc = _policy_doc()
+    policy = transparency.parse_log_policy(doc)
+    fp = parse_fingerprint("AB" * 32)
+    target = {"host": "www.example.org", "port": 443, "ip": None}
+    for member in (b"", b"{", b"[]", b"1e999", b'{"index":1}', b"\xff", b"[" * 40 + b"]" * 40,
+                   b'{"checkpoint":"\\u0000","entry":"","index":0,"proof":[]}',
+                   b'{"checkpoint":"x\\n\\n\\u2014 a AAAA\\n","entry":"","index":0,"proof":[]}'):
+        with pytest.raises(transparency.LogError) as e:
+            transparency.check_member(member, policy, target=target, fingerprint=fp)
+        assert e.value.kind in transparency.LOG_KINDS
+
+
+def test_a_big_tree_proof_verifies_and_a_wrong_index_does_not() -> None:
+    """RFC 9162 inclusion over a 1000-leaf tree, every 37th leaf (twin: the index next to it)."""
+    leaves = [hashlib.sha256(b"\x00" + b"%d" % i).digest() for i in range(1000)]
+    root = transparency.tree_root(leaves)
+
+    def path(i: int, lo: int, hi: int) -> list[bytes]:
+        if hi - lo == 1:
+            return []
+        k = 1 << ((hi - lo - 1).bit_length() - 1)
+        if i < lo + k:
+            return [*path(i, lo, lo + k), transparency.tree_root(leaves[lo + k : hi])]
+        return [*path(i, lo + k, hi), transparency.tree_root(leaves[lo : lo + k])]
+
+    for i in range(0, 1000, 37):
+        transparency.verify_inclusion(leaves[i], i, 1000, path(i, 0, 1000), root)
+        with pytest.raises(ValueError):
+            transparency.verify_inclusion(leaves[i], i ^ 1, 1000, path(i, 0, 1000), root)
+
