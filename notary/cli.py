@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import hashlib
 import json
 import logging
 import sys
@@ -17,7 +18,7 @@ from cryptography import x509
 
 from notary import __version__, keys
 from notary.ca.verify import load_certificate
-from notary.config import Settings, load_toml
+from notary.config import Settings, load_toml, parse_listen
 from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.fingerprint import colon_hex
@@ -189,6 +190,23 @@ def _parser() -> argparse.ArgumentParser:
     lk.add_argument("--log-origin", help="origin of a new log (default: "
                     "HOSTNAME/converge-log/<key id>)")
 
+    w = sub.add_parser("witness", help="witness other notaries' logs (c2sp.org/tlog-witness)",
+                       description="Cosign the checkpoints of the logs named by --log when "
+                       "each is consistent with the last one cosigned: POST /add-checkpoint "
+                       "(c2sp.org/tlog-witness), cosignatures per c2sp.org/tlog-cosignature.")
+    _witness_identity_args(w)
+    w.add_argument("--listen", default="127.0.0.1:7380", metavar="HOST:PORT",
+                   help="address to serve on (default: %(default)s)")
+    w.add_argument("--log", action="append", default=[], metavar="VKEY",
+                   help="a log to witness: its verifier key <origin>+<id>+<key> (repeatable)")
+    w.add_argument("--print-key", action="store_true",
+                   help="print the witness's verifier key and exit")
+    wk = sub.add_parser("witness-key", help="print the witness's verifier key",
+                        description="Print the cosignature verifier key of `notary witness` "
+                        "(made with its key on first use), for notaries' --log-witness and "
+                        "bundles' --witness.")
+    _witness_identity_args(wk)
+
     c = sub.add_parser("check", help="probe a target once and print what it presents",
                        description="Connect to a TLS site from this machine and print the "
                        "certificate fingerprints and chain it presents.")
@@ -202,6 +220,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true",
                    help="machine-readable output (default: text)")
     return p
+
+
+def _witness_identity_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", type=Path, default=Path("witness-data"),
+                   help="directory for witness.key, witness.name and witness.sqlite3 "
+                   "(default: %(default)s)")
+    p.add_argument("--name", help="the witness's name in its cosignatures, fixed when its key "
+                   "is made (default: localhost/converge-witness/<key id>)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -347,6 +373,57 @@ def _cmd_log_key(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _witness_signer(data_dir: Path, name: str | None) -> Signer:
+    """The witness's cosignature key (DATA/witness.key, Ed25519, made on first run) and name
+    (DATA/witness.name, fixed when the key is made)."""
+    keys.private_dir(data_dir)
+    key_path, name_path = data_dir / "witness.key", data_dir / "witness.name"
+    fresh = not key_path.exists()
+    key = keys.ensure_signing_key(key_path)
+    if fresh or not name_path.exists():
+        if name is None:
+            raw = Signer("w", key, COSIGNATURE).verifier.raw
+            name = f"localhost/converge-witness/{hashlib.sha256(raw).hexdigest()[:8]}"
+        name_path.write_text(name + "\n", encoding="utf-8")
+    kept = name_path.read_text(encoding="utf-8").strip()
+    if name is not None and name != kept:
+        raise BadConfig(f"--name {name!r} differs from the witness's name {kept!r} in "
+                        f"{name_path}: a witness keeps its name with its key")
+    signer = Signer(kept, key, COSIGNATURE)
+    try:
+        signer.verifier  # noqa: B018 - checks the name
+    except NoteError as exc:
+        raise BadConfig(f"{name_path}: {exc}") from exc
+    return signer
+
+
+def _cmd_witness_key(args: argparse.Namespace) -> int:
+    print(_witness_signer(args.data_dir, args.name).verifier.vkey())
+    return EXIT_OK
+
+
+def _cmd_witness(args: argparse.Namespace) -> int:
+    from notary.tlog import witness
+
+    signer = _witness_signer(args.data_dir, args.name)
+    if args.print_key:
+        print(signer.verifier.vkey())
+        return EXIT_OK
+    if not args.log:
+        raise BadConfig("notary witness needs at least one --log VKEY")
+    host, port = parse_listen(args.listen)
+    state = witness.WitnessState(args.data_dir / "witness.sqlite3")
+    w = witness.Witness(signer, witness.parse_logs(args.log), state)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    print(f"witness {signer.verifier.vkey()} on http://{args.listen}/add-checkpoint "
+          f"for {', '.join(sorted(w.logs))}", flush=True)
+    try:
+        asyncio.run(witness.serve(w, host, port))
+    finally:
+        state.close()
+    return EXIT_OK
+
+
 def _split_hostport(spec: str) -> tuple[str, int]:
     ip = parse_ip(spec)
     if ip is not None:
@@ -405,7 +482,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
-               "check": _cmd_check, "log-key": _cmd_log_key}[args.command]
+               "check": _cmd_check, "log-key": _cmd_log_key, "witness": _cmd_witness,
+               "witness-key": _cmd_witness_key}[args.command]
     try:
         return handler(args)
     except BadInput as exc:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from tlog_support import (
     cosigners,
     log_key,
     notary,
+    post_checkpoint,
     remove_log,
     tls_site,
     wait_for,
@@ -91,15 +90,6 @@ def served(n: Notary) -> bytes:
 def cosigned_at(n: Notary, w: LiteWitness, size: int) -> bool:
     note = served(n)
     return checkpoint_size(note) >= size and w.name in cosigners(note, [w.vkey])
-
-
-def post(url: str, body: bytes) -> tuple[int, str, str]:
-    r = urllib.request.Request(url + "/add-checkpoint", data=body, method="POST")
-    try:
-        with urllib.request.urlopen(r, timeout=10) as resp:
-            return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
 
 
 def test_litewitness_cosigns_every_batch(lw: LiteWitness, data: Path, ca: trustme.CA) -> None:
@@ -172,11 +162,11 @@ def test_litewitness_refuses_a_rewritten_log(lw: LiteWitness, data: Path,
         size = tl.size()
         ck = tl.checkpoint(size)
         assert ck is not None
-        status, ctype, text = post(lw.url, b"old 0\n\n" + ck)
+        status, ctype, text = post_checkpoint(lw.url, b"old 0\n\n" + ck)
         assert (status, ctype, text.strip()) == (409, "text/x.tlog.size", str(old))
         proof = tl.consistency(old, size)
         body = f"old {old}\n".encode() + b"".join(base64.b64encode(h) + b"\n" for h in proof)
-        status, _, text = post(lw.url, body + b"\n" + ck)
+        status, _, text = post_checkpoint(lw.url, body + b"\n" + ck)
         assert status == 422, text
     finally:
         tl.close()

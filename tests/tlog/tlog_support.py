@@ -134,21 +134,26 @@ def notary(data_dir: Path, *extra: str, port: int | None = None) -> Iterator[Not
     )
     n = Notary(port, data_dir, proc)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"notary exited {proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("notary did not start") from None
-                time.sleep(0.05)
+        wait_listening(proc, port, "notary")
         yield n
     finally:
         stop_process(proc)
         log.close()
+
+
+def wait_listening(proc: subprocess.Popen[Any], port: int, what: str) -> None:
+    """Wait (30 s at most) until ``proc`` accepts connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.05)
 
 
 def stop_process(proc: subprocess.Popen[Any]) -> None:
@@ -319,3 +324,33 @@ def remove_log(data_dir: Path) -> None:
     """Rewrite the log under the same key: its file goes, the key stays."""
     for suffix in ("", "-wal", "-shm"):
         (data_dir / f"transparency.sqlite3{suffix}").unlink(missing_ok=True)
+
+
+@contextmanager
+def notary_witness(data_dir: Path, *log_vkeys: str, port: int | None = None,
+                   name: str = "witness.test/ours") -> Iterator[tuple[str, str]]:
+    """``notary witness`` for the given logs: yields (its URL, its verifier key)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    vkey = subprocess.run([NOTARY, "witness-key", "--data-dir", str(data_dir), "--name", name],
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    port = port or free_port()
+    args = [a for v in log_vkeys for a in ("--log", v)]
+    log = open(data_dir / f"witness-{port}.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen([NOTARY, "witness", "--data-dir", str(data_dir), "--listen",
+                             f"127.0.0.1:{port}", *args], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(proc, port, "notary witness")
+        yield f"http://127.0.0.1:{port}", vkey
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+def post_checkpoint(url: str, body: bytes) -> tuple[int, str, str]:
+    """POST <url>/add-checkpoint: (status, content type, body)."""
+    r = urllib.request.Request(url + "/add-checkpoint", data=body, method="POST")
+    try:
+        with urllib.request.urlopen(r, timeout=10) as resp:
+            return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
