@@ -61,6 +61,7 @@ import pytest
 import trustme
 from connect_proxy import ConnectProxy
 from hostile_world import FORMS, start_hostile
+from log_relays import LogRelay, ask_notary, proof_request, start_log_relay
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -214,6 +215,8 @@ class Environment:
     notaries: list[Notary] = field(default_factory=list)
     bounce_port: int = 0
     hook: HookScene | None = None
+    other_port: int = 0  # the genuine certificate again, on 127.0.0.1:<other_port>
+    log_relays: dict[str, LogRelay] = field(default_factory=dict)
 
 
 @dataclass
@@ -333,6 +336,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         genuine_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         genuine.configure_cert(genuine_ctx)
         servers.append(_tls_server(("127.0.0.1", port), genuine_ctx, lambda s: s.recv(1)))
+        other_srv = _tls_server(("127.0.0.1", 0), genuine_ctx, lambda s: s.recv(1))
+        servers.append(other_srv)
         e = Environment(
             tmp,
             port,
@@ -340,6 +345,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             colon(hashlib.sha256(der(genuine)).digest()),
             colon(hashlib.sha1(der(forged)).digest()),
         )
+        e.other_port = other_srv.server_address[1]
 
         # each notary also listens on 127.0.0.1x:<bounce port> (the port behind a relay, the
         # same number for all, as 4242 was) and runs its bounce relay on 127.0.0.1x:<http port>
@@ -492,6 +498,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             servers.append(srv)
             e.bundles[name] = tmp / f"org-hostile-{form_name}.notary"
             e.bundles[name].write_text(json.dumps(doc))
+        servers += _log_relays(e, procs, tmp)
         e.hook = _hook_scene(tmp, ca, servers, proxies)
         e.bundles["Org Hanging"] = _hanging_bundle(tmp, e, b)
         _split_extended(e)
@@ -510,6 +517,44 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
             srv.server_close()
         for proxy in proxies:
             proxy.stop()
+
+
+def _log_relays(e: Environment, procs: list[Notary], tmp: Path) -> list[socketserver.TCPServer]:
+    """The transparency cases' relays (log_relays.py): ``Org X Log`` records the requests to
+    notary X; ``Org Log Stripped`` / ``Altered`` / ``Other Entry`` change B's answers' member;
+    ``Org Log Stripped No Log`` is the stripping relay with a bundle that names no log. Every
+    notary first logs the genuine certificate at the other port (so each log holds two entries
+    and ``Other Entry`` has a logged entry to swap in)."""
+    other = proof_request("127.0.0.1", e.other_port, e.genuine_sha256)
+    for n in procs:
+        answer = ask_notary(n.port, other)
+        if b',"transparency":' not in answer:
+            raise RuntimeError(f"{n.name} answered without a proof: {answer[-500:]!r}")
+    servers = []
+    specs = [(f"{n.name} Log", "record", n) for n in procs] + [
+        (f"Org Log {label}", mode, procs[1])
+        for label, mode in (("Stripped", "strip"), ("Altered", "alter"),
+                            ("Other Entry", "other-entry"))
+    ]
+    for name, mode, n in specs:
+        relay = LogRelay(mode, n.port, other_request=other)
+        srv = start_log_relay(relay, n.data_dir, _read_request, _tls_server)
+        servers.append(srv)
+        e.log_relays[name] = relay
+        doc = json.loads(n.bundle_file.read_text())
+        if "transparency" not in doc:
+            raise RuntimeError(f"notary bundle for {n.name} names no transparency log")
+        doc["name"] = name
+        doc["hosts"] = [{**doc["hosts"][0], "ssl_port": srv.server_address[1]}]
+        e.bundles[name] = tmp / f"{name.lower().replace(' ', '-')}.notary"
+        e.bundles[name].write_text(json.dumps(doc))
+        if mode == "strip":
+            name = f"{name} No Log"
+            doc = {**doc, "name": name}
+            doc.pop("transparency")
+            e.bundles[name] = tmp / "org-log-stripped-no-log.notary"
+            e.bundles[name].write_text(json.dumps(doc))
+    return servers
 
 
 def _hook_scene(

@@ -21,6 +21,7 @@ from conformance_env import (
     make_config_dir,
 )
 from hostile_world import FORMS
+from log_relays import asks_for_proof
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
@@ -38,6 +39,7 @@ class Step:
     host: str = "127.0.0.1"
     relayed: bool | None = None  # whether the output names a bounce relay
     protocols: tuple[str | None, ...] | None = None  # the protocol each notary answered in
+    proofs_asked: bool | None = None  # every request through a log relay asked for a proof
 
 
 @dataclass(frozen=True)
@@ -358,6 +360,49 @@ CASES = [
         (Step("forged", 0, True, False, (LISTED,)),),
         {"notary-agreement": "minority"},
     ),
+    # ---- the transparency log (docs/transparency.md, "Clients"): bundles naming the log
+    Case(
+        "ext-log-proof",
+        "three extended notaries with logs (through relays that record the requests): each "
+        "request asks for a proof, each match carries a valid one",
+        ("Org A Log+", "Org B Log+", "Org C Log+"),
+        (Step("genuine", 0, True, False, (MATCH,) * 3, protocols=(V2,) * 3, proofs_asked=True),),
+    ),
+    Case(
+        "ext-log-proof-legacy",
+        "twin: the same relays with legacy bundles: no proof asked",
+        ("Org A Log", "Org B Log", "Org C Log"),
+        (Step("genuine", 0, True, False, (LISTED,) * 3, proofs_asked=False),),
+    ),
+    Case(
+        "ext-log-stripped",
+        "a relay in front of notary B removes the transparency member: log-missing",
+        ("Org Log Stripped+",),
+        (Step("genuine", 1, False, False, ((F, "log-missing"),)),),
+        {"notary-agreement": "minority"},
+    ),
+    Case(
+        "ext-log-stripped-no-log",
+        "twin: the same relay with a bundle that names no log: the statement alone decides",
+        ("Org Log Stripped No Log+",),
+        (Step("genuine", 0, True, False, (MATCH,)),),
+        {"notary-agreement": "minority"},
+    ),
+    Case(
+        "ext-log-altered",
+        "a relay in front of notary B changes one proof hash: log-proof",
+        ("Org Log Altered+",),
+        (Step("genuine", 1, False, False, ((F, "log-proof"),)),),
+        {"notary-agreement": "minority"},
+    ),
+    Case(
+        "ext-log-other-entry",
+        "a relay in front of notary B swaps in another logged entry of the same log with its "
+        "own valid proof (the certificate at another port): log-entry",
+        ("Org Log Other Entry+",),
+        (Step("genuine", 1, False, False, ((F, "log-entry"),)),),
+        {"notary-agreement": "minority"},
+    ),
     Case(
         "ext-swapped-target-legacy",
         "twin, the legacy weakness: the same swap fools a legacy answer, which names no target",
@@ -410,10 +455,19 @@ def _check_step(
     port = env.target_port
     if step.host == "localhost":
         port = 1  # nothing listens there; notaries see a refused connection
+    relays = [env.log_relays[n.rstrip("+")] for n in case.notaries
+              if n.rstrip("+") in env.log_relays]
+    seen = [len(r.requests) for r in relays]
     code, lines, stderr = client.run(
         "check", "--config-dir", str(cfg), step.host, str(port), _fingerprint(env, step.fingerprint)
     )
     problems = []
+    if step.proofs_asked is not None:
+        for r, before in zip(relays, seen, strict=True):
+            asked = [asks_for_proof(q) for q in r.requests[before:]]
+            if not asked or any(a != step.proofs_asked for a in asked):
+                problems.append(f"requests through a log relay asked for a proof: {asked}, "
+                                f"expected {step.proofs_asked}")
     if code != step.exit:
         problems.append(f"exit {code}, expected {step.exit} (stderr: {stderr[-300:]})")
     if len(lines) != 1:
