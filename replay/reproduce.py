@@ -12,24 +12,30 @@ stopped, what is done stays on disk, and the summary says which steps ran.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from replay.errors import ReplayInputError, ReplayIOError
+from replay.services import (
+    Progress,
+    Services,
+    bin_path,
+    free_port,
+    http_ready,
+    ports,
+    quick,
+    run,
+    tcp_ready,
+    watch,
+)
 from replay.sidebyside import INPUT, MEASURED, MODEL, Row, Table, markdown, pct, text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,158 +68,6 @@ class ReproduceConfig:
             raise ReplayInputError("--world-sites must be in [50, 20000]")
 
 
-# ------------------------------------------------------------------ progress
-
-
-class Progress:
-    """A one-line progress bar with an ETA on a terminal (``stream``), plain lines every
-    ``every`` seconds otherwise."""
-
-    def __init__(self, label: str, total: float, unit: str = "", stream: TextIO | None = None,
-                 every: float = 10.0) -> None:
-        self.label, self.total, self.unit = label, max(total, 1e-9), unit
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.t0 = time.monotonic()
-        self.every = every
-        self._last = 0.0
-
-    def line(self, done: float) -> str:
-        frac = min(1.0, max(0.0, done / self.total))
-        elapsed = time.monotonic() - self.t0
-        eta = elapsed / frac - elapsed if frac > 0.005 else float("nan")
-        bar = "#" * int(frac * 24) + "." * (24 - int(frac * 24))
-        eta_s = "?" if eta != eta else _duration(eta)  # NaN: not enough done to tell
-        return (f"{self.label:<22} [{bar}] {frac:5.1%} {done:,.0f}/{self.total:,.0f}"
-                f"{self.unit} elapsed {_duration(elapsed)} ETA {eta_s}")
-
-    def update(self, done: float) -> None:
-        now = time.monotonic()
-        if self.tty:
-            self.stream.write("\r" + self.line(done)[:150])
-            self.stream.flush()
-        elif now - self._last >= self.every:
-            self._last = now
-            self.stream.write(self.line(done) + "\n")
-            self.stream.flush()
-
-    def finish(self, note: str = "") -> None:
-        elapsed = _duration(time.monotonic() - self.t0)
-        end = f"{self.label:<22} done in {elapsed}" + (f": {note}" if note else "")
-        self.stream.write(("\r" + " " * 150 + "\r" if self.tty else "") + end + "\n")
-        self.stream.flush()
-
-
-def _duration(s: float) -> str:
-    s = max(0.0, s)
-    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
-
-
-def _watch(progress: Progress, done: Callable[[], float], work: Callable[[], Any]) -> Any:
-    """Run ``work`` in this thread while another updates ``progress`` from ``done()``."""
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(0.5):
-            progress.update(done())
-
-    t = threading.Thread(target=tick, daemon=True)
-    t.start()
-    try:
-        return work()
-    finally:
-        stop.set()
-        t.join()
-
-
-# ------------------------------------------------------------------ processes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ports(n: int) -> list[int]:
-    out: list[int] = []
-    while len(out) < n:
-        p = _free_port()
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def _bin(name: str) -> str:
-    exe = Path(sys.executable).with_name(name)
-    if exe.exists():
-        return str(exe)
-    found = shutil.which(name)
-    if found is None:
-        raise ReplayIOError(f"the {name} command is not installed (make setup)")
-    return found
-
-
-@dataclass
-class Services:
-    """Background processes of the run, stopped whatever happens."""
-
-    out: Path
-    procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
-
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log = (self.out / f"{name}.log").open("wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.procs.append((name, proc))
-        return proc
-
-    def wait_until(self, name: str, ready: Callable[[], bool], timeout: float = 60.0) -> None:
-        proc = dict(self.procs)[name]
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if proc.poll() is not None:
-                log = (self.out / f"{name}.log").read_text(errors="replace")[-1500:]
-                raise ReplayIOError(f"{name} exited with {proc.returncode}:\n{log}")
-            if time.monotonic() > deadline:
-                raise ReplayIOError(f"{name} not ready after {timeout:g} s")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        for _, proc in reversed(self.procs):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        for _, proc in reversed(self.procs):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-        self.procs.clear()
-
-
-def _http_ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as r:
-            r.read()
-        return True
-    except OSError:
-        return False
-
-
-def _run(argv: list[str], log: Path, timeout: float = 3600.0) -> str:
-    """Run a command to completion; its output goes to ``log`` and is returned."""
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    log.write_text(r.stdout + r.stderr, encoding="utf-8")
-    if r.returncode != 0:
-        raise ReplayIOError(f"{' '.join(argv[:3])} ... failed ({r.returncode}): "
-                            f"{(r.stderr or r.stdout)[-1500:]}")
-    return r.stdout
-
-
 # ------------------------------------------------------------------ steps
 
 
@@ -233,39 +87,31 @@ def _step_synth(st: State) -> None:
     cfg = st.cfg
     trace = SyntheticTrace(SynthConfig(seed=cfg.seed, scale=cfg.scale, duration=cfg.duration))
     p = Progress("synth (trace time)", cfg.duration, " s")
-    _watch(p, lambda: trace.summary.reached,
+    watch(p, lambda: trace.summary.reached,
            lambda: write_synthetic(trace, cfg.out / "syn", ["canonical"]))
     p.finish(f"{trace.summary.flows:,} flows")
 
 
-def _quick(label: str, work: Callable[[], Any]) -> Any:
-    """A short step: one line when it is done."""
-    p = Progress(label, 1)
-    result = work()
-    p.finish()
-    return result
-
-
 def _step_farm_and_notary(st: State) -> None:
     cfg, out = st.cfg, st.cfg.out
-    ports = _ports(5)
-    r = _bin("replay")
+    port = ports(5)
+    r = bin_path("replay")
     farm = [r, "farm", "--spec", str(out / "syn" / "farm-spec.json"), "--state",
-            str(out / "farm"), "--port", str(ports[0]), "--slow-port", str(ports[1]),
-            "--dead-port", str(ports[2]), "--silent-port", str(ports[3])]
-    _quick("farm certificates", lambda: _run([*farm, "--prepare-only"],
-                                             out / "farm-prepare.log"))
+            str(out / "farm"), "--port", str(port[0]), "--slow-port", str(port[1]),
+            "--dead-port", str(port[2]), "--silent-port", str(port[3])]
+    quick("farm certificates", lambda: run([*farm, "--prepare-only"],
+                                           out / "farm-prepare.log"))
     (out / "farm" / "ready").unlink(missing_ok=True)
     st.services.start("farm", [*farm, "--duration", str(cfg.duration / cfg.speed + 900)])
     st.services.wait_until("farm", lambda: (out / "farm" / "ready").exists())
-    st.notary_url = f"http://127.0.0.1:{ports[4]}"
+    st.notary_url = f"http://127.0.0.1:{port[4]}"
     st.services.start("notary", [
-        _bin("notary"), "serve", "--no-tls", "--data-dir", str(out / "notary"), "--listen",
-        f"127.0.0.1:{ports[4]}", "--allow-target", "127.0.0.0/8", "--hosts-file",
+        bin_path("notary"), "serve", "--no-tls", "--data-dir", str(out / "notary"), "--listen",
+        f"127.0.0.1:{port[4]}", "--allow-target", "127.0.0.0/8", "--hosts-file",
         str(out / "farm" / "hosts"), "--verifier", "both", "--ca-roots",
         str(out / "farm" / "roots.pem"), "--ca-no-mozilla", "--rate-limit", "0",
         "--probe-rate-limit", "0"])
-    st.services.wait_until("notary", lambda: _http_ready(st.notary_url + "/"))
+    st.services.wait_until("notary", lambda: http_ready(st.notary_url + "/"))
 
 
 def _step_workload(st: State) -> None:
@@ -286,14 +132,14 @@ def _step_workload(st: State) -> None:
             names=out / "syn" / "names.txt", targets=out / "farm" / "targets.csv",
             info={"trace_seconds": st.cfg.duration}, progress=progress)
 
-    counters, rows, _ = _watch(p, lambda: read[0], work)
+    counters, rows, _ = watch(p, lambda: read[0], work)
     p.finish(f"{rows:,} events, {counters.notary_requests:,} notary requests")
 
 
 def _step_run(st: State) -> None:
     cfg, out = st.cfg, st.cfg.out
     span = cfg.duration / cfg.speed
-    argv = [_bin("replay"), "run", str(out / "wl.csv"), "--notary", st.notary_url, "-o",
+    argv = [bin_path("replay"), "run", str(out / "wl.csv"), "--notary", st.notary_url, "-o",
             str(out / "results.csv"), "--speed", str(cfg.speed), "--timeout", str(cfg.timeout),
             "--quiet"]
     proc = st.services.start("replay-run", argv)
@@ -315,7 +161,7 @@ def _step_report(st: State) -> None:
 
     out = st.cfg.out
     synth = json.loads((out / "syn" / "synth.json").read_text())
-    st.report = _quick("report", lambda: build_report(
+    st.report = quick("report", lambda: build_report(
         out / "results.csv", out / "report", read_stages(out / "wl.csv.stages.json"),
         synth=synth))
     for t in st.report["tables"]:
@@ -330,8 +176,8 @@ def _step_compare(st: State) -> None:
     out = st.cfg.out
     view, _ = client_view(out / "farm")
     (out / "client-view.jsonl").write_text("".join(json.dumps(v) + "\n" for v in view))
-    printed = _quick("root store: compare", lambda: _run([
-        _bin("replay"), "rootstore", "compare", "--db", str(out / "notary" / "notary.sqlite3"),
+    printed = quick("root store: compare", lambda: run([
+        bin_path("replay"), "rootstore", "compare", "--db", str(out / "notary" / "notary.sqlite3"),
         "--client-view", str(out / "client-view.jsonl"), "--roots",
         str(out / "farm" / "roots.pem"), "--no-mozilla", "--k", "1,3,5,10", "--detail-k", "5",
         "--requests", str(out / "report" / "per-site.csv"), "--out", str(out / "compare")],
@@ -372,15 +218,15 @@ def _world_row(st: State, model: str, now: dt.datetime, tick: Callable[[], None]
     world = RootWorld.build(wdir, now, sites=cfg.world_sites, roots=40, seed=cfg.seed,
                             popularity=model)
     tick()
-    port = _free_port()
+    port = free_port()
     name = f"world-{slug}"
-    proc = st.services.start(name, [_bin("replay"), "rootstore", "serve", str(wdir),
+    proc = st.services.start(name, [bin_path("replay"), "rootstore", "serve", str(wdir),
                                     "--port", str(port), "--seconds", "900"])
     try:
-        st.services.wait_until(name, lambda: _tcp_ready(port))
+        st.services.wait_until(name, lambda: tcp_ready(port))
         hosts = logs / f"{slug}.hosts"
         hosts.write_text("".join(f"{h}:{port}\n" for h in world.hosts()))
-        _run([_bin("replay"), "rootstore", "scan", "--hosts", str(hosts), "--hosts-file",
+        run([bin_path("replay"), "rootstore", "scan", "--hosts", str(hosts), "--hosts-file",
               str(wdir / "hosts"), "--concurrency", "32", "--timeout", "5", "-o",
               str(wdir / "scan.jsonl")], logs / f"{slug}-scan.log")
     finally:
@@ -388,7 +234,7 @@ def _world_row(st: State, model: str, now: dt.datetime, tick: Callable[[], None]
         proc.wait(timeout=15)
         st.services.procs = [(n, q) for n, q in st.services.procs if q is not proc]
     tick()
-    _run([_bin("replay"), "rootstore", "analyze", "--chains", str(wdir / "scan.jsonl"),
+    run([bin_path("replay"), "rootstore", "analyze", "--chains", str(wdir / "scan.jsonl"),
           "--roots", str(wdir / "roots.pem"), "--no-mozilla", "--world",
           str(wdir / "world.json"), "--out", str(wdir / "analysis")],
          logs / f"{slug}-analyze.log")
@@ -422,14 +268,6 @@ def _step_worlds(st: State) -> None:
                            "(replay rootstore scan, docs/rootstore.md)."))
 
 
-def _tcp_ready(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
-
-
 def _step_client_cost(st: State) -> None:
     out = st.cfg.out
     bench = ROOT / "bench" / "client" / "bench_client.py"
@@ -437,7 +275,7 @@ def _step_client_cost(st: State) -> None:
         st.tables.append(Table("Table 4: client cost", (), footnote=f"skipped: {bench} is not "
                                "in this installation (run from a checkout)"))
         return
-    _quick("client cost (Table 4)", lambda: _run(
+    quick("client cost (Table 4)", lambda: run(
         [sys.executable, str(bench), "--quick", "--out", str(out / "client-cost.json")],
         out / "client.log", timeout=900))
     doc = json.loads((out / "client-cost.json").read_text())

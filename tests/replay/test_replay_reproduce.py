@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.reproduce import Progress
+from replay.services import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLAY = ROOT / ".venv" / "bin" / "replay"
