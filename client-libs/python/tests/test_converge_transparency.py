@@ -15,6 +15,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +36,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "client-libs" / "conformance"))
+from log_relays import change_member as rewrite_member  # noqa: E402  (the runner's relays)
+
 NOTARY = ROOT / ".venv" / "bin" / "notary"
 MEMBER = b',"transparency":'
 
@@ -166,19 +170,6 @@ def notary(tmp_path_factory: pytest.TempPathFactory, witness: Witness) -> Iterat
 
 
 # ---------------------------------------------------------------- relays
-
-
-def rewrite_member(body: bytes, change: Callable[[dict[str, Any]], None] | None) -> bytes:
-    """The answer with its transparency member changed by ``change`` (``None``: removed); the
-    signed statement's bytes are kept as they are."""
-    cut = body.find(MEMBER)
-    if cut < 0:
-        return body
-    if change is None:
-        return body[:cut] + b"}"
-    member = json.loads(body[cut + len(MEMBER) : -1])
-    change(member)
-    return body[:cut] + MEMBER + json.dumps(member, separators=(",", ":")).encode() + b"}"
 
 
 @dataclass
