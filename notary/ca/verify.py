@@ -37,7 +37,7 @@ import ipaddress
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -63,16 +63,7 @@ Verdict = Literal[
     "self-signed",
     "bad-chain",
 ]
-VERDICTS: tuple[Verdict, ...] = (
-    "ok",
-    "unknown-root",
-    "not-in-top-k",
-    "expired",
-    "wrong-host",
-    "missing-intermediate",
-    "self-signed",
-    "bad-chain",
-)
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 
 def sha256_der(cert: x509.Certificate) -> bytes:

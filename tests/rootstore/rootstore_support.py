@@ -3,8 +3,6 @@ loopback presenting chosen chains, and a notary app runner. Real sockets only.""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import ssl
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from replay.farm import SiteFiles, SNIFarm
 from replay.pki import CA, der, make_ca, make_leaf, pem
 
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
@@ -61,40 +60,23 @@ def roots_pem(pki: PKI, path: Path) -> Path:
     return path
 
 
-class ChainServer:
-    """A TLS server on 127.0.0.1 that presents exactly ``chain`` (DER, leaf first)."""
+class ChainServer(SNIFarm):
+    """The farm's TLS listener serving one site that presents exactly ``chain`` (DER, leaf
+    first, however malformed) on 127.0.0.1, whatever name a client sends."""
 
     def __init__(self, chain: tuple[bytes, ...] | list[bytes], key_pem: bytes,
                  tmp: Path) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
-        cert_file = tmp / "chain.pem"
-        key_file = tmp / "key.pem"
-        cert_file.write_bytes(b"".join(
-            x509.load_der_x509_certificate(c).public_bytes(serialization.Encoding.PEM)
-            for c in chain))
-        key_file.write_bytes(key_pem)
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(cert_file, key_file)
-        self.port = 0
-        self.handshakes = 0
-        self._server: asyncio.Server | None = None
+        (tmp / "chain.pem").write_text("".join(ssl.DER_cert_to_PEM_cert(c) for c in chain),
+                                       encoding="ascii")
+        (tmp / "key.pem").write_bytes(key_pem)
+        super().__init__({"chain.test": SiteFiles((tmp / "chain.pem",), tmp / "key.pem",
+                                                  "chain")})
 
-    async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.handshakes += 1
-        with contextlib.suppress(OSError, ssl.SSLError, TimeoutError, ConnectionError):
-            await asyncio.wait_for(reader.read(100), 2.0)
-        writer.close()
-        with contextlib.suppress(OSError, ssl.SSLError, TimeoutError, ConnectionError):
-            await asyncio.wait_for(writer.wait_closed(), 1.0)
+    @property
+    def handshakes(self) -> int:
+        return self.stats.accepted
 
-    async def start(self) -> ChainServer:
-        self._server = await asyncio.start_server(self._conn, "127.0.0.1", 0, ssl=self.ctx,
-                                                  ssl_handshake_timeout=5)
-        self.port = self._server.sockets[0].getsockname()[1]
+    async def start(self) -> ChainServer:  # type: ignore[override]
+        await super().start()
         return self
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(OSError):
-                await self._server.wait_closed()

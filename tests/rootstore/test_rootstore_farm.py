@@ -56,6 +56,23 @@ async def test_farm_sites_in_the_agreement_matrix(tmp_path: Path) -> None:
     assert len(scan_lines) == 4
     roots = RootStore("farm", [c for p in sorted((state / "pki").glob("root-*.pem"))
                                for c in read_pem_bundle(p)])
+    seen, counts = await _scan(state, ports, scan_lines)
+    assert counts == {"ok": 3, "failed": 1}
+    now = int(NOW.timestamp())
+    observed = [Observed(v["host"], v["port"], tuple(base64.b64decode(c) for c in v["chain"]),
+                         seen.get(v["host"]), v["role"]) for v in view]
+    ranking = sorted(roots.roots)
+    result = compare(observed, roots, ranking, [3], now)
+    patterns = {s.site.host: s.pattern(3) for s in result.sites}
+    assert patterns == {"good.test": "P+ F+ K+", "other.test": "P+ F+ K+",
+                        "mitm.test": "P- F+ K+"}
+    mitm = next(s for s in result.sites if s.site.host == "mitm.test")
+    assert mitm.full.root_name is not None
+
+
+async def _scan(state: Path, ports: FarmPorts, scan_lines: list[str]
+                ) -> tuple[dict[str, bytes], dict[str, int]]:
+    """Serve the farm, scan it as ``replay rootstore scan`` does: leaf digests by host."""
     server = FarmServer(state, ports, rotate_period=3600)
     await server.start()
     try:
@@ -69,44 +86,12 @@ async def test_farm_sites_in_the_agreement_matrix(tmp_path: Path) -> None:
         counts = await scan(hosts, prober, 4, lines.append)
     finally:
         await server.stop()
-    assert counts == {"ok": 3, "failed": 1}
     seen = {}
     for line in lines:
         site = parse_chain_line(json.dumps(line))
         if site is not None:
             seen[site.host] = hashlib.sha256(site.chain[0]).digest()
-    now = int(NOW.timestamp())
-    observed = [Observed(v["host"], v["port"], tuple(base64.b64decode(c) for c in v["chain"]),
-                         seen.get(v["host"]), v["role"]) for v in view]
-    ranking = sorted(roots.roots)
-    result = compare(observed, roots, ranking, [3], now)
-    patterns = {s.site.host: s.pattern(3) for s in result.sites}
-    assert patterns == {"good.test": "P+ F+ K+", "other.test": "P+ F+ K+",
-                        "mitm.test": "P- F+ K+"}
-    mitm = next(s for s in result.sites if s.site.host == "mitm.test")
-    assert mitm.full.root_name is not None
-
-
-async def _scan(state: Path, ports: FarmPorts, scan_lines: list[str]) -> dict[str, bytes]:
-    server = FarmServer(state, ports, rotate_period=3600)
-    await server.start()
-    try:
-        ip = parse_ip("127.0.0.1")
-        assert ip is not None
-        hosts = parse_hosts("\n".join(scan_lines))
-        prober = TLSProber(Resolver({h: [ip] for h, _ in hosts}, use_system=False),
-                           AddressPolicy(parse_networks(["127.0.0.0/8"])), 3.0,
-                           want_chain=True)
-        lines: list[dict[str, object]] = []
-        await scan(hosts, prober, 4, lines.append)
-    finally:
-        await server.stop()
-    seen = {}
-    for line in lines:
-        site = parse_chain_line(json.dumps(line))
-        if site is not None:
-            seen[site.host] = hashlib.sha256(site.chain[0]).digest()
-    return seen
+    return seen, counts
 
 
 async def test_attack_and_misconfigured_roles_scored_against_the_truth(tmp_path: Path) -> None:
@@ -114,7 +99,7 @@ async def test_attack_and_misconfigured_roles_scored_against_the_truth(tmp_path:
     state = tmp_path / "farm"
     prepare(spec(tmp_path / "spec.json", SITES + MORE_SITES, roots=4), state, ports, NOW)
     view, scan_lines = client_view(state)
-    seen = await _scan(state, ports, scan_lines)
+    seen, _ = await _scan(state, ports, scan_lines)
     roots = RootStore("farm", read_pem_bundle(state / "roots.pem"))
     assert len(roots.roots) == 4  # roots.pem: the public roots, not the rogue one
     now = int(NOW.timestamp())

@@ -10,14 +10,11 @@ a real TLS target on loopback through a notary in ``ca`` and ``both`` modes, and
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import datetime as dt
 import hashlib
 import json
 import logging
-import ssl
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -40,6 +37,7 @@ from replay.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fuzz"))
 from certmut import Defect, defects, make_chain, mutate_extensions, pem  # noqa: E402
+from rootstore_support import ChainServer  # noqa: E402
 
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 DEFECTS = defects(NOW)
@@ -90,9 +88,10 @@ def test_twin_the_unmodified_chain_is_ok() -> None:
 AS_SECOND = {"san-not-der", "duplicate-extension"}
 
 
-class Served:
+class Served(ChainServer):
+    """A defect's chain (or, for :data:`AS_SECOND`, a good leaf with the defect second)."""
+
     def __init__(self, d: Defect, tmp: Path) -> None:
-        tmp.mkdir(parents=True, exist_ok=True)
         if d.name in AS_SECOND:
             c = make_chain(d.host, NOW)
             self.leaf = c.leaf.public_bytes(Encoding.DER)
@@ -100,29 +99,11 @@ class Served:
             key = c.leaf_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
         else:
             self.leaf, chain, key = d.leaf, [d.leaf, d.root], d.key_pem
-        (tmp / "chain.pem").write_bytes(b"".join(pem(c) for c in chain))
-        (tmp / "key.pem").write_bytes(key)
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(tmp / "chain.pem", tmp / "key.pem")
-        self.port = 0
-        self._server: asyncio.Server | None = None
-
-    async def _conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, ssl.SSLError, TimeoutError, ConnectionError):
-            await asyncio.wait_for(reader.read(100), 2.0)
-        writer.close()
+        super().__init__(chain, key, tmp)
 
     async def start(self) -> Served:
-        self._server = await asyncio.start_server(self._conn, "127.0.0.1", 0, ssl=self.ctx,
-                                                  ssl_handshake_timeout=5)
-        self.port = self._server.sockets[0].getsockname()[1]
+        await super().start()
         return self
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(OSError):
-                await self._server.wait_closed()
 
 
 @pytest.fixture(scope="module")
