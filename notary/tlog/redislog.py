@@ -2,14 +2,15 @@
 and every node queues, serves tiles and proves from the same log, and one of them at a time
 sequences it (a lease key), so there is one log per notary identity and never a fork.
 
-Keys (``P`` = ``--redis-prefix``; none has a TTL, and the log must never be evicted: run Redis
+Keys (``P`` = ``--redis-prefix`` then ``tlog:<origin>:``, one log per notary identity; none
+has a TTL, and the log must never be evicted: run Redis
 with ``maxmemory-policy noeviction`` or a ``volatile-*`` policy, see docs/operations.md):
 
-``P tlog:meta`` (hash: origin, size, right edge), ``P tlog:pending`` (list of queued
-``key NUL entry``) and ``P tlog:queued`` (set of their keys), ``P tlog:logged`` (hash key ->
-index), ``P tlog:entries`` (list, position = index), ``P tlog:tile:L:N`` (the tile's hashes,
-appended to), ``P tlog:ck`` (hash size -> signed checkpoint), ``P tlog:cosig:SIZE`` (hash
-witness -> cosignature line), ``P tlog:witnesses`` (hash URL -> size), ``P tlog:lease``.
+``P meta`` (hash: origin, size, right edge), ``P pending`` (list of queued
+``key NUL entry``) and ``P queued`` (set of their keys), ``P logged`` (hash key -> index),
+``P entries`` (list, position = index), ``P tile:L:N`` (the tile's hashes, appended to),
+``P ck`` (hash size -> signed checkpoint), ``P cosig:SIZE`` (hash witness -> cosignature
+line), ``P witnesses`` (hash URL -> size), ``P lease``.
 
 A batch is one ``MULTI``/``EXEC`` guarded by ``WATCH`` on the meta key: it applies whole or
 not at all, and a sequencer that lost its lease mid-batch cannot append. Durability is
@@ -49,7 +50,9 @@ class RedisTileLog(TileReader):
         # typed Any: redis-py's stubs type every reply as bytes | str
         self._r: Any = redis.Redis.from_url(url, socket_timeout=timeout,
                                             socket_connect_timeout=timeout)
-        self._k = prefix + "tlog:"
+        # one log per notary identity: nodes with the same log key share it, notaries with
+        # other keys sharing the Redis keep their own
+        self._k = f"{prefix}tlog:{origin}:"
         self._tile_cache: dict[tuple[int, int], bytes] = {}
         self._lock = threading.Lock()
         self._renew = self._r.register_script(_RENEW)

@@ -130,9 +130,20 @@ class TransparencyLog:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def start(self) -> None:
-        self._log = await self._run(self._opener)
-        await self._step()
+        """Open the log and start the sequencer loop. A store that cannot be reached (Redis
+        down, a disk error) degrades the log and is retried every interval; a store holding
+        another log (``ValueError``) is a configuration error and stops the start."""
+        await self._open()
+        if self._log is not None:
+            await self._step()
         self._task = asyncio.create_task(self._loop())
+
+    async def _open(self) -> None:
+        try:
+            self._log = await self._run(self._opener)
+            self.db_errors.ok()
+        except DB_ERRORS as exc:
+            self.db_errors.failed(exc)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -181,7 +192,10 @@ class TransparencyLog:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.interval)
-            await self._step()
+            if self._log is None:
+                await self._open()
+            if self._log is not None:
+                await self._step()
 
     async def _step(self) -> None:
         assert self._log is not None
