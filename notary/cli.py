@@ -22,7 +22,7 @@ from notary.config import Settings, load_toml, parse_listen
 from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.fingerprint import colon_hex
-from notary.core.target import normalise_host, parse_ip, parse_port
+from notary.core.target import Target, normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadData, BadInput, NotaryError
 from notary.probe import TLSProber
 from notary.tlog.note import COSIGNATURE, NoteError, Signer, Verifier
@@ -206,6 +206,45 @@ def _parser() -> argparse.ArgumentParser:
                         "(made with its key on first use), for notaries' --log-witness and "
                         "bundles' --witness.")
     _witness_identity_args(wk)
+
+    m = sub.add_parser("monitor", help="follow a notary's transparency log and report",
+                       description="Follow a notary's log through its tiles: verify each "
+                       "checkpoint (log key, required cosignatures), authenticate the tiles, "
+                       "check consistency with the last checkpoint kept in --state (a fork, a "
+                       "rewritten log) and with --peer-checkpoint (a split view), read the new "
+                       "entries and re-probe those of --watch names from here (a certificate "
+                       "this monitor does not see). Exit status: 0 all good, 1 something "
+                       "detected, 2 usage, 3 the log unreachable.")
+    m.add_argument("url", metavar="URL", help="the log's prefix, e.g. https://notary.example/log")
+    m.add_argument("--log-key", required=True, metavar="VKEY",
+                   help="the log's verifier key (notary log-key; a bundle's transparency.log)")
+    m.add_argument("--witness", action="append", default=[], metavar="VKEY",
+                   help="a witness's cosignature key (repeatable)")
+    m.add_argument("--min-cosignatures", type=int, metavar="N",
+                   help="cosignatures required on each checkpoint (default: all --witness)")
+    m.add_argument("--state", type=Path, metavar="DIR",
+                   help="keep the last verified checkpoint here (default: none, every pass "
+                   "starts afresh)")
+    m.add_argument("--watch", action="append", default=[], metavar="NAME",
+                   help="re-probe the entries for this host name from here (repeatable)")
+    m.add_argument("--peer-checkpoint", action="append", default=[], type=Path,
+                   metavar="FILE", help="a checkpoint of this log obtained elsewhere, to "
+                   "compare (repeatable)")
+    m.add_argument("--resolve", action="append", default=[], metavar="NAME=IP",
+                   help="static name map entry, repeatable (default: none)")
+    m.add_argument("--allow-target", action="append", default=[], metavar="CIDR",
+                   help="allow probing this otherwise refused range (repeatable)")
+    m.add_argument("--probe-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="connect+handshake timeout of a probe (default: %(default)s)")
+    m.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="timeout of each request to the log (default: %(default)s)")
+    m.add_argument("--json", action="store_true", help="one JSON object per event")
+    once = m.add_mutually_exclusive_group()
+    once.add_argument("--once", action="store_true", help="one pass, then exit")
+    once.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
+                      help="seconds between passes (default: %(default)s)")
+    m.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="serve Prometheus /metrics here (default: off)")
 
     c = sub.add_parser("check", help="probe a target once and print what it presents",
                        description="Connect to a TLS site from this machine and print the "
@@ -424,6 +463,49 @@ def _cmd_witness(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    from notary.config import Settings as S
+    from notary.tlog import monitor
+
+    try:
+        log = Verifier.parse(args.log_key)
+        witnesses = monitor.parse_witnesses(args.witness)
+    except NoteError as exc:
+        raise BadConfig(str(exc)) from exc
+    need = len(witnesses) if args.min_cosignatures is None else args.min_cosignatures
+    if not 0 <= need <= len(witnesses):
+        raise BadConfig(f"--min-cosignatures must be from 0 to {len(witnesses)}")
+    if not args.url.startswith(("http://", "https://")):
+        raise BadConfig("the log URL must start with http:// or https://")
+    if args.interval <= 0 or args.timeout <= 0 or args.probe_timeout <= 0:
+        raise BadConfig("--interval, --timeout and --probe-timeout must be positive")
+    for name in args.watch:
+        normalise_host(name)
+    prober = TLSProber(build_resolver(S(resolve=args.resolve)),
+                       AddressPolicy(parse_networks(args.allow_target)), args.probe_timeout)
+
+    async def probe(target: Target) -> bytes:
+        return (await prober.probe(target)).digests.sha256
+
+    settings = monitor.Settings(args.url, log, witnesses, need, args.state, args.watch,
+                                args.peer_checkpoint, args.timeout)
+    metrics = None
+    if args.metrics_listen:
+        metrics = monitor.Metrics()
+        host, port = parse_listen(args.metrics_listen)
+        metrics.serve(host, port)
+
+    def emit(e: monitor.Event) -> None:
+        if args.json:
+            print(e.json(), flush=True)
+        else:
+            now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            print(f"{now} {e.line()}", flush=True)
+
+    return asyncio.run(monitor.run(monitor.Monitor(settings, probe), emit, once=args.once,
+                                   interval=args.interval, metrics=metrics))
+
+
 def _split_hostport(spec: str) -> tuple[str, int]:
     ip = parse_ip(spec)
     if ip is not None:
@@ -483,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
                "check": _cmd_check, "log-key": _cmd_log_key, "witness": _cmd_witness,
-               "witness-key": _cmd_witness_key}[args.command]
+               "witness-key": _cmd_witness_key, "monitor": _cmd_monitor}[args.command]
     try:
         return handler(args)
     except BadInput as exc:

@@ -53,8 +53,9 @@ class Site:
         self.server.close()
 
 
-def tls_site(ca: trustme.CA, name: str = "site.test") -> Site:
-    """A TLS server on 127.0.0.1 that completes handshakes and closes."""
+def tls_site(ca: trustme.CA, name: str = "site.test", port: int = 0) -> Site:
+    """A TLS server on 127.0.0.1 that completes handshakes and closes (on ``port``, else a
+    free one)."""
     leaf = ca.issue_cert(name, "127.0.0.1")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     leaf.configure_cert(ctx)
@@ -62,7 +63,7 @@ def tls_site(ca: trustme.CA, name: str = "site.test") -> Site:
     import hashlib
 
     fp = ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
-    srv = socket.create_server(("127.0.0.1", 0))
+    srv = socket.create_server(("127.0.0.1", port))
     srv.settimeout(0.2)
 
     def serve() -> None:
@@ -354,3 +355,43 @@ def post_checkpoint(url: str, body: bytes) -> tuple[int, str, str]:
             return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
+
+
+def run_monitor(url: str, vkey: str, *args: str,
+                timeout: float = 120) -> tuple[int, list[dict[str, Any]], str]:
+    """``notary monitor URL --log-key VKEY --once --json ARGS``: (exit status, events, stderr)."""
+    p = subprocess.run([NOTARY, "monitor", url, "--log-key", vkey, "--once", "--json", *args],
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, [json.loads(line) for line in p.stdout.splitlines()], p.stderr
+
+
+def kinds(events: list[dict[str, Any]], severity: str | None = None) -> list[str]:
+    return [e["kind"] for e in events if severity is None or e["severity"] == severity]
+
+
+@contextmanager
+def static_log(root: Path) -> Iterator[str]:
+    """Serve ``root`` (a log exported as files: checkpoint, tile/...) with Python's own
+    http.server in its own process; yields the log's URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                             str(port), "--directory", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(proc, port, "http.server")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+def export_log(tl: Any, root: Path) -> None:
+    """Write a TileLog's latest checkpoint and every tile and bundle as static files."""
+    from notary.tlog.tiles import tiles_for_size
+
+    size = tl.size()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "checkpoint").write_bytes(tl.checkpoint(size))
+    for tp in tiles_for_size(size):
+        f = root / tp.path()
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(tl.read(tp, size))

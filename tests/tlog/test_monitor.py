@@ -1,0 +1,298 @@
+"""``notary monitor`` against a real ``notary serve`` and real TLS sites on loopback, and
+against a log served as static files (Python's http.server) that the tests corrupt. Every
+detection has its twin: a watched site whose certificate changed after it was logged, a log
+rewritten under the same key, a split view, missing cosignatures; corrupt tiles, truncated
+bundles, a wrong signature, an unknown key, a down or slow log give typed events, a clear
+exit status and no hang."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import trustme
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from loopback import free_port
+from tlog_support import (
+    NOTARY,
+    Notary,
+    Site,
+    checkpoint_size,
+    cosigners,
+    export_log,
+    kinds,
+    notary,
+    notary_witness,
+    remove_log,
+    run_monitor,
+    static_log,
+    stop_process,
+    tls_site,
+    wait_for,
+)
+
+from notary import keys
+from notary.tlog.entry import Entry
+from notary.tlog.log import TileLog
+from notary.tlog.note import Checkpoint, Signer
+
+pytestmark = pytest.mark.timeout(300)
+
+PROBE = ["--resolve", "site.test=127.0.0.1", "--allow-target", "127.0.0.0/8"]
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def grow(n: Notary, ca: trustme.CA, count: int, host: str = "site.test") -> None:
+    before = checkpoint_size(n.get("/log/checkpoint")[1])
+    for _ in range(count):
+        s = tls_site(ca, host)
+        assert n.ask(host, s.port, s.sha256)[0] == 200
+        s.close()
+    assert wait_for(lambda: checkpoint_size(n.get("/log/checkpoint")[1]) >= before + count)
+
+
+def reopen(ca: trustme.CA, port: int) -> Site:
+    """Another certificate on the port of a site just closed (its accept loop lets the port
+    go within its 0.2 s accept timeout)."""
+    for _ in range(50):
+        try:
+            return tls_site(ca, port=port)
+        except OSError:
+            time.sleep(0.1)
+    return tls_site(ca, port=port)
+
+
+def test_watched_entries_are_reprobed(ca: trustme.CA, tmp_path: Path) -> None:
+    a, b = tls_site(ca), tls_site(ca)
+    with notary(tmp_path / "n", "--resolve", "other.test=127.0.0.1") as n:
+        vkey = n.vkey()
+        for s in (a, b):
+            assert n.ask("site.test", s.port, s.sha256)[0] == 200
+        grow(n, ca, 1, host="other.test")  # not watched: never probed
+        assert wait_for(lambda: checkpoint_size(n.get("/log/checkpoint")[1]) >= 3)
+        url = n.url + "/log"
+        kept = str(tmp_path / "kept")
+        rc, ev, err = run_monitor(url, vkey, "--watch", "site.test", "--state", kept, *PROBE)
+        assert rc == 0, (ev, err)
+        ok = [e for e in ev if e["kind"] == "watched-ok"]
+        assert sorted(e["port"] for e in ok) == sorted([a.port, b.port])
+        assert kinds(ev, "alert") == [] and kinds(ev, "warning") == []
+        # b's certificate changes after it was logged
+        b.close()
+        b2 = reopen(ca, b.port)
+        assert b2.sha256 != b.sha256
+        rc, ev, err = run_monitor(url, vkey, "--watch", "site.test",
+                                  "--state", str(tmp_path / "fresh"), *PROBE)
+        assert rc == 1, (ev, err)
+        (alert,) = [e for e in ev if e["severity"] == "alert"]
+        assert alert["kind"] == "unseen-certificate" and alert["port"] == b.port
+        assert alert["logged_sha256"] == b.sha256 and alert["seen_sha256"] == b2.sha256
+        assert [e["port"] for e in ev if e["kind"] == "watched-ok"] == [a.port]
+        # the kept state: those entries were checked already, nothing new to probe
+        rc, ev, _ = run_monitor(url, vkey, "--watch", "site.test", "--state", kept, *PROBE)
+        assert rc == 0 and kinds(ev) == ["checkpoint"]
+        # a site the monitor may not probe (no --allow-target) is a warning, never a pass
+        rc, ev, _ = run_monitor(url, vkey, "--watch", "site.test",
+                                "--resolve", "site.test=127.0.0.1")
+        assert rc == 0 and kinds(ev, "warning") == ["probe-failed", "probe-failed"]
+        # text for a person: one line per event
+        p = subprocess.run([NOTARY, "monitor", url, "--log-key", vkey, "--once"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and len(p.stdout.splitlines()) == 1
+        assert " INFO    checkpoint: size 3, root " in p.stdout
+    a.close()
+    b2.close()
+
+
+def test_rewritten_log_and_cosignatures(ca: trustme.CA, tmp_path: Path) -> None:
+    data = tmp_path / "n"
+    state = str(tmp_path / "state")
+    with notary(data) as n0:
+        vkey = n0.vkey()
+    with notary_witness(tmp_path / "w", vkey) as (wurl, wkey):
+        other = Signer("witness.test/absent", Ed25519PrivateKey.generate(), 0x04)
+        flags = ["--log-witness", f"{wurl}={wkey}"]
+        with notary(data, *flags) as n:
+            url = n.url + "/log"
+            grow(n, ca, 3)
+            assert wait_for(lambda: cosigners(n.get("/log/checkpoint")[1], [wkey]) != set())
+            rc, ev, err = run_monitor(url, vkey, "--state", state, "--witness", wkey)
+            assert rc == 0, (ev, err)
+            grow(n, ca, 2)
+            assert wait_for(lambda: cosigners(n.get("/log/checkpoint")[1], [wkey]) != set()
+                            and checkpoint_size(n.get("/log/checkpoint")[1]) == 5)
+            rc, ev, _ = run_monitor(url, vkey, "--state", state, "--witness", wkey)
+            assert rc == 0 and "consistent" in kinds(ev)
+            # a witness whose cosignature is required but absent
+            rc, ev, _ = run_monitor(url, vkey, "--witness", wkey, "--witness",
+                                    other.verifier.vkey())
+            assert rc == 1 and kinds(ev, "alert") == ["missing-cosignatures"]
+            rc, ev, _ = run_monitor(url, vkey, "--witness", wkey, "--witness",
+                                    other.verifier.vkey(), "--min-cosignatures", "1")
+            assert rc == 0
+    remove_log(data)  # rewritten under the same key
+    with notary(data) as n:
+        url = n.url + "/log"
+        grow(n, ca, 2)
+        rc, ev, _ = run_monitor(url, vkey, "--state", state)
+        assert rc == 1 and kinds(ev, "alert") == ["inconsistent"]
+        assert "shrank" in ev[-1]["message"]
+        grow(n, ca, 4)  # past the size the monitor kept
+        rc, ev, _ = run_monitor(url, vkey, "--state", state)
+        assert rc == 1 and kinds(ev, "alert") == ["inconsistent"]
+        assert "not consistent with size 5" in ev[-1]["message"]
+        # twin: a monitor that never saw the old log finds nothing wrong with the new one
+        rc, ev, _ = run_monitor(url, vkey, "--state", str(tmp_path / "new"))
+        assert rc == 0
+
+
+def test_split_view(ca: trustme.CA, tmp_path: Path) -> None:
+    data = tmp_path / "n"
+    with notary(data) as n:
+        url, vkey = n.url + "/log", n.vkey()
+        grow(n, ca, 3)
+        genuine3 = n.get("/log/checkpoint")[1]
+        grow(n, ca, 2)
+        genuine5 = n.get("/log/checkpoint")[1]
+        key, origin = keys.ensure_log_identity(data / "log.key", "localhost")
+        signer = Signer(origin, key)
+        files = {}
+        for name, note in (("g3", genuine3), ("g5", genuine5),
+                           ("f5", signer.sign(Checkpoint(origin, 5, bytes(32)).text()).encode()),
+                           ("f2", signer.sign(Checkpoint(origin, 2, bytes(32)).text()).encode()),
+                           ("k5", Signer(origin, Ed25519PrivateKey.generate()).sign(
+                               Checkpoint(origin, 5, bytes(32)).text()).encode())):
+            files[name] = tmp_path / f"{name}.txt"
+            files[name].write_bytes(note)
+        for ok in ("g3", "g5"):  # twins: genuine checkpoints, of this size or earlier
+            rc, ev, _ = run_monitor(url, vkey, "--peer-checkpoint", str(files[ok]))
+            assert rc == 0 and "peer-consistent" in kinds(ev), ev
+        for bad in ("f5", "f2"):
+            rc, ev, _ = run_monitor(url, vkey, "--peer-checkpoint", str(files[bad]))
+            assert rc == 1 and kinds(ev, "alert") == ["split-view"], ev
+        rc, ev, _ = run_monitor(url, vkey, "--peer-checkpoint", str(files["k5"]))
+        assert rc == 1 and kinds(ev, "alert") == ["bad-checkpoint"]
+
+
+# ------------------------------------------------------------------ a log as static files
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A log of 300 entries (a full level-0 tile and a partial one) as static files."""
+    d = tmp_path_factory.mktemp("static")
+    signer = Signer("static.test/log", Ed25519PrivateKey.generate())
+    tl = TileLog(d / "log.sqlite3", signer.name)
+    for i in range(300):
+        e = Entry("x.test", 1000 + i, None, hashlib.sha256(b"%d" % i).digest(),
+                  hashlib.sha1(b"%d" % i).digest(), 1795324044)
+        tl.enqueue(e.key, e.encode())
+    assert tl.sequence(signer) is not None
+    export_log(tl, d / "files")
+    tl.close()
+    return d / "files", signer.verifier.vkey()
+
+
+def corrupt(src: Path, dst: Path, rel: str, how: str) -> Path:
+    shutil.copytree(src, dst)
+    f = dst / rel
+    data = bytearray(f.read_bytes())
+    if how.startswith("flip"):
+        data[10 if how == "flip-entry" else len(data) // 2] ^= 1  # 10: in the first entry
+        f.write_bytes(bytes(data))
+    elif how == "truncate":
+        f.write_bytes(bytes(data[:-5]))
+    elif how == "delete":
+        f.unlink()
+    return dst
+
+
+@pytest.mark.parametrize(("rel", "how", "kind", "says"), [
+    ("tile/0/000", "flip", "bad-tile", "does not hash to its parent"),
+    ("tile/0/001.p/44", "flip", "bad-tile", "do not make the checkpoint's root"),
+    ("tile/1/000.p/1", "flip", "bad-tile", "do not make the checkpoint's root"),
+    ("tile/0/001.p/44", "truncate", "bad-tile", "tile of 1403 bytes, expected 1408"),
+    ("tile/entries/001.p/44", "truncate", "bad-entries", "truncated"),
+    ("tile/entries/000", "flip-entry", "bad-entries", "does not hash to its leaf"),
+    ("tile/entries/000", "delete", "bad-tile", "HTTP 404"),
+    ("checkpoint", "flip", "bad-checkpoint", ""),
+])
+def test_a_corrupt_log_is_reported(exported: tuple[Path, str], tmp_path: Path, rel: str,
+                                   how: str, kind: str, says: str) -> None:
+    files, vkey = exported
+    if rel == "checkpoint":  # a byte of the signature, not of the text
+        bad = corrupt(files, tmp_path / "c", "tile/0/000", "none")
+        note = (bad / "checkpoint").read_bytes()
+        sig = note.rstrip(b"\n").rsplit(b" ", 1)[1]
+        raw = bytearray(base64.b64decode(sig))
+        raw[-1] ^= 1
+        (bad / "checkpoint").write_bytes(note.replace(sig, base64.b64encode(bytes(raw))))
+    else:
+        bad = corrupt(files, tmp_path / "c", rel, how)
+    with static_log(bad) as url:
+        rc, ev, err = run_monitor(url, vkey)
+    assert rc == 1, (ev, err)
+    (alert,) = [e for e in ev if e["severity"] == "alert"]
+    assert alert["kind"] == kind and says in alert["message"], alert
+    assert "Traceback" not in err
+
+
+def test_the_untouched_static_log_and_an_unknown_key(exported: tuple[Path, str]) -> None:
+    files, vkey = exported
+    with static_log(files) as url:
+        rc, ev, err = run_monitor(url, vkey, "--state", str(files.parent / "st"))
+        assert rc == 0, (ev, err)
+        assert kinds(ev) == ["checkpoint"] and ev[0]["size"] == 300
+        other = Signer("static.test/log", Ed25519PrivateKey.generate()).verifier.vkey()
+        rc, ev, _ = run_monitor(url, other)
+        assert rc == 1 and kinds(ev, "alert") == ["bad-checkpoint"]
+        assert "does not verify" in ev[0]["message"] or "known key" in ev[0]["message"]
+        rc, _, err = run_monitor(url, "not a key")
+        assert rc == 2 and "notary:" in err and "Traceback" not in err
+
+
+def test_a_down_or_slow_log(exported: tuple[Path, str]) -> None:
+    _, vkey = exported
+    down = f"http://127.0.0.1:{free_port()}/log"
+    rc, ev, err = run_monitor(down, vkey)
+    assert rc == 3 and kinds(ev) == ["unreachable"], (ev, err)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        t0 = time.monotonic()
+        rc, ev, err = run_monitor(f"http://127.0.0.1:{silent.getsockname()[1]}/log", vkey,
+                                  "--timeout", "1")
+        assert rc == 3 and kinds(ev) == ["unreachable"], (ev, err)
+        assert "no answer in time" in ev[0]["message"]
+        assert time.monotonic() - t0 < 20
+
+
+def test_metrics(exported: tuple[Path, str]) -> None:
+    files, vkey = exported
+    port = free_port()
+    with static_log(files) as url:
+        proc = subprocess.Popen([NOTARY, "monitor", url, "--log-key", vkey, "--interval", "0.5",
+                                 "--metrics-listen", f"127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def scraped() -> str:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                                timeout=5) as r:
+                        return str(r.read().decode())
+                except OSError:
+                    return ""
+            assert wait_for(lambda: "converge_monitor_log_size 300.0" in scraped())
+            text = scraped()
+            assert 'converge_monitor_events_total{kind="checkpoint",severity="info"}' in text
+            assert "converge_monitor_last_pass_ok 1.0" in text
+        finally:
+            stop_process(proc)
