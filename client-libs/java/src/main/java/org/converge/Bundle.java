@@ -17,7 +17,9 @@ import javax.net.ssl.SSLContext;
 /**
  * A notary bundle ({@code .notary} file): one logical notary and its physical hosts (pure
  * parsing). v1 {@code {"version": 1, "name", "hosts": [...], "bundle_location"?, "region"?,
- * "protocols"?, "signing_keys"?}} and v0 {@code {host, ssl_port, http_port, certificate}}.
+ * "protocols"?, "signing_keys"?, "transparency"?}} and v0 {@code {host, ssl_port, http_port,
+ * certificate}}. {@code transparency} names the notary's log, its witnesses and how many
+ * cosignatures a client requires ({@link Transparency#parseLogPolicy}; malformed: a bundle error).
  * Each host's pin is the SHA-1 of the DER certificate of its PEM.
  */
 public final class Bundle {
@@ -70,9 +72,11 @@ public final class Bundle {
     public final String region;
     public final List<String> protocols;
     public final List<Extended.SigningKey> signingKeys;
+    /** The notary's transparency log, or null when the bundle names none. */
+    public final Transparency.LogPolicy transparency;
 
     Bundle(String name, int version, List<Host> hosts, String location, String region,
-            List<String> protocols, List<Extended.SigningKey> keys) {
+            List<String> protocols, List<Extended.SigningKey> keys, Transparency.LogPolicy log) {
         this.name = name;
         this.version = version;
         this.hosts = List.copyOf(hosts);
@@ -80,6 +84,7 @@ public final class Bundle {
         this.region = region;
         this.protocols = protocols;
         this.signingKeys = keys;
+        this.transparency = log;
     }
 
     /** The bundle advertises {@code converge-answer/1} and carries its signing keys. */
@@ -146,7 +151,7 @@ public final class Bundle {
         }
         if (v0) {
             Host h = host(obj);
-            return new Bundle(h.host, 0, List.of(h), null, null, List.of(), List.of());
+            return new Bundle(h.host, 0, List.of(h), null, null, List.of(), List.of(), null);
         }
         if (!(obj.get("name") instanceof String name) || name.strip().isEmpty()
                 || name.codePointCount(0, name.length()) > MAX_NAME) {
@@ -174,12 +179,14 @@ public final class Bundle {
         if (protocols.contains(Extended.FORMAT) && keys.isEmpty()) {
             throw bad("protocols lists " + Extended.FORMAT + " but the bundle has no signing_keys");
         }
+        Transparency.LogPolicy log = obj.containsKey("transparency")
+                ? Transparency.parseLogPolicy(obj.get("transparency")) : null;
         List<Host> hs = new ArrayList<>();
         for (Object h : hosts) {
             hs.add(host(h));
         }
         String reg = region == null || ((String) region).isEmpty() ? null
                 : ((String) region).toUpperCase(Locale.ROOT);
-        return new Bundle(name, 1, hs, (String) location, reg, protocols, keys);
+        return new Bundle(name, 1, hs, (String) location, reg, protocols, keys, log);
     }
 }

@@ -28,7 +28,10 @@ import java.util.regex.Pattern;
  * nonce's randomness). Verification order and failure kinds as in {@code docs/wire-format.md}:
  * {@code malformed} (the fixed prefix), {@code unknown-key}, {@code bad-signature} (over the
  * statement bytes as received), {@code malformed} (the statement parsed, its shape), {@code
- * wrong-target}, {@code nonce-mismatch}, {@code stale}.
+ * wrong-target}, {@code nonce-mismatch}, {@code stale}. The statement {@code T} ends at the first
+ * {@code ,"transparency":} after the prefix; the member's value (from there to the final brace)
+ * is checked by {@link Transparency#checkMember} for a {@code match} answer of a bundle that
+ * names a log ({@link #evaluate}), each failure a {@code log-*} kind.
  */
 public final class Extended {
     public static final String FORMAT = "converge-answer/1";
@@ -223,6 +226,12 @@ public final class Extended {
 
     public static byte[] requestBytes(String host, int port, Fingerprint fp, String nonce, String ip)
             throws ConvergeException.BadInput {
+        return requestBytes(host, port, fp, nonce, ip, false);
+    }
+
+    /** The request; {@code transparency}: ask for a proof of inclusion in the notary's log. */
+    public static byte[] requestBytes(String host, int port, Fingerprint fp, String nonce, String ip,
+            boolean transparency) throws ConvergeException.BadInput {
         Legacy.checkTarget(host, port);
         Map<String, Object> doc = new LinkedHashMap<>();
         doc.put("host", host);
@@ -234,6 +243,9 @@ public final class Extended {
         }
         if (nonce != null) {
             doc.put("nonce", nonce);
+        }
+        if (transparency) {
+            doc.put("transparency", Boolean.TRUE);
         }
         byte[] body = Json.compact(doc).getBytes(StandardCharsets.US_ASCII);
         String head = "POST " + ANSWER_PATH + " HTTP/1.0\r\n"
@@ -264,8 +276,24 @@ public final class Extended {
     public record Expect(String host, Integer port, Fingerprint fingerprint, String nonce, Long now,
             long maxSkew, String ip, boolean bindIp) {}
 
-    /** A verified answer. */
-    public record Verified(Map<String, Object> statement, String verdict, String keyId) {}
+    /** A verified answer; {@code member}: the transparency member's value as received, or null. */
+    public record Verified(Map<String, Object> statement, String verdict, String keyId, byte[] member) {}
+
+    /** Where the statement ends when the answer carries a transparency member. */
+    static final byte[] TRANSPARENCY_MEMBER = ",\"transparency\":".getBytes(StandardCharsets.US_ASCII);
+
+    static int indexOf(byte[] hay, byte[] needle, int from, int to) {
+        outer:
+        for (int i = from; i + needle.length <= to; i++) {
+            for (int j = 0; j < needle.length; j++) {
+                if (hay[i + j] != needle[j]) {
+                    continue outer;
+                }
+            }
+            return i;
+        }
+        return -1;
+    }
 
     /** {@code {"signature":{"alg":"ed25519","key_id":"K","value":"V"},"statement":}. */
     private static final Pattern PREFIX = Pattern.compile(
@@ -288,7 +316,9 @@ public final class Extended {
             throw new AnswerRejected("malformed", "answer is not the fixed prefix, the statement and a final brace");
         }
         String kid = m.group(1);
-        byte[] signed = Arrays.copyOfRange(raw, m.end(), raw.length - 1);
+        int cut = indexOf(raw, TRANSPARENCY_MEMBER, m.end(), raw.length - 1);
+        byte[] signed = Arrays.copyOfRange(raw, m.end(), cut < 0 ? raw.length - 1 : cut);
+        byte[] member = cut < 0 ? null : Arrays.copyOfRange(raw, cut + TRANSPARENCY_MEMBER.length, raw.length - 1);
         PublicKey pub = keys.get(kid);
         if (pub == null) {
             throw new AnswerRejected("unknown-key", "signing key " + kid + " is not trusted by the bundle");
@@ -357,7 +387,7 @@ public final class Extended {
             throw new AnswerRejected("stale", "answer time is " + BigInteger.valueOf(x.now()).subtract(at)
                     + " s from now (max skew " + x.maxSkew() + " s)");
         }
-        return new Verified(stmt, verdict, kid);
+        return new Verified(stmt, verdict, kid, member);
     }
 
     // ------------------------------------------------------------------ outcome
@@ -378,6 +408,16 @@ public final class Extended {
     /** One response to a vote ({@code ip}: the address the caller named, or null). */
     public static Legacy.Outcome evaluate(Legacy.HttpResponse r, Map<String, PublicKey> keys,
             String host, int port, Fingerprint fp, String nonce, long now, long maxSkew, String ip) {
+        return evaluate(r, keys, host, port, fp, nonce, now, maxSkew, ip, null);
+    }
+
+    /**
+     * One response to a vote; with {@code log} (the bundle names a transparency log) a {@code
+     * match} must carry a valid proof of inclusion, else it is a failure of that {@code log-*} kind.
+     */
+    public static Legacy.Outcome evaluate(Legacy.HttpResponse r, Map<String, PublicKey> keys,
+            String host, int port, Fingerprint fp, String nonce, long now, long maxSkew, String ip,
+            Transparency.LogPolicy log) {
         int status = r.status();
         String ctype = r.headers().getOrDefault("content-type", "").split(";", -1)[0].strip()
                 .toLowerCase(Locale.ROOT);
@@ -397,6 +437,13 @@ public final class Extended {
         if (VERDICT_STATUS.get(v.verdict()) != status) {
             return new Legacy.Outcome("failure", "response", status,
                     "status " + status + " with signed verdict " + v.verdict(), FORMAT);
+        }
+        if (log != null && v.verdict().equals("match")) {
+            try {
+                Transparency.checkMember(v.member(), log, (Map<?, ?>) v.statement().get("target"), fp);
+            } catch (Transparency.LogError e) {
+                return new Legacy.Outcome("failure", e.kind, status, e.getMessage(), FORMAT);
+            }
         }
         String[] vk = voteOf(v.verdict());
         Object detail = v.statement().get("detail");

@@ -75,7 +75,7 @@ public final class NotaryIo {
 
     /** How to ask one notary in the extended format. */
     record ExtQuery(List<Extended.SigningKey> keys, boolean nonce, int maxSkew, boolean fallback,
-            DoubleSupplier clock) {}
+            DoubleSupplier clock, Transparency.LogPolicy log) {}
 
     /** Settings of one query. */
     record Settings(double connectTimeout, double notaryTimeout, int maxBytes, Bundle relay,
@@ -86,7 +86,8 @@ public final class NotaryIo {
     private static int severity(String kind) {
         return switch (kind) {
             case "signature", "response", "malformed", "unknown-key", "bad-signature",
-                    "wrong-target", "nonce-mismatch", "stale" -> 3;
+                    "wrong-target", "nonce-mismatch", "stale", "log-missing", "log-proof",
+                    "log-checkpoint", "log-witness", "log-entry" -> 3;
             case "pin" -> 2;
             default -> 0;
         };
@@ -281,7 +282,7 @@ public final class NotaryIo {
             } else {
                 asked = Extended.requestFingerprint(wanted);
                 nonce = ext.nonce() ? Extended.newNonce() : null;
-                request = Extended.requestBytes(host, port, asked, nonce, st.ip());
+                request = Extended.requestBytes(host, port, asked, nonce, st.ip(), ext.log() != null);
             }
             byte[] raw;
             try {
@@ -319,7 +320,7 @@ public final class NotaryIo {
             } else {
                 long now = (long) Math.floor(ext.clock().getAsDouble());
                 Map<String, PublicKey> keys = Extended.trustedKeys(ext.keys(), now);
-                o = Extended.evaluate(r, keys, host, port, asked, nonce, now, ext.maxSkew(), st.ip());
+                o = Extended.evaluate(r, keys, host, port, asked, nonce, now, ext.maxSkew(), st.ip(), ext.log());
             }
             return new HostAnswer(o, label, r.header("cache-status"));
         } catch (ConvergeException.BadInput e) {

@@ -26,7 +26,8 @@ public final class Vectors {
             "converge-vectors/consensus/1",
             "converge-vectors/cache/1",
             "converge-vectors/extended-answers/1",
-            "converge-vectors/config/1");
+            "converge-vectors/config/1",
+            "converge-vectors/transparency/1");
     static final List<String> COMPARED = List.of("result", "error", "kind", "algorithm", "canonical",
             "request", "signed_bytes", "name", "version", "hosts", "verdict",
             "extended", "enabled");
@@ -131,6 +132,7 @@ public final class Vectors {
                             lt == null ? null : ((Number) numberOf(lt)).doubleValue()));
                 }
                 case "converge-vectors/extended-answers/1" -> out.putAll(extendedCase(doc, c));
+                case "converge-vectors/transparency/1" -> out.putAll(transparencyCase(doc, c));
                 case "converge-vectors/config/1" -> {
                     out.put("result", "valid");
                     out.put("enabled", configCase(c));
@@ -192,10 +194,110 @@ public final class Vectors {
         return out;
     }
 
-    /** Differences between a case's expected fields and {@code actual} (empty: pass). */
+    private static byte[] b64(Object o) {
+        return java.util.Base64.getDecoder().decode((String) o);
+    }
+
+    private static List<byte[]> hashes(Object o) {
+        List<byte[]> out = new ArrayList<>();
+        for (String t : strings(o)) {
+            out.add(b64(t));
+        }
+        return out;
+    }
+
+    private static String b64(byte[] b) {
+        return java.util.Base64.getEncoder().encodeToString(b);
+    }
+
+    /** One case of {@code converge-vectors/transparency/1} (see the file's description). */
+    private static Map<String, Object> transparencyCase(Map<?, ?> doc, Map<?, ?> c) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        String type = (String) c.get("type");
+        switch (type) {
+            case "tree" -> {
+                List<byte[]> leaves = new ArrayList<>();
+                for (String e : strings(doc.get("entries")).subList(0, intOf(c.get("size")))) {
+                    leaves.add(Transparency.leafHash(b64((Object) e)));
+                }
+                out.put("result", "valid");
+                out.put("root", b64(Transparency.treeRoot(leaves)));
+            }
+            case "checkpoint" -> {
+                try {
+                    List<Transparency.NoteKey> ws = new ArrayList<>();
+                    for (String w : strings(c.get("witnesses"))) {
+                        ws.add(Transparency.parseVkey(w, Transparency.COSIGNATURE_TYPE));
+                    }
+                    Transparency.LogPolicy policy = new Transparency.LogPolicy(
+                            Transparency.parseVkey(c.get("log"), Transparency.ED25519_TYPE), null, ws,
+                            intOf(c.get("min_cosignatures")));
+                    Transparency.Checkpoint ck = Transparency.openCheckpoint(c.get("checkpoint"), policy);
+                    out.put("result", "valid");
+                    out.put("size", ck.size());
+                    out.put("root", b64(ck.root()));
+                } catch (Transparency.LogError e) {
+                    out.put("result", "invalid");
+                    out.put("kind", e.kind);
+                }
+            }
+            case "answer" -> {
+                Map<?, ?> exp = (Map<?, ?>) c.get("expect");
+                Fingerprint fp = Fingerprint.parse((String) (exp.get("sha256") != null ? exp.get("sha256")
+                        : exp.get("sha1")));
+                Object member = c.get("transparency");
+                byte[] raw = member == null ? null : Json.compact(member).getBytes(StandardCharsets.UTF_8);
+                Map<String, Object> target = new LinkedHashMap<>();
+                target.put("host", exp.get("host"));
+                target.put("port", exp.get("port"));
+                target.put("ip", exp.get("ip"));
+                try {
+                    Transparency.checkMember(raw, Transparency.parseLogPolicy(c.get("bundle")), target, fp);
+                    out.put("result", "valid");
+                } catch (Transparency.LogError e) {
+                    out.put("result", "rejected");
+                    out.put("kind", e.kind);
+                }
+            }
+            case "inclusion", "consistency" -> {
+                try {
+                    if (type.equals("inclusion")) {
+                        byte[] leaf = b64(c.get("leaf"));
+                        byte[] root = b64(c.get("root"));
+                        if (leaf.length != 32 || root.length != 32) {
+                            throw new Transparency.Invalid("a hash of the wrong length");
+                        }
+                        Transparency.verifyInclusion(leaf, ((BigInteger) c.get("index")).longValueExact(),
+                                ((BigInteger) c.get("size")).longValueExact(), hashes(c.get("proof")), root);
+                    } else {
+                        Transparency.verifyConsistency(((BigInteger) c.get("old_size")).longValueExact(),
+                                ((BigInteger) c.get("new_size")).longValueExact(), b64(c.get("old_root")),
+                                b64(c.get("new_root")), hashes(c.get("proof")));
+                    }
+                    out.put("result", "valid");
+                } catch (Transparency.Invalid e) {
+                    out.put("result", "invalid");
+                }
+            }
+            default -> throw new IllegalArgumentException("unknown transparency case type " + type);
+        }
+        return out;
+    }
+
+    /**
+     * Differences between a case's expected fields and {@code actual} (empty: pass); for the
+     * transparency case types also {@code tree}'s {@code root} and {@code checkpoint}'s {@code
+     * size} and {@code root} ({@code size} and {@code root} are inputs of the other types).
+     */
     public static List<String> compare(Map<?, ?> c, Map<String, Object> actual) {
         List<String> problems = new ArrayList<>();
-        for (String k : COMPARED) {
+        List<String> keys = new ArrayList<>(COMPARED);
+        if ("tree".equals(c.get("type"))) {
+            keys.add("root");
+        } else if ("checkpoint".equals(c.get("type"))) {
+            keys.addAll(List.of("size", "root"));
+        }
+        for (String k : keys) {
             if (c.containsKey(k) && !Json.compact(c.get(k)).equals(Json.compact(actual.get(k)))) {
                 problems.add(k + ": expected " + Json.compact(c.get(k)) + ", got " + Json.compact(actual.get(k)));
             }

@@ -60,14 +60,7 @@ final class TestServers {
         }
 
         SSLContext serverContext() throws Exception {
-            KeyStore ks = KeyStore.getInstance("PKCS12");
-            ks.load(null, null);
-            ks.setKeyEntry("k", key, new char[0], new X509Certificate[] {cert});
-            KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
-            kmf.init(ks, new char[0]);
-            SSLContext c = SSLContext.getInstance("TLS");
-            c.init(kmf.getKeyManagers(), null, null);
-            return c;
+            return TestServers.serverContext(cert, key);
         }
 
         /** A legacy 200/409 body listing {@code fingerprint}: the signed bytes, the signature member. */
@@ -84,6 +77,18 @@ final class TestServers {
             return (s.substring(0, s.length() - 1) + ", \"signature\": \"" + b64 + "\"" + after + "}")
                     .getBytes(StandardCharsets.ISO_8859_1);
         }
+    }
+
+    /** A TLS server context presenting {@code cert} with {@code key}. */
+    static SSLContext serverContext(X509Certificate cert, PrivateKey key) throws Exception {
+        KeyStore ks = KeyStore.getInstance("PKCS12");
+        ks.load(null, null);
+        ks.setKeyEntry("k", key, new char[0], new X509Certificate[] {cert});
+        KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+        kmf.init(ks, new char[0]);
+        SSLContext c = SSLContext.getInstance("TLS");
+        c.init(kmf.getKeyManagers(), null, null);
+        return c;
     }
 
     /** One history entry of a legacy list. */

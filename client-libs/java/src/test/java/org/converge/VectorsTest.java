@@ -3,6 +3,7 @@ package org.converge;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -12,7 +13,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.DynamicContainer;
 import org.junit.jupiter.api.DynamicNode;
 import org.junit.jupiter.api.DynamicTest;
@@ -46,8 +46,8 @@ class VectorsTest {
         for (Path f : files()) {
             Map<?, ?> doc = load(f);
             if (!Vectors.SCHEMAS.contains(doc.get("schema"))) {
-                // a schema this client does not implement yet is reported as skipped, never passed
-                nodes.add(DynamicTest.dynamicTest(f.getFileName().toString(), () -> Assumptions.assumeTrue(false,
+                // every shared vector file's schema is implemented: a new one fails until it is
+                nodes.add(DynamicTest.dynamicTest(f.getFileName().toString(), () -> fail(
                         "schema " + doc.get("schema") + " is not implemented by this client")));
                 continue;
             }
