@@ -198,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--listen", default="127.0.0.1:7380", metavar="HOST:PORT",
                    help="address to serve on (default: %(default)s)")
     w.add_argument("--log", action="append", default=[], metavar="VKEY",
-                   help="a log to witness: its verifier key <origin>+<id>+<key> (repeatable)")
+                   help="a log to witness: its verifier key <origin>+<id>+<key> (repeatable; "
+                   "required, default none)")
     w.add_argument("--print-key", action="store_true",
                    help="print the witness's verifier key and exit")
     wk = sub.add_parser("witness-key", help="print the witness's verifier key",
@@ -219,21 +220,23 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--log-key", required=True, metavar="VKEY",
                    help="the log's verifier key (notary log-key; a bundle's transparency.log)")
     m.add_argument("--witness", action="append", default=[], metavar="VKEY",
-                   help="a witness's cosignature key (repeatable)")
+                   help="a witness's cosignature key (repeatable; default none)")
     m.add_argument("--min-cosignatures", type=int, metavar="N",
                    help="cosignatures required on each checkpoint (default: all --witness)")
     m.add_argument("--state", type=Path, metavar="DIR",
                    help="keep the last verified checkpoint here (default: none, every pass "
                    "starts afresh)")
     m.add_argument("--watch", action="append", default=[], metavar="NAME",
-                   help="re-probe the entries for this host name from here (repeatable)")
+                   help="re-probe the entries for this host name from here (repeatable; "
+                   "default none)")
     m.add_argument("--peer-checkpoint", action="append", default=[], type=Path,
                    metavar="FILE", help="a checkpoint of this log obtained elsewhere, to "
-                   "compare (repeatable)")
+                   "compare (repeatable; default none)")
     m.add_argument("--resolve", action="append", default=[], metavar="NAME=IP",
                    help="static name map entry, repeatable (default: none)")
     m.add_argument("--allow-target", action="append", default=[], metavar="CIDR",
-                   help="allow probing this otherwise refused range (repeatable)")
+                   help="allow probing this otherwise refused range (repeatable; default "
+                   "none)")
     m.add_argument("--probe-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="connect+handshake timeout of a probe (default: %(default)s)")
     m.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
