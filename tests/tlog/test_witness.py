@@ -6,6 +6,7 @@ both refuse the log rewritten under the same key."""
 from __future__ import annotations
 
 import base64
+import socket
 import time
 from pathlib import Path
 
@@ -177,3 +178,26 @@ def test_ours_and_litewitness_cosign_the_same_checkpoints(tmp_path: Path,
                 assert post_checkpoint(url, b"old 0\n\n" + note)[:3:2] == (409, f"{old}\n")
     finally:
         lw.close()
+
+
+def test_a_body_in_pieces_and_an_oversized_one(tmp_path: Path) -> None:
+    log = Log(tmp_path / "log.sqlite3")
+    body = log.body(0, log.grow(2))
+    with notary_witness(tmp_path / "w", log.signer.verifier.vkey()) as (url, wkey):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nConnection: close\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body[:20])
+            time.sleep(0.3)  # the server reads a first piece alone
+            s.sendall(body[20:])
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head, _, text = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), answer
+        assert cosigners(parse_note(body.split(b"\n\n", 1)[1]).text.encode() + b"\n"
+                         + text, [wkey])
+        # twin: the whole body over the bound is refused, the witness still serves
+        assert post_checkpoint(url, body + b"x" * 70_000)[0] == 413
+        assert post_checkpoint(url, log.body(2, log.grow(1)))[0] == 200
+    log.tl.close()
