@@ -1,37 +1,63 @@
 /**
- * The background page: every HTTPS response is held (webRequest.onHeadersReceived,
- * blocking) until the leaf certificate it came with is checked: the user's own exceptions,
- * then the local cache, then the notaries. An untrusted response is cancelled before the page
- * gets it; a top-level one is replaced by the block page.
+ * The background page. Every HTTPS and WSS request is watched at two points:
+ *
+ * - before its headers are sent (webRequest.onBeforeSendHeaders, blocking): a request that
+ *   carries a secret (a Cookie or Authorization header, or a body: any method but GET, HEAD,
+ *   OPTIONS) to a host:port whose certificate has not been confirmed in this session is held;
+ *   a credential-less HEAD to the same origin (the preflight) shows the browser the server's
+ *   certificate, which is checked first. Untrusted: the request is cancelled before it leaves.
+ * - when its response headers arrive (webRequest.onHeadersReceived, blocking): the leaf
+ *   certificate it came with is checked: the user's own exceptions, then the local cache,
+ *   then the notaries. An untrusted response is cancelled before the page gets it; a
+ *   top-level one is replaced by the block page.
+ *
+ * Until a notary is enabled nothing is checked, and the badge and popup say "not configured".
  */
 import { parseBundle, type Bundle } from "@converge/core";
-import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isPrivateAddress, siteKey, type Settings, type SiteVerdict } from "./engine.js";
-import type { BackgroundMessage, StoredBundle, TabState } from "./messages.js";
+import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, siteKey, type Settings, type SiteVerdict } from "./engine.js";
+import type { BackgroundMessage, Blocked, StoredBundle, TabState } from "./messages.js";
+import { Budget, Lru } from "./state.js";
 import { webCrypto } from "./webcrypto.js";
 
 const crypto = webCrypto();
 const OWN = browser.runtime.getURL("");
 
 let settings: Settings = { ...DEFAULT_SETTINGS };
-let stored: StoredBundle[] = [];
 let enabled: Bundle[] = [];
-/** host:port -> fingerprint -> unix seconds of the last confirmation */
-let cache: Record<string, Record<string, number>> = {};
+/** host:port -> fingerprint -> unix seconds of the last confirmation (persisted, LRU) */
+const cache = new Lru<string, Record<string, number>>(() => settings.cacheEntries);
 /** host:port -> fingerprints the user chose to trust always */
 let userTrust: Record<string, string[]> = {};
 /** host:port|fingerprint the user chose to trust for this session */
 const trustOnce = new Set<string>();
+/** host:port whose certificate was confirmed in this session (secrets may go to it) */
+const confirmed = new Lru<string, true>(() => settings.cacheEntries);
 const pending = new Map<string, Promise<SiteVerdict>>();
 const tabs = new Map<number, TabState>();
-const blocked = new Map<string, SiteVerdict & { url: string }>();
+const blocked = new Lru<string, Blocked>(() => settings.blockedEntries);
+/** requestId -> what it carried when it left (for the block page); dropped at its response */
+const carried = new Lru<string, string>(() => 1000);
+const preflights = new Map<string, { promise: Promise<Seen | undefined>; resolve: (s: Seen | undefined) => void }>();
+const budget = new Budget(() => settings);
 let blockSeq = 0;
 let saveTimer: ReturnType<typeof setTimeout> | undefined;
+/** JSON of what this page last wrote, per storage key: its own writes do not reload it */
+const written = new Map<string, string>();
+let loads = 0;
+
+interface Seen {
+  sha1: string;
+  sha256: string;
+}
 
 async function load(): Promise<void> {
+  loads++;
   const got = await browser.storage.local.get(["settings", "bundles", "cache", "userTrust"]);
   settings = { ...DEFAULT_SETTINGS, ...(got["settings"] as Partial<Settings> | undefined) };
-  stored = (got["bundles"] as StoredBundle[] | undefined) ?? [];
-  cache = (got["cache"] as typeof cache | undefined) ?? {};
+  const stored = (got["bundles"] as StoredBundle[] | undefined) ?? [];
+  const c = got["cache"] as [string, Record<string, number>][] | Record<string, Record<string, number>> | undefined;
+  cache.clear();
+  for (const [k, v] of Array.isArray(c) ? c : Object.entries(c ?? {})) cache.set(k, v);
   userTrust = (got["userTrust"] as typeof userTrust | undefined) ?? {};
   const parsed: Bundle[] = [];
   for (const b of stored) {
@@ -43,6 +69,9 @@ async function load(): Promise<void> {
     }
   }
   enabled = parsed;
+  blocked.trim();
+  confirmed.trim();
+  refreshBadges();
 }
 
 let isReady = false;
@@ -50,21 +79,38 @@ const ready = load().then(() => {
   isReady = true;
 });
 browser.storage.onChanged.addListener((changes, area) => {
-  if (area === "local" && (changes["settings"] || changes["bundles"] || changes["userTrust"] || (changes["cache"] && !saveTimer))) {
-    void load();
-  }
+  if (area !== "local") return;
+  const theirs = ["settings", "bundles", "userTrust"].some((k) => {
+    const c = changes[k];
+    return c !== undefined && JSON.stringify(c.newValue) !== written.get(k);
+  });
+  // the cache is written only here; settings, bundles and exceptions by the options page
+  if (theirs) void load();
 });
+
+async function write(items: Record<string, unknown>): Promise<void> {
+  for (const [k, v] of Object.entries(items)) written.set(k, JSON.stringify(v));
+  await browser.storage.local.set(items);
+}
 
 function saveCache(): void {
   if (saveTimer !== undefined) return;
   saveTimer = setTimeout(() => {
     saveTimer = undefined;
-    void browser.storage.local.set({ cache });
+    void write({ cache: cache.entries() });
   }, 500);
 }
 
+browser.runtime.onInstalled.addListener((d) => {
+  if (d.reason === "install") void browser.tabs.create({ url: browser.runtime.getURL("options.html?first-run=1") });
+});
+
 function now(): number {
   return Date.now() / 1000;
+}
+
+function configured(): boolean {
+  return enabled.length > 0;
 }
 
 /** The user's exceptions and the cache, without waiting for anything (the common case). */
@@ -74,13 +120,26 @@ function knownVerdict(host: string, port: number, sha1: string, sha256: string):
   if (trustOnce.has(`${key}|${sha256}`) || userTrust[key]?.includes(sha256)) {
     return { ...base, trusted: true, source: "user", reason: "you chose to trust this certificate" };
   }
-  if (cacheHit(cache[key], sha1, sha256, now(), settings.cacheLifetime)) {
+  if (cacheHit(cache.get(key), sha1, sha256, now(), settings.cacheLifetime)) {
     return { ...base, trusted: true, source: "cache", reason: "confirmed by the notaries earlier (local cache)" };
   }
   return undefined;
 }
 
-async function verdictFor(host: string, port: number, sha1: string, sha256: string): Promise<SiteVerdict> {
+async function askOnce(host: string, port: number, sha1: string, sha256: string, tabId: number, topLevel: boolean): Promise<SiteVerdict> {
+  const release = await budget.acquire(tabId, topLevel);
+  try {
+    return await checkWithNotaries(enabled, host, port, sha1, sha256, settings, {
+      fetch: (url, init) => fetch(url, init), crypto, now,
+      randomInt: (n) => globalThis.crypto.getRandomValues(new Uint32Array(1))[0]! % n,
+      busy: (seconds) => budget.pause(seconds),
+    });
+  } finally {
+    release();
+  }
+}
+
+async function verdictFor(host: string, port: number, sha1: string, sha256: string, tabId: number, topLevel: boolean): Promise<SiteVerdict> {
   if (!isReady) await ready;
   const known = knownVerdict(host, port, sha1, sha256);
   if (known !== undefined) return known;
@@ -88,16 +147,16 @@ async function verdictFor(host: string, port: number, sha1: string, sha256: stri
   const dedupe = `${key}|${sha256}`;
   let p = pending.get(dedupe);
   if (p === undefined) {
-    p = checkWithNotaries(enabled, host, port, sha1, sha256, settings, {
-      fetch: (url, init) => fetch(url, init), crypto, now,
-      randomInt: (n) => globalThis.crypto.getRandomValues(new Uint32Array(1))[0]! % n,
-    }).then((v) => {
+    p = (async () => {
+      // a notary that said "busy" is asked again after the pause it asked for (twice at most)
+      let v = await askOnce(host, port, sha1, sha256, tabId, topLevel);
+      for (let i = 0; i < 2 && v.notaryBusy; i++) v = await askOnce(host, port, sha1, sha256, tabId, topLevel);
       if (v.trusted) {
-        cache[key] = { ...(cache[key] ?? {}), [sha1]: Math.trunc(now()), [sha256]: Math.trunc(now()) };
+        cache.set(key, { ...(cache.get(key) ?? {}), [sha1]: Math.trunc(now()), [sha256]: Math.trunc(now()) });
         saveCache();
       }
       return v;
-    }).finally(() => pending.delete(dedupe));
+    })().finally(() => pending.delete(dedupe));
     pending.set(dedupe, p);
   }
   return p;
@@ -107,9 +166,12 @@ const badges = new Map<number, string>();
 
 function badge(tabId: number, v: SiteVerdict | undefined): void {
   if (tabId < 0) return;
-  const [text, color, title]: [string, string, string] = v === undefined ? ["", "#888888", "Converge"]
-    : v.source === "exempt" ? ["", "#888888", "Converge: private address, not checked"]
+  const [text, color, title]: [string, string, string] = !configured()
+    ? ["off", "#6e7781", "Converge: not configured (no notary enabled): nothing is checked"]
+    : v === undefined ? ["", "#888888", "Converge"]
+    : v.source === "exempt" ? ["", "#888888", `Converge: ${v.host} is on your list of names not checked`]
     : v.trusted ? ["ok", "#1a7f37", `Converge: ${v.host}:${v.port} confirmed`]
+    : v.notaryBusy ? ["?", "#b35900", `Converge: ${v.host}:${v.port} blocked, notary busy`]
     : v.notariesUnreachable ? ["?", "#b35900", `Converge: ${v.host}:${v.port} blocked, notaries unreachable`]
     : ["!", "#cf222e", `Converge: ${v.host}:${v.port} untrusted`];
   // each call is a message to the browser: only when the badge changes
@@ -121,64 +183,179 @@ function badge(tabId: number, v: SiteVerdict | undefined): void {
   void browser.browserAction.setTitle({ tabId, title }).catch(() => undefined);
 }
 
+function worstOf(t: TabState): SiteVerdict | undefined {
+  return [t.main, ...t.others].find((x) => x && !x.trusted) ?? t.main;
+}
+
+function refreshBadges(): void {
+  void browser.browserAction.setBadgeText({ text: configured() ? "" : "off" }).catch(() => undefined);
+  void browser.browserAction.setBadgeBackgroundColor({ color: "#6e7781" }).catch(() => undefined);
+  for (const [id, t] of tabs) badge(id, worstOf(t));
+}
+
 function remember(tabId: number, type: string, url: string, v: SiteVerdict): void {
   if (tabId < 0) return;
   if (type === "main_frame") tabs.set(tabId, { url, main: v, others: [] });
   else {
     const t = tabs.get(tabId);
-    if (t && !t.others.some((o) => o.host === v.host && o.port === v.port)) t.others.push(v);
+    if (t && !t.others.some((o) => o.host === v.host && o.port === v.port)) {
+      t.others.push(v);
+      if (t.others.length > 200) t.others.splice(0, t.others.length - 200);
+    }
   }
   const t = tabs.get(tabId);
-  const worst = t ? [t.main, ...t.others].find((x) => x && !x.trusted) ?? t.main : v;
-  badge(tabId, worst);
+  badge(tabId, t ? worstOf(t) : v);
 }
 
-/** Firefox also reports the address the response came from (details.ip). */
-type Details = browser.webRequest._OnHeadersReceivedDetails & { ip?: string };
+function unchecked(host: string, port: number, source: "exempt" | "unconfigured", reason: string): SiteVerdict {
+  return { trusted: true, host, port, sha1: "", sha256: "", source, results: [], reason, notariesUnreachable: false, at: now() };
+}
 
-async function onHeadersReceived(details: Details): Promise<browser.webRequest.BlockingResponse> {
-  // the extension's own requests (to notaries) are not checked
-  if ((details.originUrl ?? "").startsWith(OWN) || (details.documentUrl ?? "").startsWith(OWN)) return {};
-  const url = new URL(details.url);
-  if (url.protocol !== "https:") return {};
-  if (!isReady) await ready;
-  const host = url.hostname.replace(/^\[|\]$/g, "");
+/** host and port of an https:// or wss:// URL; undefined for anything else. */
+function target(u: string): { host: string; port: number; origin: string } | undefined {
+  const url = new URL(u);
+  if (url.protocol !== "https:" && url.protocol !== "wss:") return undefined;
   const port = url.port ? Number(url.port) : 443;
-  if (settings.exemptPrivate && isPrivateAddress(details.ip)) {
-    remember(details.tabId, details.type, details.url, {
-      trusted: true, host, port, sha1: "", sha256: "", source: "exempt", results: [],
-      reason: `${details.ip} is a private address (exempt)`, notariesUnreachable: false, at: now(),
-    });
-    return {};
-  }
-  let sha1 = "";
-  let sha256 = "";
-  try {
-    const info = await browser.webRequest.getSecurityInfo(details.requestId, {});
-    const leaf = info.certificates?.[0];
-    sha1 = leaf?.fingerprint.sha1 ?? "";
-    sha256 = leaf?.fingerprint.sha256 ?? "";
-  } catch {
-    // no security info: refused below
-  }
-  let v: SiteVerdict;
-  if (!sha256) {
-    v = { trusted: false, host, port, sha1, sha256, source: "notaries", results: [], reason: "the browser gave no certificate for this response", notariesUnreachable: false, at: now() };
-  } else {
-    v = knownVerdict(host, port, sha1, sha256) ?? await verdictFor(host, port, sha1, sha256);
-  }
-  remember(details.tabId, details.type, details.url, v);
-  if (v.trusted) return {};
-  if (details.type === "main_frame" && details.tabId >= 0) {
+  return { host: url.hostname.replace(/^\[|\]$/g, ""), port, origin: `https://${url.host}/` };
+}
+
+function own(d: { originUrl?: string; documentUrl?: string }): boolean {
+  return (d.originUrl ?? "").startsWith(OWN) || (d.documentUrl ?? "").startsWith(OWN);
+}
+
+/** Cancels; a top-level request also gets the block page. */
+function block(d: { tabId: number; type: string; url: string }, v: SiteVerdict): browser.webRequest.BlockingResponse {
+  if (d.type === "main_frame" && d.tabId >= 0) {
     const id = String(++blockSeq);
-    blocked.set(id, { ...v, url: details.url });
+    blocked.set(id, { ...v, url: d.url });
     const page = browser.runtime.getURL(`block.html?id=${id}`);
-    setTimeout(() => void browser.tabs.update(details.tabId, { url: page }).catch(() => undefined), 0);
+    setTimeout(() => void browser.tabs.update(d.tabId, { url: page }).catch(() => undefined), 0);
   }
   return { cancel: true };
 }
 
-browser.webRequest.onHeadersReceived.addListener(onHeadersReceived, { urls: ["https://*/*"] }, ["blocking"]);
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+const SECRET_HEADERS = new Set(["cookie", "authorization"]);
+const NOTHING_SECRET = "Nothing secret: the request carried no cookie, no Authorization header and no body.";
+const HELD = "Nothing secret: the request (with its cookies, credentials or form) was held; only a HEAD request without cookies went to the site, to see its certificate.";
+const AFTER_CONFIRMED = "The request went with its cookies and body: this site's certificate had been confirmed earlier in this session, and a browser shows an extension a connection's certificate only once the request was sent on it.";
+
+/** A credential-less HEAD to the origin: which certificate does the server show? */
+function preflight(origin: string): Promise<Seen | undefined> {
+  let p = preflights.get(origin);
+  if (p !== undefined) return p.promise;
+  let resolve!: (s: Seen | undefined) => void;
+  const promise = new Promise<Seen | undefined>((r) => (resolve = r));
+  p = { promise, resolve };
+  preflights.set(origin, p);
+  void fetch(origin, {
+    method: "HEAD", credentials: "omit", cache: "no-store", redirect: "manual", referrerPolicy: "no-referrer",
+    signal: AbortSignal.timeout(settings.notaryTimeoutMs),
+  }).then((r) => r.body?.cancel(), () => undefined).finally(() => {
+    resolve(undefined); // no response headers (a TLS or network failure): nothing learned
+    preflights.delete(origin);
+  });
+  return promise;
+}
+
+async function certificateOf(requestId: string): Promise<Seen> {
+  try {
+    const info = await browser.webRequest.getSecurityInfo(requestId, {});
+    const leaf = info.certificates?.[0];
+    return { sha1: leaf?.fingerprint.sha1 ?? "", sha256: leaf?.fingerprint.sha256 ?? "" };
+  } catch {
+    return { sha1: "", sha256: "" };
+  }
+}
+
+type SendDetails = browser.webRequest._OnBeforeSendHeadersDetails;
+
+async function onBeforeSendHeaders(d: SendDetails): Promise<browser.webRequest.BlockingResponse> {
+  if (own(d)) return {};
+  const t = target(d.url);
+  if (t === undefined) return {};
+  if (!isReady) await ready;
+  if (!configured() || isExempt(t.host, settings)) return {};
+  const key = siteKey(t.host, t.port);
+  const secret = !SAFE_METHODS.has(d.method.toUpperCase()) ||
+    (d.requestHeaders ?? []).some((h) => SECRET_HEADERS.has(h.name.toLowerCase()));
+  if (confirmed.has(key)) {
+    carried.set(d.requestId, secret ? AFTER_CONFIRMED : NOTHING_SECRET);
+    return {};
+  }
+  if (!secret) {
+    carried.set(d.requestId, NOTHING_SECRET);
+    return {};
+  }
+  // a secret for a site not confirmed in this session: learn and check its certificate first
+  const seen = await preflight(t.origin);
+  const topLevel = d.type === "main_frame";
+  if (seen === undefined || !seen.sha256) {
+    if (!SAFE_METHODS.has(d.method.toUpperCase())) {
+      const v: SiteVerdict = {
+        trusted: false, host: t.host, port: t.port, sha1: "", sha256: "", source: "notaries", results: [],
+        reason: "the site's certificate could not be seen before sending (a request without cookies to it failed), so the form was not sent",
+        notariesUnreachable: false, sent: HELD, at: now(),
+      };
+      remember(d.tabId, d.type, d.url, v);
+      return block(d, v);
+    }
+    // nothing learned: the request goes without its secrets, and its response is checked
+    carried.set(d.requestId, "Nothing secret: the request's cookies and Authorization header were removed.");
+    return { requestHeaders: (d.requestHeaders ?? []).filter((h) => !SECRET_HEADERS.has(h.name.toLowerCase())) };
+  }
+  const v = knownVerdict(t.host, t.port, seen.sha1, seen.sha256) ??
+    await verdictFor(t.host, t.port, seen.sha1, seen.sha256, d.tabId, topLevel);
+  if (v.trusted) {
+    confirmed.set(key, true);
+    carried.set(d.requestId, AFTER_CONFIRMED);
+    return {};
+  }
+  const held = { ...v, sent: HELD };
+  remember(d.tabId, d.type, d.url, held);
+  return block(d, held);
+}
+
+type HeadersDetails = browser.webRequest._OnHeadersReceivedDetails;
+
+async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.BlockingResponse> {
+  if (own(d)) {
+    // a preflight's answer: its certificate is what the held request waits for
+    const p = d.method === "HEAD" ? preflights.get(d.url) : undefined;
+    if (p !== undefined) p.resolve(await certificateOf(d.requestId));
+    return {};
+  }
+  const t = target(d.url);
+  if (t === undefined) return {};
+  if (!isReady) await ready;
+  const sent = carried.get(d.requestId) ?? NOTHING_SECRET;
+  carried.delete(d.requestId);
+  const { host, port } = t;
+  if (!configured()) {
+    remember(d.tabId, d.type, d.url, unchecked(host, port, "unconfigured", "not configured: no notary is enabled, nothing is checked"));
+    return {};
+  }
+  if (isExempt(host, settings)) {
+    remember(d.tabId, d.type, d.url, unchecked(host, port, "exempt", `${host} is on your list of names not checked`));
+    return {};
+  }
+  const { sha1, sha256 } = await certificateOf(d.requestId);
+  let v: SiteVerdict;
+  if (!sha256) {
+    v = { trusted: false, host, port, sha1, sha256, source: "notaries", results: [], reason: "the browser gave no certificate for this response", notariesUnreachable: false, at: now() };
+  } else {
+    v = knownVerdict(host, port, sha1, sha256) ?? await verdictFor(host, port, sha1, sha256, d.tabId, d.type === "main_frame");
+  }
+  if (v.trusted) confirmed.set(siteKey(host, port), true);
+  v = { ...v, sent };
+  remember(d.tabId, d.type, d.url, v);
+  return v.trusted ? {} : block(d, v);
+}
+
+const FILTER = { urls: ["https://*/*", "wss://*/*"] };
+browser.webRequest.onBeforeSendHeaders.addListener(onBeforeSendHeaders, FILTER, ["blocking", "requestHeaders"]);
+browser.webRequest.onHeadersReceived.addListener(onHeadersReceived, FILTER, ["blocking"]);
+browser.webRequest.onErrorOccurred.addListener((d) => carried.delete(d.requestId), FILTER);
 
 browser.tabs.onRemoved.addListener((tabId) => {
   tabs.delete(tabId);
@@ -193,27 +370,32 @@ browser.runtime.onMessage.addListener(async (msg: BackgroundMessage, sender) => 
       return blocked.get(msg.id) ?? null;
     case "trust": {
       const b = blocked.get(msg.id);
-      if (!b || !msg.confirmed) return { ok: false };
+      if (!b || !msg.confirmed || !b.sha256) return { ok: false };
       const key = siteKey(b.host, b.port);
       if (msg.mode === "once") trustOnce.add(`${key}|${b.sha256}`);
       else {
         userTrust[key] = [...new Set([...(userTrust[key] ?? []), b.sha256])];
-        await browser.storage.local.set({ userTrust });
+        await write({ userTrust });
       }
       return { ok: true, url: b.url };
     }
     case "tab-state": {
-      let tabId = msg.tabId;
-      if (tabId === undefined && msg.url) {
+      if (!isReady) await ready;
+      const base = { configured: configured(), privateWindows: await browser.extension.isAllowedIncognitoAccess() };
+      let found: TabState | undefined;
+      if (msg.tabId === undefined && msg.url) {
         // the tab whose page came from that URL (the block page may have replaced it)
-        return [...tabs.values()].reverse().find((t) => t.url === msg.url) ?? null;
-      }
-      return tabId === undefined ? null : tabs.get(tabId) ?? null;
+        found = [...tabs.values()].reverse().find((t) => t.url === msg.url);
+      } else if (msg.tabId !== undefined) found = tabs.get(msg.tabId);
+      return { ...base, tab: found ?? null };
     }
     case "forget-cache":
-      cache = {};
-      await browser.storage.local.set({ cache });
+      cache.clear();
+      confirmed.clear();
+      await write({ cache: [] });
       return { ok: true };
+    case "stats":
+      return { loads, cacheEntries: cache.size, blockedEntries: blocked.size, waiting: budget.waiting() };
     default:
       return undefined;
   }

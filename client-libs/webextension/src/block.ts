@@ -1,8 +1,6 @@
 /** The block page: what this browser saw, what each notary saw, why it was blocked. */
-import type { SiteVerdict } from "./engine.js";
+import type { Blocked } from "./messages.js";
 import { byId, describe, el } from "./dom.js";
-
-type Blocked = SiteVerdict & { url: string };
 
 async function main(): Promise<void> {
   const id = new URLSearchParams(location.search).get("id") ?? "";
@@ -13,7 +11,12 @@ async function main(): Promise<void> {
     return;
   }
   const target = `${v.host}:${v.port}`;
-  if (v.notariesUnreachable) {
+  if (v.notaryBusy) {
+    verdict.textContent = `Converge: untrusted: ${target}: notary busy`;
+    byId("converge-why").textContent = "The notaries asked this browser to slow down (too many questions at once), " +
+      "so nobody confirmed the certificate this browser was shown. Converge fails closed: the page was not loaded. " +
+      "Reload in a moment.";
+  } else if (v.notariesUnreachable) {
     verdict.textContent = `Converge: untrusted: ${target}: notaries unreachable`;
     byId("converge-why").textContent = "No notary gave a verified answer, so nobody could confirm the certificate this " +
       "browser was shown. Converge fails closed: the page was not loaded. Check your connection to the notaries, or " +
@@ -26,6 +29,7 @@ async function main(): Promise<void> {
   byId("seen-sha256").textContent = v.sha256 || "(none)";
   byId("seen-sha1").textContent = v.sha1 || "(none)";
   byId("seen-url").textContent = v.url;
+  byId("sent").textContent = v.sent ?? "Nothing secret: the request carried no cookie, no Authorization header and no body.";
   const body = byId("notaries").querySelector("tbody")!;
   for (const r of v.results) {
     const tr = el("tr");

@@ -21,6 +21,7 @@ export function describe(kind: string, vote: string): string {
     refused: "declined to look at this address",
     unreachable: "could not be reached",
     timeout: "did not answer in time",
+    busy: "notary busy (asked this browser to slow down)",
     "legacy-only": "does not sign its answers for browsers",
     settled: "not needed (decided without it)",
     malformed: "sent a malformed answer (not counted)",
@@ -34,4 +35,12 @@ export function describe(kind: string, vote: string): string {
     status: "no signed answer",
   };
   return words[kind] ?? `${vote} (${kind})`;
+}
+
+/** Whether Firefox runs the extension in private windows, in words. */
+export function privateWindowsText(allowed: boolean): string {
+  return allowed
+    ? "Private windows: checked (Converge is allowed to run in private windows)."
+    : "Private windows: NOT checked. Firefox does not run Converge in private windows unless you allow it: " +
+      "about:addons, Converge, \"Run in Private Windows\", Allow.";
 }

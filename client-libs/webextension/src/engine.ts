@@ -8,7 +8,7 @@
 import {
   ANSWER_MEDIA_TYPE, ANSWER_PATH, asInt, asString, cacheDecision, deadline, evaluateExtended,
   EXTENDED_FORMAT, extendedRequestBody, Fingerprint, fromUtf8, gather, isIpLiteral, isObject, newNonce,
-  offersExtended, parseJson, sample, trustedKeys, type Bundle, type CryptoProvider, type HttpResponse,
+  offersExtended, parseJson, raceHosts, sample, trustedKeys, type Bundle, type CryptoProvider, type HttpResponse,
   type Policy, type Vote,
 } from "@converge/core";
 
@@ -18,19 +18,36 @@ export interface Settings {
   quorum: number;
   standAside: boolean;
   earlyReturn: boolean;
-  /** Do not check sites whose address is loopback or private (decided on the connected IP). */
-  exemptPrivate: boolean;
+  /**
+   * Host names the user chose not to check: exact names, or `*.example` for every name under
+   * `example`. Judged on the URL's name only, never on an address (which whoever answers DNS,
+   * or a proxy, chooses).
+   */
+  exemptNames: string[];
+  /** Also leave unchecked single-label names and names under .local and .home.arpa (opt-in). */
+  exemptLocalNames: boolean;
   /** Seconds a confirmed certificate stays cached; null = forever. */
   cacheLifetime: number | null;
   notaryTimeoutMs: number;
   totalTimeoutMs: number;
   /** Seconds an answer's time may differ from this browser's clock. */
   maxSkew: number;
+  /** Sites kept in the verdict cache (least recently used dropped first). */
+  cacheEntries: number;
+  /** Block-page records kept (least recently used dropped first). */
+  blockedEntries: number;
+  /** Notary queries per second for everything but top-level pages, all tabs together; 0: no limit. */
+  queryRate: number;
+  /** How many of those may go at once after a quiet spell. */
+  queryBurst: number;
+  /** Queries for one tab's subresources in flight at once (the rest wait in the tab's queue). */
+  tabConcurrency: number;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
-  policy: "majority", quorum: 3, standAside: true, earlyReturn: true, exemptPrivate: true,
+  policy: "majority", quorum: 3, standAside: true, earlyReturn: true, exemptNames: [], exemptLocalNames: false,
   cacheLifetime: 7 * 24 * 3600, notaryTimeoutMs: 5000, totalTimeoutMs: 10000, maxSkew: 300,
+  cacheEntries: 5000, blockedEntries: 100, queryRate: 8, queryBurst: 32, tabConcurrency: 4,
 };
 
 /** What the certificate a notary saw looked like (from its signed answer). */
@@ -45,7 +62,7 @@ export interface Observation {
 export interface NotaryAnswer {
   name: string;
   vote: Vote;
-  /** match, mismatch, target-unreachable, refused, a verification failure, unreachable, timeout, legacy-only, settled. */
+  /** match, mismatch, target-unreachable, refused, a verification failure, unreachable, timeout, busy, legacy-only, settled. */
   kind: string;
   status: number | null;
   detail: string;
@@ -60,12 +77,16 @@ export interface SiteVerdict {
   port: number;
   sha1: string;
   sha256: string;
-  /** cache, notaries, user (trusted by the user), exempt (private address). */
-  source: "cache" | "notaries" | "user" | "exempt";
+  /** cache, notaries, user (trusted by the user), exempt (a name the user exempted), unconfigured (no notary enabled). */
+  source: "cache" | "notaries" | "user" | "exempt" | "unconfigured";
   results: NotaryAnswer[];
   reason: string;
   /** No notary gave a verified answer: the fail-closed state. */
   notariesUnreachable: boolean;
+  /** A notary asked this browser to slow down (429): "notary busy", not "unreachable". */
+  notaryBusy?: boolean;
+  /** What this browser sent the site before the verdict (said on the block page). */
+  sent?: string;
   at: number;
 }
 
@@ -76,23 +97,41 @@ export interface Deps {
   /** Unix seconds. */
   now: () => number;
   randomInt: (n: number) => number;
+  /** A notary answered 429: it asks for no query for this many seconds. */
+  busy?: (seconds: number) => void;
 }
 
 const MAX_ANSWER_BYTES = 64 * 1024;
-const DEFINITIVE = new Set(["match", "mismatch"]);
-const VERIFICATION = new Set(["malformed", "non-canonical", "unknown-key", "bad-signature", "wrong-target", "nonce-mismatch", "stale", "response"]);
 
-/** Whether an IP literal is loopback, private, link-local or shared address space. */
-export function isPrivateAddress(ip: string | null | undefined): boolean {
-  if (!ip) return false;
-  const a = ip.replace(/^\[|\]$/g, "").toLowerCase();
-  const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(a);
-  if (v4) {
-    const [x, y] = [Number(v4[1]), Number(v4[2])];
-    return x === 127 || x === 10 || (x === 172 && y >= 16 && y < 32) || (x === 192 && y === 168) ||
-      (x === 169 && y === 254) || (x === 100 && y >= 64 && y < 128) || x === 0;
+/** A name in lower case without a trailing dot or IPv6 brackets. */
+function normalName(host: string): string {
+  return host.replace(/^\[|\]$/g, "").replace(/\.$/, "").toLowerCase();
+}
+
+/**
+ * Whether the user chose not to check this host name: listed (exactly, or under a `*.`
+ * entry), or, when opted in, a single-label name or one under .local or .home.arpa. Only the
+ * URL's name counts: a public name that resolved to a private address is checked, and so is
+ * every request through a proxy, whatever the proxy's address.
+ */
+export function isExempt(host: string, s: Pick<Settings, "exemptNames" | "exemptLocalNames">): boolean {
+  const h = normalName(host);
+  if (!h) return false;
+  for (const raw of s.exemptNames) {
+    const e = normalName(raw.trim());
+    if (!e) continue;
+    if (e.startsWith("*.") ? h.endsWith(e.slice(1)) && h.length > e.length - 1 : h === e) return true;
   }
-  return a === "::1" || a === "::" || /^f[cd][0-9a-f]{2}:/.test(a) || /^fe[89ab][0-9a-f]:/.test(a);
+  if (!s.exemptLocalNames || isIpLiteral(h)) return false;
+  return !h.includes(".") || h.endsWith(".local") || h.endsWith(".home.arpa");
+}
+
+/** Seconds from a Retry-After header (delta seconds or an HTTP date), within [1, 60]. */
+export function retryAfterSeconds(header: string | null, nowMs: number): number {
+  const v = (header ?? "").trim();
+  let secs = /^\d{1,9}$/.test(v) ? Number(v) : Number.isNaN(Date.parse(v)) ? 1 : Math.ceil((Date.parse(v) - nowMs) / 1000);
+  if (!Number.isFinite(secs)) secs = 1;
+  return Math.min(60, Math.max(1, secs));
 }
 
 function urlHost(host: string): string {
@@ -147,14 +186,20 @@ export async function askNotary(
     };
   }
   const limit = deadline(signal, s.notaryTimeoutMs);
-  const one = async (h: Bundle["hosts"][number]): Promise<NotaryAnswer> => {
+  const one = async (h: Bundle["hosts"][number], sig: AbortSignal): Promise<NotaryAnswer> => {
     const nonce = newNonce(deps.crypto);
     try {
       const res = await deps.fetch(`https://${urlHost(h.host)}:${h.sslPort}${ANSWER_PATH}`, {
         method: "POST", body: extendedRequestBody(host, port, fp, nonce),
         headers: { "Content-Type": "application/json", Accept: ANSWER_MEDIA_TYPE },
-        signal: limit.signal, cache: "no-store", credentials: "omit", redirect: "error", referrerPolicy: "no-referrer",
+        signal: sig, cache: "no-store", credentials: "omit", redirect: "error", referrerPolicy: "no-referrer",
       });
+      if (res.status === 429) {
+        await res.body?.cancel();
+        const wait = retryAfterSeconds(res.headers.get("retry-after"), deps.now() * 1000);
+        deps.busy?.(wait);
+        return { ...base, vote: "unreachable", kind: "busy", status: 429, detail: `notary busy: it asked for no query for ${wait} s` };
+      }
       const body = await readBounded(res, MAX_ANSWER_BYTES);
       const resp: HttpResponse = { status: res.status, headers: new Map([["content-type", res.headers.get("content-type") ?? ""]]), body };
       const now = Math.trunc(deps.now());
@@ -168,19 +213,9 @@ export async function askNotary(
     }
   };
   try {
-    const answers: NotaryAnswer[] = [];
-    // the first definitive answer wins; else the most telling failure
-    const winner = await new Promise<NotaryAnswer | undefined>((resolve) => {
-      let pending = bundle.hosts.length;
-      for (const h of bundle.hosts) {
-        void one(h).then((a) => {
-          answers.push(a);
-          if (DEFINITIVE.has(a.kind)) resolve(a);
-          else if (--pending === 0) resolve(undefined);
-        });
-      }
-    });
-    return winner ?? answers.find((a) => VERIFICATION.has(a.kind)) ?? answers.find((a) => a.vote !== "unreachable") ?? answers[0]!;
+    // the first definitive answer wins; else the most telling failure (the core's rule)
+    const winner = await raceHosts(bundle.hosts, one, (a) => a, limit.signal);
+    return winner ?? { ...base, vote: "unreachable", kind: "timeout", detail: `no answer within ${s.notaryTimeoutMs / 1000} s` };
   } finally {
     limit.abort();
   }
@@ -202,13 +237,15 @@ export async function checkWithNotaries(
   const counted = results.filter((r) => r.vote !== "skipped");
   const ok = counted.filter((r) => r.vote === "success").length;
   const unreachable = counted.length > 0 && counted.every((r) => r.vote === "unreachable");
+  const busy = unreachable && counted.some((r) => r.kind === "busy");
   let reason: string;
   if (chosen.length === 0) reason = "no notary is enabled";
+  else if (busy) reason = "notary busy: the notaries asked this browser to slow down, none gave a verified answer";
   else if (unreachable) reason = "notaries unreachable: no notary gave a verified answer";
   else reason = `${ok} of ${chosen.length} notaries confirm (${s.policy}${s.standAside ? ", unreachable stand aside" : ""})`;
   return {
     trusted: g.trusted && chosen.length > 0, host, port, sha1, sha256, source: "notaries", results, reason,
-    notariesUnreachable: chosen.length === 0 || unreachable, at,
+    notariesUnreachable: chosen.length === 0 || unreachable, notaryBusy: busy, at,
   };
 }
 

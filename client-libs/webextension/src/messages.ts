@@ -19,8 +19,21 @@ export interface TabState {
   others: SiteVerdict[];
 }
 
+/** What the popup asks about a tab, and the extension's state around it. */
+export interface TabReport {
+  /** At least one notary is enabled (else nothing is checked). */
+  configured: boolean;
+  /** Firefox lets the extension run in private windows. */
+  privateWindows: boolean;
+  tab: TabState | null;
+}
+
+/** A blocked top-level page, as the block page shows it. */
+export type Blocked = SiteVerdict & { url: string };
+
 export type BackgroundMessage =
   | { type: "block-info"; id: string }
   | { type: "trust"; id: string; mode: "once" | "always"; confirmed: boolean }
   | { type: "tab-state"; tabId?: number; url?: string }
-  | { type: "forget-cache" };
+  | { type: "forget-cache" }
+  | { type: "stats" };

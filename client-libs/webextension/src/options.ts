@@ -2,7 +2,7 @@
 import { offersExtended, parseBundle } from "@converge/core";
 import { DEFAULT_SETTINGS, type Settings } from "./engine.js";
 import type { StoredBundle } from "./messages.js";
-import { byId, el } from "./dom.js";
+import { byId, el, privateWindowsText } from "./dom.js";
 import { webCrypto } from "./webcrypto.js";
 
 const crypto = webCrypto();
@@ -28,6 +28,20 @@ async function importText(text: string, source: string): Promise<string> {
   const rest = bundles.filter((x) => x.name !== b.name);
   await browser.storage.local.set({ bundles: [...rest, entry] });
   return extended ? `imported ${b.name}` : `imported ${b.name}, disabled: it does not sign answers for browsers`;
+}
+
+/** An operator's bundle list: `{"bundles": ["https://...", ...]}` (at most 32); else undefined. */
+function bundleList(text: string): string[] | undefined {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc) || !("bundles" in doc) || "hosts" in doc) return undefined;
+  const list = (doc as { bundles: unknown }).bundles;
+  if (!Array.isArray(list)) return undefined;
+  return list.filter((u): u is string => typeof u === "string" && u.startsWith("https://")).slice(0, 32);
 }
 
 async function render(): Promise<void> {
@@ -70,7 +84,20 @@ async function render(): Promise<void> {
   byId<HTMLSelectElement>("policy").value = settings.policy;
   byId<HTMLInputElement>("quorum").value = String(settings.quorum);
   byId<HTMLInputElement>("stand-aside").checked = settings.standAside;
-  byId<HTMLInputElement>("exempt-private").checked = settings.exemptPrivate;
+  byId<HTMLTextAreaElement>("exempt-names").value = settings.exemptNames.join("\n");
+  byId<HTMLInputElement>("exempt-local").checked = settings.exemptLocalNames;
+  byId<HTMLInputElement>("cache-entries").value = String(settings.cacheEntries);
+  byId<HTMLInputElement>("query-rate").value = String(settings.queryRate);
+  const on = bundles.some((b) => b.enabled);
+  byId("config-status").textContent = on ? "" : "Not configured: no notary is enabled, so nothing is checked.";
+  const first = new URLSearchParams(location.search).has("first-run");
+  byId("first-run").hidden = !(first || !on);
+  byId("private-windows").textContent = privateWindowsText(await browser.extension.isAllowedIncognitoAccess());
+  const st = (await browser.runtime.sendMessage({ type: "stats" })) as { loads: number; cacheEntries: number; blockedEntries: number; waiting: number };
+  const stats = byId("stats");
+  stats.textContent = `${st.cacheEntries} sites remembered, ${st.blockedEntries} blocked pages kept, ${st.waiting} notary questions waiting; settings read ${st.loads} times.`;
+  stats.dataset["loads"] = String(st.loads);
+  stats.dataset["cacheEntries"] = String(st.cacheEntries);
   byId<HTMLInputElement>("cache-days").value = settings.cacheLifetime === null ? "3650" : String(Math.round(settings.cacheLifetime / 86400));
 }
 
@@ -83,7 +110,10 @@ async function saveSettings(): Promise<void> {
     policy: byId<HTMLSelectElement>("policy").value as Settings["policy"],
     quorum,
     standAside: byId<HTMLInputElement>("stand-aside").checked,
-    exemptPrivate: byId<HTMLInputElement>("exempt-private").checked,
+    exemptNames: byId<HTMLTextAreaElement>("exempt-names").value.split(/\s+/).filter((x) => x.length > 0).slice(0, 1000),
+    exemptLocalNames: byId<HTMLInputElement>("exempt-local").checked,
+    cacheEntries: Math.min(100000, Math.max(10, Number(byId<HTMLInputElement>("cache-entries").value) || DEFAULT_SETTINGS.cacheEntries)),
+    queryRate: Math.min(1000, Math.max(0, Number(byId<HTMLInputElement>("query-rate").value) || 0)),
     cacheLifetime: days * 86400,
   };
   await browser.storage.local.set({ settings: next });
@@ -113,14 +143,30 @@ byId("import-url-button").addEventListener("click", async () => {
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     const text = await res.text();
     if (text.length > MAX_BUNDLE_BYTES) throw new Error("bundle too large");
-    status("import-status", await importText(text, url));
+    const list = bundleList(text);
+    if (list === undefined) status("import-status", await importText(text, url));
+    else {
+      const said: string[] = [];
+      for (const u of list) {
+        try {
+          const r = await fetch(u, { cache: "no-store", credentials: "omit", redirect: "error" });
+          if (!r.ok) throw new Error(`HTTP ${r.status}`);
+          const t = await r.text();
+          if (t.length > MAX_BUNDLE_BYTES) throw new Error("bundle too large");
+          said.push(await importText(t, u));
+        } catch (err) {
+          said.push(`${u}: ${(err as Error).message}`);
+        }
+      }
+      status("import-status", said.join("; "));
+    }
   } catch (err) {
     status("import-status", `${url}: ${(err as Error).message}`);
   }
   await render();
 });
 
-for (const id of ["policy", "quorum", "stand-aside", "exempt-private", "cache-days"]) {
+for (const id of ["policy", "quorum", "stand-aside", "exempt-names", "exempt-local", "cache-entries", "query-rate", "cache-days"]) {
   byId(id).addEventListener("change", () => void saveSettings());
 }
 byId("forget-cache").addEventListener("click", async () => {

@@ -7,8 +7,9 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { canonicalJson, fromPlain, parseBundle, toBase64Url, type Bundle } from "@converge/core";
-import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isPrivateAddress, siteKey, type Deps } from "../src/engine.js";
+import { canonicalJson, fromPlain, parseBundle, raceHosts, toBase64Url, type Bundle, type Vote } from "@converge/core";
+import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, retryAfterSeconds, siteKey, type Deps } from "../src/engine.js";
+import { Budget, Lru, MAIN_PAUSE_MAX_MS } from "../src/state.js";
 import { webCrypto } from "../src/webcrypto.js";
 
 const VECTORS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "vectors");
@@ -49,16 +50,18 @@ async function notary(name: string, sees: string, tweak?: (stmt: Record<string, 
   };
 }
 
-function deps(fakes: Fake[], down = new Set<string>()): Deps & { asked: string[] } {
+function deps(fakes: Fake[], down = new Set<string>(), busy = new Set<string>()): Deps & { asked: string[]; paused: number[] } {
   const asked: string[] = [];
+  const paused: number[] = [];
   return {
-    asked,
+    asked, paused, busy: (s) => paused.push(s),
     crypto, now: () => Date.now() / 1000, randomInt: (n) => Math.floor(Math.random() * n),
     fetch: async (url, init) => {
       asked.push(url);
       const host = new URL(url).hostname;
       const f = fakes.find((x) => x.bundle.hosts[0]!.host === host)!;
       if (down.has(host)) throw new TypeError("NetworkError when attempting to fetch resource.");
+      if (busy.has(host)) return new Response("slow down", { status: 429, headers: { "Retry-After": "7" } });
       const a = f.answer(JSON.parse(String(init.body)) as Record<string, unknown>);
       return new Response(a.body, { status: a.status, headers: { "Content-Type": "application/vnd.converge.answer+json" } });
     },
@@ -106,11 +109,126 @@ test("nobody answers: fail closed, and the verdict says the notaries are unreach
   assert.deepEqual(d.asked, []);
 });
 
-test("private addresses, cache rules and site keys", () => {
-  for (const ip of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.1.1", "100.64.0.1", "::1", "fd00::1", "fe80::1", "::ffff:192.168.0.1"]) {
-    assert.equal(isPrivateAddress(ip), true, ip);
+test("a notary answering 429 is busy, not unreachable, and its Retry-After is honoured", async () => {
+  const fakes = [await notary("Org A", SEEN), await notary("Org B", SEEN)];
+  const d = deps(fakes, new Set(), new Set(fakes.map((f) => f.bundle.hosts[0]!.host)));
+  const v = await checkWithNotaries(fakes.map((f) => f.bundle), "bank.test", 443, "", SEEN, S, d);
+  assert.equal(v.trusted, false);
+  assert.equal(v.notaryBusy, true);
+  assert.match(v.reason, /notary busy/);
+  assert.deepEqual(v.results.map((r) => r.kind), ["busy", "busy"]);
+  assert.deepEqual(d.paused, [7, 7]);
+  // twin: a notary that is down is unreachable, not busy
+  const w = await checkWithNotaries(fakes.map((f) => f.bundle), "bank.test", 443, "", SEEN, S,
+    deps(fakes, new Set(fakes.map((f) => f.bundle.hosts[0]!.host))));
+  assert.equal(w.notaryBusy, false);
+  assert.match(w.reason, /notaries unreachable/);
+  assert.equal(retryAfterSeconds("7", 0), 7);
+  assert.equal(retryAfterSeconds("100000", 0), 60);
+  assert.equal(retryAfterSeconds("soon", 0), 1);
+  assert.equal(retryAfterSeconds(new Date(30_000).toUTCString(), 0), 30);
+});
+
+test("exemptions: only names the user lists or opts into, never an address", () => {
+  const none = { exemptNames: [], exemptLocalNames: false };
+  for (const h of ["bank.test", "127.0.0.1", "10.1.2.3", "printer", "nas.local", "router.home.arpa", "::1"]) {
+    assert.equal(isExempt(h, none), false, h); // the default: every name is checked
   }
-  for (const ip of ["8.8.8.8", "172.32.0.1", "2001:db8::1", "", undefined]) assert.equal(isPrivateAddress(ip), false, String(ip));
+  const listed = { exemptNames: ["intranet.example", "*.corp.example", "10.0.0.5"], exemptLocalNames: false };
+  assert.equal(isExempt("Intranet.Example.", listed), true);
+  assert.equal(isExempt("wiki.corp.example", listed), true);
+  assert.equal(isExempt("10.0.0.5", listed), true);
+  // twins: a name that only ends like a listed one, the parent of a wildcard, another address
+  assert.equal(isExempt("evilintranet.example", listed), false);
+  assert.equal(isExempt("corp.example", listed), false);
+  assert.equal(isExempt("xcorp.example", listed), false);
+  assert.equal(isExempt("10.0.0.6", listed), false);
+  const local = { exemptNames: [], exemptLocalNames: true };
+  for (const h of ["printer", "nas.local", "router.home.arpa"]) assert.equal(isExempt(h, local), true, h);
+  for (const h of ["bank.example", "local.example", "127.0.0.1", "::1", "10.0.0.1"]) assert.equal(isExempt(h, local), false, h);
+});
+
+test("the per-notary host race: first definitive answer wins, else the most telling failure", async () => {
+  type A = { host: string; kind: string; vote: Vote; ms: number };
+  const race = (answers: A[], ms = 1000): Promise<A | undefined> => {
+    const ctl = new AbortController();
+    const t = setTimeout(() => ctl.abort(), ms);
+    return raceHosts(answers, (a, sig) => new Promise<A>((resolve, reject) => {
+      const x = setTimeout(() => resolve(a), a.ms);
+      sig.addEventListener("abort", () => { clearTimeout(x); reject(new Error("aborted")); });
+    }), (a) => a, ctl.signal).finally(() => clearTimeout(t));
+  };
+  const down: A = { host: "a", kind: "unreachable", vote: "unreachable", ms: 1 };
+  const bad: A = { host: "b", kind: "bad-signature", vote: "failure", ms: 5 };
+  const refused: A = { host: "c", kind: "refused", vote: "failure", ms: 2 };
+  const match: A = { host: "d", kind: "match", vote: "success", ms: 20 };
+  assert.equal((await race([down, bad, refused, match]))?.host, "d");
+  assert.equal((await race([down, refused, bad]))?.host, "b");
+  assert.equal((await race([down, refused]))?.host, "c");
+  assert.equal((await race([down]))?.host, "a");
+  // cut off by the deadline: the answers in so far; none in: undefined
+  assert.equal((await race([down, { ...match, ms: 5000 }], 50))?.host, "a");
+  assert.equal(await race([{ ...match, ms: 5000 }], 50), undefined);
+});
+
+test("LRU: bounded, least recently used dropped first", () => {
+  let max = 3;
+  const l = new Lru<string, number>(() => max);
+  for (const [i, k] of ["a", "b", "c", "d"].entries()) l.set(k, i);
+  assert.deepEqual(l.entries().map(([k]) => k), ["b", "c", "d"]);
+  l.get("b");
+  l.set("e", 9);
+  assert.deepEqual(l.entries().map(([k]) => k), ["d", "b", "e"]);
+  max = 1;
+  l.trim();
+  assert.deepEqual(l.entries().map(([k]) => k), ["e"]);
+});
+
+test("budget: top-level pages first, a rate and a per-tab limit for the rest, pauses honoured", async () => {
+  let now = 0;
+  const limits = { queryRate: 10, queryBurst: 2, tabConcurrency: 1 };
+  const b = new Budget(() => limits, () => now);
+  const order: string[] = [];
+  const started = (name: string, tab: number, top: boolean): Promise<() => void> =>
+    b.acquire(tab, top).then((release) => {
+      order.push(name);
+      return release;
+    });
+  const r1 = started("t1-a", 1, false);
+  const r2 = started("t1-b", 1, false);
+  const r3 = started("t2-a", 2, false);
+  const m = started("main", 3, true);
+  await Promise.resolve();
+  await new Promise((r) => setTimeout(r, 0));
+  // tab 1 has one in flight (its limit), tab 2 took the second token; tab 1's second waits
+  assert.deepEqual(order, ["t1-a", "t2-a", "main"]);
+  (await r1)();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(order, ["t1-a", "t2-a", "main"]); // no token left yet
+  now += 100; // one token back
+  (await r3)();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(order, ["t1-a", "t2-a", "main", "t1-b"]);
+  (await r2)();
+  (await m)();
+  // a pause: subresources wait it out; a top-level page waits at most MAIN_PAUSE_MAX_MS
+  now += 10_000;
+  b.pause(30);
+  const sub = started("sub", 1, false);
+  void started("top", 4, true);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(order.length, 4);
+  assert.equal(b.waiting(), 2);
+  now += MAIN_PAUSE_MAX_MS;
+  await new Promise((r) => setTimeout(r, MAIN_PAUSE_MAX_MS + 50)); // the budget's own timer fires
+  assert.deepEqual(order.slice(4), ["top"]);
+  now += 30_000;
+  b.pause(0);
+  await sub;
+  assert.deepEqual(order.slice(4), ["top", "sub"]);
+});
+
+test("cache rules and site keys", () => {
   const now = 2_000_000_000;
   assert.equal(cacheHit({ [SEEN]: now - 10 }, "", SEEN, now, 60), true);
   assert.equal(cacheHit({ [SEEN]: now - 100 }, "", SEEN, now, 60), false);

@@ -15,16 +15,21 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import http.server
 import json
 import os
 import shutil
 import socket
+import socketserver
 import ssl
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
@@ -65,21 +70,135 @@ def free_port_on_both(hosts: tuple[str, ...]) -> int:
     raise RuntimeError("no common free port")
 
 
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+SW_JS = b"""self.addEventListener("install", () => self.skipWaiting());
+self.addEventListener("activate", (e) => e.waitUntil(self.clients.claim()));
+self.addEventListener("message", (e) => {
+  fetch(e.data, { cache: "no-store" }).then(
+    (r) => e.source.postMessage("ok " + r.status), (err) => e.source.postMessage("error " + err));
+});
+"""
+GIF = bytes.fromhex(
+    "47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b"
+)
+
+
+@dataclass
+class Hit:
+    """One request a site received: what a server (or a forger) could read."""
+
+    method: str
+    path: str
+    host: str
+    cookie: str
+    body: bytes
+    upgrade: bool
+
+
 class _Site(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # WebSocket needs it; every response closes its connection
     body = b""
-    hits: list[str]
+    hits: list[Hit]
+    many: str = ""
+
+    def setup(self) -> None:
+        # the TLS handshake in this connection's own thread, not in the accept loop (where one
+        # slow or idle client would stall every other)
+        self.request.settimeout(30)
+        self.request.do_handshake()
+        super().setup()
+
+    def _record(self, body: bytes = b"") -> None:
+        self.hits.append(
+            Hit(
+                self.command,
+                self.path,
+                self.headers.get("Host", ""),
+                self.headers.get("Cookie", ""),
+                body,
+                self.headers.get("Upgrade", "").lower() == "websocket",
+            )
+        )
+
+    def _send(
+        self, status: int, ctype: str, data: bytes, extra: dict[str, str] | None = None
+    ) -> None:
+        self.close_connection = True
+        self.send_response(status)
+        self.send_header("Connection", "close")
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Access-Control-Allow-Origin", "*")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._record()
+        self._send(200, "text/html; charset=utf-8", self.body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        n = min(int(self.headers.get("Content-Length", "0") or 0), 1 << 20)
+        self._record(self.rfile.read(n))
+        self._send(
+            200,
+            "text/html; charset=utf-8",
+            b"<!doctype html><title>posted</title><p id='page'>posted</p>",
+        )
 
     def do_GET(self) -> None:  # noqa: N802
-        self.hits.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(self.body)
+        self._record()
+        path, _, query = self.path.partition("?")
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            key = self.headers.get("Sec-WebSocket-Key", "")
+            accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", accept)
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(1.0)
+            self.close_connection = True
+            return
+        if path == "/setcookie":
+            domain = f"; Domain={query[7:]}" if query.startswith("domain=") else ""
+            self._send(
+                200,
+                "text/html; charset=utf-8",
+                self.body,
+                {"Set-Cookie": f"session=SECRET-SESSION; Secure; SameSite=None; Path=/{domain}"},
+            )
+        elif path == "/redirect":
+            self._send(302, "text/plain", b"", {"Location": urllib.parse.unquote(query)})
+        elif path == "/sw.js":
+            self._send(200, "application/javascript", SW_JS)
+        elif path == "/img.gif":
+            self._send(200, "image/gif", GIF)
+        elif path == "/many" and self.many:
+            n, _, port = query.partition(":")
+            imgs = "".join(
+                f"<img src='https://h{i}.{self.many}:{port}/img.gif' width=1 height=1>"
+                for i in range(int(n))
+            )
+            page = f"<!doctype html><title>many</title><p id='page'>many</p>{imgs}"
+            self._send(200, "text/html; charset=utf-8", page.encode())
+        else:
+            self._send(200, "text/html; charset=utf-8", self.body)
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away (a cancelled or refused request) is not news
 
 
 @dataclass
@@ -88,23 +207,147 @@ class Site:
     port: int
     body: str
     server: http.server.ThreadingHTTPServer
-    hits: list[str] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    context: ssl.SSLContext | None = None
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def serve(self, cert: trustme.LeafCert) -> None:
+        """New connections get this certificate (the site sends Connection: close)."""
+        assert self.context is not None
+        cert.configure_cert(self.context)
+
+
+def start_site(
+    host: str, port: int, cert: trustme.LeafCert, text: str, tmp: Path, many: str = ""
+) -> Site:
+    hits: list[Hit] = []
+    body = f"<!doctype html><title>{text}</title><p id='page'>{text}</p>".encode()
+    handler = type("H", (_Site,), {"body": body, "hits": hits, "many": many})
+    server = _QuietServer((host, port), handler)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    # no session resumption: a certificate changed by serve() is shown on the next handshake
+    ctx.num_tickets = 0
+    ctx.options |= ssl.OP_NO_TICKET
+    cert.configure_cert(ctx)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return Site(host, port, text, server, hits, ctx)
+
+
+@dataclass
+class H2Site:
+    """A Node HTTP/2 site (tests/h2site.mjs); `log()` lists "METHOD PATH VERSION" lines."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> list[str]:
+        return self.log_path.read_text().splitlines()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_h2(host: str, port: int, cert: trustme.LeafCert, text: str, tmp: Path) -> H2Site:
+    d = Path(tempfile.mkdtemp(dir=tmp, prefix="h2-"))
+    cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
+    cert.private_key_pem.write_to_path(str(d / "key.pem"))
+    log = d / "requests.log"
+    proc = subprocess.Popen(
+        [
+            "node",
+            str(Path(__file__).with_name("h2site.mjs")),
+            host,
+            str(port),
+            str(d / "cert.pem"),
+            str(d / "key.pem"),
+            text,
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while "ready" not in log.read_text():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError(f"h2 site did not start: {log.read_text()}")
+        time.sleep(0.1)
+    return H2Site(port, proc, log)
+
+
+class _Proxy(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Connect(socketserver.StreamRequestHandler):
+    """An HTTP CONNECT proxy that resolves names itself (as a proxy does: the browser sends
+    it the name, not an address) and records the targets it was asked for."""
+
+    resolve: dict[str, str]
+    asked: list[str]
+
+    def handle(self) -> None:
+        line = self.rfile.readline(4096).decode("latin-1")
+        while self.rfile.readline(4096) not in (b"\r\n", b"\n", b""):
+            pass
+        parts = line.split()
+        if len(parts) < 2 or parts[0] != "CONNECT":
+            self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
+            return
+        name, _, port = parts[1].rpartition(":")
+        self.asked.append(parts[1])
+        try:
+            up = socket.create_connection((self.resolve.get(name, name), int(port)), timeout=10)
+        except OSError:
+            self.wfile.write(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
+            return
+        self.wfile.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        self.wfile.flush()
+        down = self.connection
+
+        def pump(a: socket.socket, b: socket.socket) -> None:
+            try:
+                while data := a.recv(65536):
+                    b.sendall(data)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    b.shutdown(socket.SHUT_WR)
+
+        t = threading.Thread(target=pump, args=(up, down), daemon=True)
+        t.start()
+        pump(down, up)
+        t.join(timeout=30)
+        up.close()
+
+
+@dataclass
+class Proxy:
+    port: int
+    asked: list[str]
+    server: _Proxy
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
 
 
-def start_site(host: str, port: int, cert: trustme.LeafCert, text: str, tmp: Path) -> Site:
-    hits: list[str] = []
-    body = f"<!doctype html><title>{text}</title><p id='page'>{text}</p>".encode()
-    handler = type("H", (_Site,), {"body": body, "hits": hits})
-    server = http.server.ThreadingHTTPServer((host, port), handler)
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    cert.configure_cert(ctx)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+def start_proxy(resolve: dict[str, str]) -> Proxy:
+    asked: list[str] = []
+    handler = type("P", (_Connect,), {"resolve": resolve, "asked": asked})
+    server = _Proxy(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return Site(host, port, text, server, hits)
+    return Proxy(server.server_address[1], asked, server)
 
 
 class _Replay(http.server.BaseHTTPRequestHandler):
@@ -146,7 +389,13 @@ class Notary:
     proc: subprocess.Popen[bytes]
     bundle: Path
 
+    def rate_limited(self) -> float:
+        return self._metric("notary_rate_limited")
+
     def requests_answered(self) -> float:
+        return self._metric("notary_requests_total")
+
+    def _metric(self, prefix: str) -> float:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
         ) as r:
@@ -154,7 +403,7 @@ class Notary:
         return sum(
             float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
-            if line.startswith("notary_requests_total")
+            if line.startswith(prefix) and not line.startswith(prefix + "_created")
         )
 
 
@@ -169,6 +418,12 @@ class World:
     notaries: list[Notary]
     replay_bundle: Path
     dead_bundle: Path
+    swap: Site
+    many: Site
+    many_names: list[str]
+    proxy: Proxy
+    h2_forged: H2Site
+    h2_good: H2Site
     stops: list[Any] = field(default_factory=list)
 
     def close(self) -> None:
@@ -179,7 +434,14 @@ class World:
                 n.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 n.proc.kill()
-        for s in (self.good, self.bank_genuine, self.bank_forged, *self.stops):
+        for s in (
+            self.good,
+            self.bank_genuine,
+            self.bank_forged,
+            self.many,
+            self.proxy,
+            *self.stops,
+        ):
             s.stop() if hasattr(s, "stop") else s.shutdown()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -215,6 +477,28 @@ def start_world() -> World:
     bank_forged = start_site(
         "127.0.0.1", bank_port, evil_ca.issue_cert("bank.test"), "forged bank.test", tmp
     )
+    # swap.test: the browser's server (127.0.0.1) shows the genuine certificate first, then a
+    # forged one; the notaries reach a genuine one (127.0.0.2)
+    swap_port = free_port_on_both(("127.0.0.1", "127.0.0.2"))
+    swap_cert = good_ca.issue_cert("swap.test")
+    swap = start_site("127.0.0.1", swap_port, swap_cert, "swap.test", tmp)
+    swap_genuine = start_site("127.0.0.2", swap_port, swap_cert, "genuine swap.test", tmp)
+    # a page whose images come from 200 host names, all genuine
+    many_names = [f"h{i}.many.test" for i in range(200)]
+    many = start_site(
+        "127.0.0.1",
+        free_port(),
+        good_ca.issue_cert("many.test", *many_names),
+        "many",
+        tmp,
+        many="many.test",
+    )
+    hosts_file = tmp / "hosts"
+    hosts_file.write_text(
+        "127.0.0.2 bank.test swap.test\n127.0.0.1 good.test many.test "
+        + " ".join(many_names)
+        + "\n"
+    )
     notaries: list[Notary] = []
     for name in ("Org A", "Org B"):
         d = tmp / name.replace(" ", "")
@@ -241,10 +525,16 @@ def start_world() -> World:
                 str(d / "tls.key"),
                 "--allow-target",
                 "127.0.0.0/8",
-                "--resolve",
-                "bank.test=127.0.0.2",
-                "--resolve",
-                "good.test=127.0.0.1",
+                "--hosts-file",
+                str(hosts_file),
+                # a small per-client budget (a public notary's is larger, and so are its users)
+                # the loopback sites share this busy machine with 200 connections of the browser
+                "--probe-timeout",
+                "10",
+                "--rate-limit",
+                "20",
+                "--rate-burst",
+                "40",
                 "--metrics-listen",
                 f"127.0.0.1:{mport}",
             ],
@@ -296,10 +586,37 @@ def start_world() -> World:
     doc["hosts"][0]["ssl_port"] = free_port()
     dead_bundle = tmp / "Org-Dead.notary"
     dead_bundle.write_text(json.dumps(doc))
-    w = World(
-        tmp, good_ca, evil_ca, good, bank_genuine, bank_forged, notaries, replay_bundle, dead_bundle
+    proxy = start_proxy({"bank.test": "127.0.0.1", "good.test": "127.0.0.1"})
+    # HTTP/2: a forged bank.test (the notaries reach a genuine one at 127.0.0.2) and a
+    # genuine good.test
+    h2_port = free_port_on_both(("127.0.0.1", "127.0.0.2"))
+    h2_forged = start_h2(
+        "127.0.0.1", h2_port, evil_ca.issue_cert("bank.test"), "forged bank.test", tmp
     )
-    w.stops.append(relay)
+    h2_bank = start_site(
+        "127.0.0.2", h2_port, good_ca.issue_cert("bank.test"), "genuine bank.test", tmp
+    )
+    h2_good = start_h2(
+        "127.0.0.1", free_port(), good_ca.issue_cert("good.test"), "genuine good.test", tmp
+    )
+    w = World(
+        tmp,
+        good_ca,
+        evil_ca,
+        good,
+        bank_genuine,
+        bank_forged,
+        notaries,
+        replay_bundle,
+        dead_bundle,
+        swap,
+        many,
+        many_names,
+        proxy,
+        h2_forged,
+        h2_good,
+    )
+    w.stops += [relay, swap, swap_genuine, h2_forged, h2_bank, h2_good]
     return w
 
 
@@ -322,7 +639,9 @@ def make_profile(w: World) -> tuple[Path, str]:
         )
     ext_uuid = str(uuid.uuid4())
     prefs = {
-        "network.dns.localDomains": "bank.test,good.test",
+        "network.dns.localDomains": ",".join(
+            ["bank.test", "good.test", "swap.test", "many.test", *w.many_names]
+        ),
         "network.dns.disableIPv6": True,
         "network.proxy.type": 0,
         "extensions.webextensions.uuids": json.dumps({ADDON_ID: ext_uuid}),
