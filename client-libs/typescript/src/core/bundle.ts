@@ -1,7 +1,8 @@
 /**
  * `.notary` bundles: one logical notary (an organisation) with its physical hosts, each
  * pinned to its TLS certificate; v1 bundles may also offer the extended answer format with
- * its Ed25519 signing keys.
+ * its Ed25519 signing keys, and name the notary's transparency log (`transparency`, parsed
+ * strictly by {@link parseLogPolicy}: a malformed member is a bundle error).
  *
  * @module
  */
@@ -10,6 +11,7 @@ import type { CertificateKey, CryptoProvider } from "./crypto.js";
 import { BundleError } from "./errors.js";
 import { Fingerprint } from "./fingerprint.js";
 import { asInt, asString, isObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
+import { parseLogPolicy, type LogPolicy } from "./transparency.js";
 
 /** Largest bundle file accepted (bytes). */
 export const MAX_BUNDLE_BYTES = 64 * 1024;
@@ -62,6 +64,11 @@ export interface Bundle {
   readonly region?: string;
   readonly protocols: readonly string[];
   readonly signingKeys: readonly SigningKey[];
+  /**
+   * The notary's transparency log (the bundle's `transparency` member): extended answers are
+   * asked with a proof, and a `match` without a valid one is a failure of that notary.
+   */
+  readonly transparency?: LogPolicy;
 }
 
 /** Whether the bundle advertises `converge-answer/1` and carries its signing keys. */
@@ -225,8 +232,10 @@ export async function parseBundle(crypto: CryptoProvider, data: Uint8Array | str
   if (protocols.includes(EXTENDED_FORMAT) && signingKeys.length === 0) {
     throw new BundleError(`protocols lists ${EXTENDED_FORMAT} but the bundle has no signing_keys`);
   }
+  const transparency = obj.has("transparency") ? await parseLogPolicy(crypto, obj.get("transparency")) : undefined;
   const out: Bundle = {
     name, version: 1, hosts: parsedHosts, protocols, signingKeys,
+    ...(transparency === undefined ? {} : { transparency }),
     ...(bundleLocation === undefined ? {} : { bundleLocation }),
     ...(region === undefined ? {} : { region }),
   };

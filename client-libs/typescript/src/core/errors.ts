@@ -131,14 +131,24 @@ export class VoteError extends ConvergeError {
   }
 }
 
-/** Why an extended answer (`converge-answer/1`) was rejected, in verification order. */
+/**
+ * Why the transparency member of a `match` answer was refused (docs/transparency.md,
+ * "Clients"), in check order.
+ */
+export type LogKind = "log-missing" | "log-proof" | "log-checkpoint" | "log-witness" | "log-entry";
+
+/**
+ * Why an extended answer (`converge-answer/1`) was rejected, in verification order; then,
+ * for a bundle that names a transparency log, the {@link LogKind} of its proof.
+ */
 export type RejectReason =
   | "malformed"
   | "unknown-key"
   | "bad-signature"
   | "wrong-target"
   | "nonce-mismatch"
-  | "stale";
+  | "stale"
+  | LogKind;
 
 /** An extended answer that failed verification; {@link AnswerRejected.reason} names the check. */
 export class AnswerRejected extends Error {

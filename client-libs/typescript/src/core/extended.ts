@@ -5,14 +5,15 @@
  *
  * @module
  */
-import { fromBase64Url, latin1, toBase64Url, utf8 } from "./bytes.js";
+import { fromBase64Url, indexOf, latin1, toBase64Url, utf8 } from "./bytes.js";
 import { EXTENDED_FORMAT, type SigningKey } from "./bundle.js";
 import type { CryptoProvider } from "./crypto.js";
 import { AnswerRejected } from "./errors.js";
-import type { Fingerprint } from "./fingerprint.js";
+import { parseFingerprint, type Fingerprint } from "./fingerprint.js";
 import { asInt, asString, isObject, parseVerified, type JsonObject, type JsonValue } from "./json.js";
 import { checkIp, checkTarget, isIpLiteral, type HttpResponse, type Outcome } from "./legacy.js";
 import type { Vote } from "./policy.js";
+import { checkMember, logTargetOf, TRANSPARENCY_MEMBER, type LogPolicy, type Proven } from "./transparency.js";
 
 const MAX_ANSWER_BYTES = 64 * 1024;
 /** Seconds an answer's time may differ from the client's clock by default. */
@@ -62,6 +63,12 @@ export interface ExtendedAnswer {
   answeredAt: number;
   cache: string;
   observations: { sha256: string; sha1: string; firstSeen: number; lastSeen: number }[];
+  /** The statement's `target`, as signed. */
+  target?: JsonObject;
+  /** The statement's `request` (the fingerprint and alg asked about, the nonce), as signed. */
+  request?: JsonObject;
+  /** The transparency member's value as received (not signed), when the answer carries one. */
+  member?: Uint8Array;
 }
 
 /**
@@ -82,20 +89,27 @@ export interface Expect {
 
 const PREFIX = /^\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":/;
 
+const MEMBER_BYTES = utf8(TRANSPARENCY_MEMBER);
+
 /**
  * Step 1: the key id `K`, the signature `V` and the statement bytes `T` of an answer: the
- * fixed prefix, `T`, a final `}`.
+ * fixed prefix, `T`, a final `}`. `T` ends at the first `,"transparency":` after the prefix,
+ * if any; the transparency member's value (`member`, not signed) runs from there to the final
+ * `}` (docs/wire-format.md, "Verifying").
  *
  * @throws {@link AnswerRejected} `malformed`
  */
-export function splitAnswer(raw: Uint8Array): { keyId: string; value: string; statement: Uint8Array } {
+export function splitAnswer(raw: Uint8Array): { keyId: string; value: string; statement: Uint8Array; member?: Uint8Array } {
   if (raw.length > MAX_ANSWER_BYTES) throw new AnswerRejected("malformed", `answer larger than ${MAX_ANSWER_BYTES} bytes`);
   // the prefix is ASCII: matching the first bytes as latin-1 is matching the bytes
   const m = PREFIX.exec(latin1(raw));
   if (m === null || raw.length < m[0].length + 1 || raw[raw.length - 1] !== 0x7d) {
     throw new AnswerRejected("malformed", "answer does not have the canonical answer shape");
   }
-  return { keyId: m[1]!, value: m[2]!, statement: raw.subarray(m[0].length, raw.length - 1) };
+  const body = raw.subarray(m[0].length, raw.length - 1);
+  const cut = indexOf(body, MEMBER_BYTES);
+  if (cut < 0) return { keyId: m[1]!, value: m[2]!, statement: body };
+  return { keyId: m[1]!, value: m[2]!, statement: body.subarray(0, cut), member: body.subarray(cut + MEMBER_BYTES.length) };
 }
 
 /**
@@ -166,9 +180,11 @@ export async function verifyAnswer(
 ): Promise<ExtendedAnswer> {
   let stmt: JsonObject;
   let kid: string;
+  let member: Uint8Array | undefined;
   try {
     const split = splitAnswer(raw);
     kid = split.keyId;
+    member = split.member;
     const pub = keys.get(kid);
     if (pub === undefined) throw new AnswerRejected("unknown-key", `signing key ${kid} is not trusted`);
     const signature = fromBase64Url(split.value);
@@ -208,7 +224,33 @@ export async function verifyAnswer(
   return {
     verdict: asString(stmt.get("verdict")) as ExtendedAnswer["verdict"], detail: asString(stmt.get("detail")) ?? "",
     keyId: kid, answeredAt: at, cache: asString(stmt.get("cache")) ?? "", observations,
+    target: stmt.get("target") as JsonObject,
+    ...(isObject(stmt.get("request")) ? { request: stmt.get("request") as JsonObject } : {}),
+    ...(member === undefined ? {} : { member }),
   };
+}
+
+/**
+ * The transparency member of a verified answer checked against the bundle's log (steps 1-6
+ * of docs/transparency.md, "Clients"): the entry must name the statement's target and
+ * `fingerprint`, the one asked about (default: the statement's `request`).
+ *
+ * @throws {@link AnswerRejected} of a `log-*` kind, and nothing else
+ */
+export async function checkLog(
+  crypto: CryptoProvider, answer: ExtendedAnswer, log: LogPolicy, fingerprint?: Fingerprint,
+): Promise<Proven> {
+  let fp = fingerprint;
+  if (fp === undefined) {
+    const alg = asString(answer.request?.get("alg"));
+    try {
+      fp = parseFingerprint(asString(answer.request?.get("fingerprint")) ?? "");
+    } catch {
+      throw new AnswerRejected("log-entry", "the statement names no fingerprint");
+    }
+    if (fp.algorithm !== alg) throw new AnswerRejected("log-entry", "the statement's fingerprint is not of its alg");
+  }
+  return checkMember(crypto, answer.member, log, logTargetOf(answer.target), fp);
 }
 
 /** Unpadded base64url of 16 random bytes. */
@@ -216,18 +258,23 @@ export function newNonce(crypto: CryptoProvider): string {
   return toBase64Url(crypto.randomBytes(16));
 }
 
-/** The JSON body of an extended request (what a browser POSTs to `/v2/answer`). */
-export function extendedRequestBody(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string): string {
+/**
+ * The JSON body of an extended request (what a browser POSTs to `/v2/answer`);
+ * `transparency`: ask for a proof of inclusion in the notary's log (`"transparency": true`),
+ * as a client does of a notary whose bundle names a log.
+ */
+export function extendedRequestBody(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string, transparency = false): string {
   checkTarget(host, port);
   let body = `{"host":${JSON.stringify(host)},"port":${port},"fingerprint":"${fp.colonHex()}","alg":"${fp.algorithm}"`;
   if (ip) body += `,"ip":"${checkIp(ip)}"`;
   if (nonce) body += `,"nonce":"${nonce}"`;
+  if (transparency) body += `,"transparency":true`;
   return body + "}";
 }
 
-/** The whole HTTP/1.0 request of the extended format. */
-export function extendedRequestBytes(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string): Uint8Array {
-  const body = extendedRequestBody(host, port, fp, nonce, ip);
+/** The whole HTTP/1.0 request of the extended format (`transparency`: see {@link extendedRequestBody}). */
+export function extendedRequestBytes(host: string, port: number, fp: Fingerprint, nonce: string, ip?: string, transparency = false): Uint8Array {
+  const body = extendedRequestBody(host, port, fp, nonce, ip, transparency);
   const head =
     `POST ${ANSWER_PATH} HTTP/1.0\r\nContent-Type: application/json\r\nAccept: ${ANSWER_MEDIA_TYPE}\r\n` +
     `Connection: close\r\nContent-Length: ${utf8(body).length}\r\n\r\n`;
@@ -249,13 +296,16 @@ const EXT_VOTES: Record<string, [Vote, string]> = {
 /**
  * Reduces one extended response to a vote: a verification failure is a failure of the kind
  * it names; a status that does not fit the signed verdict is a `response` failure; a
- * response without a signed answer is an unreachable `status`.
+ * response without a signed answer is an unreachable `status`. With `log` (the bundle names a
+ * transparency log) a `match` must carry a valid proof of inclusion ({@link checkLog}), else
+ * it is a failure of that `log-*` kind.
  */
 export async function evaluateExtended(
   crypto: CryptoProvider,
   resp: HttpResponse,
   keys: ReadonlyMap<string, Uint8Array>,
   exp: Expect,
+  log?: LogPolicy,
 ): Promise<Outcome> {
   const ctype = (resp.headers.get("content-type") ?? "").split(";", 1)[0]!.trim().toLowerCase();
   const signed = Object.values(VERDICT_STATUS).includes(resp.status);
@@ -272,6 +322,15 @@ export async function evaluateExtended(
   if (VERDICT_STATUS[v.verdict] !== resp.status) {
     return { vote: "failure", kind: "response", status: resp.status, detail: `status ${resp.status} with signed verdict ${v.verdict}` };
   }
+  let proven: Proven | undefined;
+  if (log !== undefined && v.verdict === "match") {
+    try {
+      proven = await checkLog(crypto, v, log, exp.fingerprint);
+    } catch (err) {
+      if (err instanceof AnswerRejected) return { vote: "failure", kind: err.reason, status: resp.status, detail: err.message };
+      throw err;
+    }
+  }
   const [vote, kind] = EXT_VOTES[v.verdict]!;
-  return { vote, kind, status: resp.status, detail: v.detail, answer: resp.body };
+  return { vote, kind, status: resp.status, detail: v.detail, answer: resp.body, ...(proven === undefined ? {} : { proven }) };
 }

@@ -135,7 +135,7 @@ export const DEFINITIVE_KINDS: ReadonlySet<string> = new Set(["listed", "status-
 /** Failures that mean a host answered but its answer did not verify. */
 const VERIFICATION_KINDS: ReadonlySet<string> = new Set([
   "signature", "response", "malformed", "unknown-key", "bad-signature", "wrong-target",
-  "nonce-mismatch", "stale",
+  "nonce-mismatch", "stale", "log-missing", "log-proof", "log-checkpoint", "log-witness", "log-entry",
 ]);
 
 /**

@@ -16,3 +16,5 @@ export * from "./gather.js";
 export * from "./json.js";
 export * from "./legacy.js";
 export * from "./policy.js";
+export * from "./transparency.js";
+export * from "./vectors.js";

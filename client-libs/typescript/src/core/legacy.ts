@@ -12,6 +12,7 @@ import { ConvergeError, ResponseError, SignatureError, TargetError } from "./err
 import { Fingerprint, parseFingerprint } from "./fingerprint.js";
 import { asString, isObject, parseVerified, type JsonValue } from "./json.js";
 import type { Vote } from "./policy.js";
+import type { Proven } from "./transparency.js";
 
 /** Largest response accepted by default (bytes). */
 export const MAX_RESPONSE_BYTES = 256 * 1024;
@@ -333,6 +334,8 @@ export interface Outcome {
   history?: HistoryEntry[];
   /** A verified extended answer (its bytes). */
   answer?: Uint8Array;
+  /** What the notary's transparency log proves about that answer, when its bundle names a log. */
+  proven?: Proven;
 }
 
 function failureOf(err: unknown, status: number | null): Outcome {

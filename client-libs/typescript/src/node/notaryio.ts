@@ -19,6 +19,7 @@ import type { Fingerprint } from "../core/fingerprint.js";
 import { outcomeFromHttp, parseHttpResponse, pyStrip, requestBytes, type HttpResponse, type Outcome } from "../core/legacy.js";
 import type { Vote } from "../core/policy.js";
 import { deadline, raceHosts } from "../core/gather.js";
+import type { LogPolicy, Proven } from "../core/transparency.js";
 import { nodeCrypto, sha1Sync } from "./crypto.js";
 
 /** What one logical notary said. */
@@ -41,6 +42,8 @@ export interface NotaryResult {
   protocol: string | null;
   /** The verified extended answer's bytes, if any. */
   answer?: Uint8Array;
+  /** What the notary's transparency log proves about its `match`, when the bundle names a log. */
+  proven?: Proven;
 }
 
 interface HostAnswer {
@@ -57,6 +60,11 @@ export interface ExtQuery {
   maxSkew: number;
   fallback: boolean;
   now: () => number;
+  /**
+   * The bundle's transparency log: ask for a proof (`"transparency": true`) and count a
+   * `match` without a valid one as a failure of its `log-*` kind.
+   */
+  log?: LogPolicy;
 }
 
 /** Opens a TCP connection (tests replace it). */
@@ -276,7 +284,7 @@ async function queryHostOnce(
     } else {
       asked = requestFingerprint(wanted);
       if (ext.nonce) nonce = newNonce(nodeCrypto);
-      request = extendedRequestBytes(target, port, asked, nonce, o.ip);
+      request = extendedRequestBytes(target, port, asked, nonce, o.ip, ext.log !== undefined);
     }
   } catch (err) {
     if (err instanceof ConvergeError) {
@@ -331,7 +339,7 @@ async function queryHostOnce(
       resp = parseHttpResponse(body, o.maxBytes);
       outcome = await evaluateExtended(nodeCrypto, resp, trustedKeys(ext.keys, now), {
         host: target, port, fingerprint: asked, nonce, now, maxSkew: ext.maxSkew, bindIp: true, ip: o.ip ?? "",
-      });
+      }, ext.log);
     } catch (err) {
       if (!(err instanceof ConvergeError)) throw err;
       outcome = { vote: "failure", kind: err.kind, status: null, detail: err.message };
@@ -383,5 +391,6 @@ export async function askNotary(
     name: b.name, vote: oc.vote, kind: oc.kind, status: oc.status, host: best.host, detail: oc.detail,
     elapsedMs, cacheStatus: best.cacheStatus, protocol: best.protocol,
     ...(oc.answer === undefined ? {} : { answer: oc.answer }),
+    ...(oc.proven === undefined ? {} : { proven: oc.proven }),
   };
 }

@@ -17,6 +17,7 @@ import { DEFAULT_MAX_SKEW, trustedKeys, verifyAnswer, type Expect } from "../cor
 import { parseFingerprint, type Fingerprint } from "../core/fingerprint.js";
 import { MAX_RESPONSE_BYTES, outcomeFromHttp, requestBytes, verifySignedBody } from "../core/legacy.js";
 import { cacheDecision, decide, parsePolicy, settled } from "../core/policy.js";
+import { runTransparencyCase, TRANSPARENCY_SCHEMA, TRANSPARENCY_TYPE_FIELDS } from "../core/vectors.js";
 import { enabledNotaries, loadConfig } from "./config.js";
 import { nodeCrypto } from "./crypto.js";
 
@@ -31,6 +32,7 @@ export const VECTOR_SCHEMAS = [
   "converge-vectors/cache/1",
   "converge-vectors/extended-answers/1",
   "converge-vectors/config/1",
+  TRANSPARENCY_SCHEMA,
 ];
 
 /** One case of a vector file (or the whole file), as JSON data. */
@@ -162,6 +164,8 @@ export async function runVectorCase(doc: VectorCase, c: VectorCase, crypto: Cryp
         return invalid(out, err);
       }
     }
+    case TRANSPARENCY_SCHEMA:
+      return runTransparencyCase(crypto, doc, c);
     default:
       throw new Error(`unknown vector schema ${JSON.stringify(schema)}`);
   }
@@ -238,3 +242,12 @@ export const COMPARED_FIELDS = [
   "result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
   "name", "version", "hosts", "verdict", "extended", "enabled",
 ];
+
+/**
+ * The fields compared for case `c`, when it states them: {@link COMPARED_FIELDS}, and the
+ * output fields of its transparency case type (tree: root; checkpoint: size and root; in
+ * the other types these names are inputs).
+ */
+export function comparedFields(c: VectorCase): readonly string[] {
+  return [...COMPARED_FIELDS, ...(TRANSPARENCY_TYPE_FIELDS[String(c["type"])] ?? [])];
+}
