@@ -155,10 +155,8 @@ class TransparencyLog:
         if self._session is not None:
             await self._session.close()
         if self._log is not None:
-            release = getattr(self._log, "release_lease", None)  # a clean stop frees it
-            if release is not None:
-                with contextlib.suppress(*DB_ERRORS):
-                    await self._run(release, self._holder)
+            with contextlib.suppress(*DB_ERRORS):  # a clean stop frees the lease
+                await self._run(self._log.release_lease, self._holder)
             await self._run(self._log.close)
         self._pool.shutdown(wait=True)
 
