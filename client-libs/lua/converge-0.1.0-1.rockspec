@@ -42,6 +42,7 @@ build = {
     ["converge.config"] = "src/converge/config.lua",
     ["converge.legacy"] = "src/converge/legacy.lua",
     ["converge.extended"] = "src/converge/extended.lua",
+    ["converge.transparency"] = "src/converge/transparency.lua",
     ["converge.cache"] = "src/converge/cache.lua",
     ["converge.notary_io"] = "src/converge/notary_io.lua",
     ["converge.client"] = "src/converge/client.lua",

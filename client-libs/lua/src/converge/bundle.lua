@@ -1,7 +1,8 @@
 --- One logical notary (an organisation), parsed from a .notary file (v1, or the v0 form):
 -- name, version, hosts ({host, ssl_port, http_port, certificate (PEM), der, pin}),
 -- bundle_location, region, protocols, signing_keys ({key_id, public_key, current,
--- valid_until}).
+-- valid_until}), transparency (the notary's log, its witnesses and how many cosignatures a
+-- client requires: converge.transparency.parse_log_policy; malformed, a bundle error).
 -- @module converge.bundle
 local errors = require "converge.errors"
 local json = require "converge.json"
@@ -144,8 +145,9 @@ function M.parse(data)
     end
   end
   local keys = obj.signing_keys ~= nil and M.parse_signing_keys(obj.signing_keys) or {}
+  local log = obj.transparency ~= nil and require("converge.transparency").parse_log_policy(obj.transparency) or nil
   local b = setmetatable({ name = name, version = 1, hosts = parsed, bundle_location = loc,
-    region = region and region:upper(), protocols = protocols, signing_keys = keys }, Bundle)
+    region = region and region:upper(), protocols = protocols, signing_keys = keys, transparency = log }, Bundle)
   for _, p in ipairs(protocols) do
     if p == M.EXTENDED_FORMAT and #keys == 0 then
       bad("protocols lists " .. M.EXTENDED_FORMAT .. " but the bundle has no signing_keys")

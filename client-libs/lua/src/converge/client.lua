@@ -161,7 +161,8 @@ function Client:ask(host, port, fps, t0, ip)
   for _, b in ipairs(chosen) do
     local ext
     if cfg.extended ~= "off" and b:offers_extended() then
-      ext = { keys = b.signing_keys, nonce = cfg.extended_nonce, max_skew = cfg.max_skew, now = self.clock }
+      ext = { keys = b.signing_keys, nonce = cfg.extended_nonce, max_skew = cfg.max_skew, now = self.clock,
+        log = b.transparency }
     end
     local deadline = math.min(total_deadline, socket.gettime() + cfg.notary_timeout)
     local o = { connect_timeout = cfg.connect_timeout, max_bytes = cfg.max_response_bytes, relay = relay,

@@ -1,10 +1,14 @@
 --- The extended answer format converge-answer/1, client side: verification of a signed answer
--- in the documented order, each failure named; the request; the reduction to a vote.
+-- in the documented order, each failure named; the request; the reduction to a vote. The
+-- statement T ends at the first `,"transparency":` after the fixed prefix; the member's value
+-- (from there to the final brace) is checked by converge.transparency for a `match` of a bundle
+-- that names a log (`evaluate` with `exp.log`), each failure a `log-*` kind.
 -- @module converge.extended
 local json = require "converge.json"
 local crypto = require "converge.crypto"
 local bundle = require "converge.bundle"
 local legacy = require "converge.legacy"
+local transparency = require "converge.transparency"
 
 local M = {}
 M.DEFAULT_MAX_SKEW = 300
@@ -54,7 +58,10 @@ function M.verify_answer(raw, keys, exp)
   if not kid or raw:sub(-1) ~= "}" or from > #raw then
     reject("malformed", "answer is not the fixed prefix, the statement and a final brace")
   end
-  local t = raw:sub(from, -2)
+  local body = raw:sub(from, -2)
+  local cut = body:find(',"transparency":', 1, true)
+  local t = cut and body:sub(1, cut - 1) or body
+  local member = cut and body:sub(cut + #',"transparency":') or nil
   local pub = keys[kid]
   if not pub then reject("unknown-key", "signing key " .. kid .. " is not trusted") end
   local signature = crypto.unb64url(value)
@@ -99,7 +106,8 @@ function M.verify_answer(raw, keys, exp)
       reject("stale", "answer time is " .. (exp.now - at) .. " s from now (max skew " .. skew .. " s)")
     end
   end
-  return { verdict = verdict, detail = str(stmt.detail) or "", key_id = kid, answered_at = at }
+  return { verdict = verdict, detail = str(stmt.detail) or "", key_id = kid, answered_at = at, target = target,
+    member = member }
 end
 
 --- Unpadded base64url of 16 random bytes.
@@ -109,19 +117,20 @@ local function json_string(s)
   return '"' .. s:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
 end
 
---- The JSON body of an extended request.
-function M.request_body(host, port, fp, nonce, ip)
+--- The JSON body of an extended request (`proof`: ask for a proof of inclusion in the log).
+function M.request_body(host, port, fp, nonce, ip, proof)
   legacy.check_target(host, port)
   local body = '{"host":' .. json_string(host) .. ',"port":' .. port .. ',"fingerprint":"' .. fp:colon_hex()
     .. '","alg":"' .. fp.algorithm .. '"'
   if ip ~= nil and ip ~= "" then body = body .. ',"ip":"' .. legacy.check_ip(ip) .. '"' end
   if nonce ~= nil and nonce ~= "" then body = body .. ',"nonce":"' .. nonce .. '"' end
+  if proof then body = body .. ',"transparency":true' end
   return body .. "}"
 end
 
 --- The whole HTTP/1.0 request of the extended format.
-function M.request_bytes(host, port, fp, nonce, ip)
-  local body = M.request_body(host, port, fp, nonce, ip)
+function M.request_bytes(host, port, fp, nonce, ip, proof)
+  local body = M.request_body(host, port, fp, nonce, ip, proof)
   return "POST " .. M.PATH .. " HTTP/1.0\r\nContent-Type: application/json\r\nAccept: " .. M.MEDIA_TYPE
     .. "\r\nConnection: close\r\nContent-Length: " .. #body .. "\r\n\r\n" .. body
 end
@@ -137,7 +146,9 @@ end
 --- Statuses meaning "this notary does not speak the extended format here".
 function M.not_offered(s) return s == 400 or s == 404 or s == 405 or s == 501 end
 
---- Reduces one extended response ({status, headers, body}) to a vote.
+--- Reduces one extended response ({status, headers, body}) to a vote; with `exp.log` (the
+-- bundle names a transparency log) a `match` must carry a valid proof of inclusion, else it is
+-- a failure of that `log-*` kind.
 function M.evaluate(resp, keys, exp)
   local ctype = ((resp.headers["content-type"] or ""):match("^[^;]*")):lower():gsub("^%s+", ""):gsub("%s+$", "")
   local st = resp.status
@@ -152,6 +163,13 @@ function M.evaluate(resp, keys, exp)
   end
   if VERDICT_STATUS[v.verdict] ~= st then
     return legacy.outcome("failure", "response", st, "status " .. st .. " with signed verdict " .. v.verdict)
+  end
+  if exp.log and v.verdict == "match" then
+    local okl, e = pcall(transparency.check_member, v.member, exp.log, v.target, exp.fingerprint)
+    if not okl then
+      if getmetatable(e) == transparency.LogError then return legacy.outcome("failure", e.kind, st, e.message) end
+      return legacy.outcome("failure", "log-proof", st, "unreadable transparency member: " .. tostring(e))
+    end
   end
   local vote = VOTES[v.verdict]
   return legacy.outcome(vote[1], vote[2], st, v.detail, resp.body)

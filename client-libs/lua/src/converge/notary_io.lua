@@ -19,7 +19,8 @@ M.now = socket.gettime
 
 local DEFINITIVE = { listed = true, ["status-only"] = true, mismatch = true, ["not-listed"] = true, match = true }
 local SEVERITY = { signature = 3, response = 3, malformed = 3, ["unknown-key"] = 3,
-  ["bad-signature"] = 3, ["wrong-target"] = 3, ["nonce-mismatch"] = 3, stale = 3, pin = 2 }
+  ["bad-signature"] = 3, ["wrong-target"] = 3, ["nonce-mismatch"] = 3, stale = 3, pin = 2,
+  ["log-missing"] = 3, ["log-proof"] = 3, ["log-checkpoint"] = 3, ["log-witness"] = 3, ["log-entry"] = 3 }
 
 -- one client context for every notary connection: the bundle's pin decides, before sending
 local context
@@ -89,7 +90,7 @@ function M.query(nh, target, port, wanted, o, ext, deadline)
     if ext then
       self.asked = extended.request_fingerprint(wanted)
       self.nonce = ext.nonce and extended.new_nonce() or ""
-      self.request = extended.request_bytes(target, port, self.asked, self.nonce, o.ip)
+      self.request = extended.request_bytes(target, port, self.asked, self.nonce, o.ip, ext.log ~= nil)
     else
       self.request = legacy.request_bytes(target, port, self.asked, o.ip)
     end
@@ -266,7 +267,7 @@ function Query:finish()
   end
   self.outcome = extended.evaluate(resp, extended.trusted_keys(self.ext.keys, now), {
     host = self.target, port = self.port, fingerprint = self.asked, nonce = self.nonce, now = now,
-    max_skew = self.ext.max_skew, bind_ip = true, ip = self.o.ip or "" })
+    max_skew = self.ext.max_skew, bind_ip = true, ip = self.o.ip or "", log = self.ext.log })
 end
 
 --- A fresh legacy query for the same host (extended fallback).

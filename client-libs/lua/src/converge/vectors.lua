@@ -13,11 +13,12 @@ local bundle = require "converge.bundle"
 local config = require "converge.config"
 local legacy = require "converge.legacy"
 local extended = require "converge.extended"
+local transparency = require "converge.transparency"
 
 local M = {}
 M.SCHEMAS = {}
 for _, s in ipairs({ "fingerprints", "requests", "legacy-signatures", "notary-responses", "bundles", "consensus", "cache",
-  "extended-answers", "config" }) do M.SCHEMAS[#M.SCHEMAS + 1] = "converge-vectors/" .. s .. "/1" end
+  "extended-answers", "config", "transparency" }) do M.SCHEMAS[#M.SCHEMAS + 1] = "converge-vectors/" .. s .. "/1" end
 M.COMPARED = { "result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
   "name", "version", "hosts", "verdict", "extended", "enabled" }
 
@@ -105,6 +106,70 @@ local function extended_case(doc, c)
   error("unknown case type " .. tostring(t), 0)
 end
 
+local function hashes(list, size)
+  local out = {}
+  for i, t in ipairs(v(list) or {}) do
+    out[i] = crypto.strict_base64(t) or error("not base64", 0)
+    if size and #out[i] ~= size then error("a hash of the wrong length", 0) end
+  end
+  return out
+end
+
+-- one case of converge-vectors/transparency/1 (see the file's description)
+local function transparency_case(doc, c)
+  local t = c.type
+  if t == "tree" then
+    local leaves = {}
+    for i = 1, integer(c.size) do leaves[i] = transparency.leaf_hash(crypto.strict_base64(doc.entries[i])) end
+    return { result = "valid", root = crypto.b64(transparency.tree_root(leaves)) }
+  elseif t == "checkpoint" then
+    local ok, r = pcall(function()
+      local ws = {}
+      for i, w in ipairs(v(c.witnesses) or {}) do ws[i] = transparency.parse_vkey(w, transparency.COSIGNATURE_TYPE) end
+      local p = { log = transparency.parse_vkey(c.log, transparency.ED25519_TYPE), witnesses = ws,
+        min_cosignatures = integer(c.min_cosignatures) }
+      return transparency.open_checkpoint(v(c.checkpoint), p)
+    end)
+    if not ok then
+      if getmetatable(r) == transparency.LogError then return { result = "invalid", kind = r.kind } end
+      error(r, 0)
+    end
+    return { result = "valid", size = r.size, root = crypto.b64(r.root) }
+  elseif t == "answer" then
+    local exp = c.expect
+    local fp = fingerprint.parse(v(exp.sha256) or v(exp.sha1))
+    local member = v(c.transparency)
+    local raw = member ~= nil and json.encode(member) or nil
+    local target = { host = v(exp.host), port = integer(exp.port), ip = v(exp.ip) }
+    local ok, r = pcall(transparency.check_member, raw, transparency.parse_log_policy(c.bundle), target, fp)
+    if not ok then
+      if getmetatable(r) == transparency.LogError then return { result = "rejected", kind = r.kind } end
+      error(r, 0)
+    end
+    return { result = "valid" }
+  elseif t == "inclusion" or t == "consistency" then
+    local ok = pcall(function()
+      if t == "inclusion" then
+        local leaf, root = hashes({ c.leaf }, 32)[1], hashes({ c.root }, 32)[1]
+        transparency.verify_inclusion(leaf, integer(c.index), integer(c.size), hashes(c.proof), root)
+      else
+        local roots = hashes({ c.old_root, c.new_root }, 32)
+        transparency.verify_consistency(integer(c.old_size), integer(c.new_size), roots[1], roots[2], hashes(c.proof))
+      end
+    end)
+    return { result = ok and "valid" or "invalid" }
+  end
+  error("unknown transparency case type " .. tostring(t), 0)
+end
+
+--- The output fields of a case type beyond COMPARED (transparency/1: `size` and `root` are
+-- inputs of the other types).
+function M.compared(c)
+  if c.type == "tree" then return { "root" } end
+  if c.type == "checkpoint" then return { "size", "root" } end
+  return {}
+end
+
 local function run(doc, c)
   local schema = doc.schema
   if schema == "converge-vectors/fingerprints/1" then
@@ -143,6 +208,8 @@ local function run(doc, c)
     return { result = policy.cache_decision(integer(c.timestamp), integer(c.now), integer(c.lifetime)) }
   elseif schema == "converge-vectors/extended-answers/1" then
     return extended_case(doc, c)
+  elseif schema == "converge-vectors/transparency/1" then
+    return transparency_case(doc, c)
   elseif schema == "converge-vectors/config/1" then
     return { result = "valid", enabled = config_case(c) }
   end
