@@ -19,7 +19,12 @@
   but asks B to connect to the address 127.0.0.2 (``/target/<h>+<p>/127.0.0.2``, or the
   extended request's ``ip``); the extended answer names that address and is rejected.
 * HTTPS targets made with trustme: the genuine one on 127.0.0.1:P, the forged one on
-  127.0.0.2:P.
+  127.0.0.2:P, and the genuine certificate again on 127.0.0.1:R (another logged entry).
+* The transparency cases' relays (``log_relays.py``), each presenting a notary's own
+  certificate: "Org X Log" records the requests to notary X; "Org Log Stripped", "Org Log
+  Altered" and "Org Log Other Entry" change B's answers' ``transparency`` member (removed, a
+  proof hash flipped, the member of B's answer about 127.0.0.1:R swapped in); "Org Log
+  Stripped No Log" is the stripping relay with a bundle that names no log.
 
 * The TLS-hook cases (``hook``): ``hook.test`` on one port Q, the genuine HTTPS server on
   127.0.0.1:Q and a forged one on 127.0.0.2:Q, both certificates issued by one CA that the

@@ -34,6 +34,8 @@ from converge.fingerprint import parse_fingerprint
 from converge_fixtures import TlsTarget, identity, make_config
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "client-libs" / "conformance"))
@@ -482,6 +484,33 @@ def test_every_malformed_member_is_a_typed_failure() -> None:
         with pytest.raises(transparency.LogError) as e:
             transparency.check_member(member, policy, target=target, fingerprint=fp)
         assert e.value.kind in transparency.LOG_KINDS
+
+
+_VALID = json.loads((ROOT / "client-libs" / "vectors" / "transparency.json").read_text())
+_VALID_ANSWER = next(c for c in _VALID["tests"] if c["type"] == "answer" and c["result"] == "valid")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.integers(0, 2000))
+def test_any_bytes_in_the_member_end_in_a_typed_failure_or_the_valid_answer(
+    junk: bytes, at: int
+) -> None:
+    """The valid vector member with bytes spliced in at any place (or bytes alone): the check
+    ends in a LogError of a documented kind, or passes only if the member is unchanged."""
+    case = _VALID_ANSWER
+    good = json.dumps(case["transparency"], separators=(",", ":")).encode()
+    member = good[:at] + junk + good[at:]
+    exp = case["expect"]
+    fp = parse_fingerprint(exp.get("sha256") or exp["sha1"])
+    target = {"host": exp["host"], "port": exp["port"], "ip": exp.get("ip")}
+    policy = transparency.parse_log_policy(case["bundle"])
+    for m in (member, junk):
+        try:
+            transparency.check_member(m, policy, target=target, fingerprint=fp)
+        except transparency.LogError as e:
+            assert e.kind in transparency.LOG_KINDS
+        else:
+            assert json.loads(m) == case["transparency"]
 
 
 def test_a_big_tree_proof_verifies_and_a_wrong_index_does_not() -> None:
