@@ -128,6 +128,8 @@ static int v1_fields(const json_t *obj, cv_bundle *out, cv_err *e) {
     if (lists_v2 && !out->nkeys)
         return cv_fail(e, K_BUNDLE, "protocols lists converge-answer/1 but the bundle has no signing_keys");
     out->offers_extended = lists_v2 && out->nkeys > 0;
+    const json_t *log = json_object_get(obj, "transparency");
+    if (log && cv_parse_log_policy(log, &out->log, e)) return -1;
     return 0;
 }
 

@@ -17,12 +17,15 @@ int cv_b64_digit(char c, int url) {
 }
 
 int cv_b64url_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen) {
-    if (n % 4 == 1) return -1;
+    return n % 4 == 1 ? -1 : cv_b64_digits(s, n, 1, out, cap, outlen);
+}
+
+int cv_b64_digits(const char *s, size_t n, int url, unsigned char *out, size_t cap, size_t *outlen) {
     size_t k = 0;
     uint32_t acc = 0;
     int bits = 0;
     for (size_t i = 0; i < n; i++) {
-        int v = cv_b64_digit(s[i], 1);
+        int v = cv_b64_digit(s[i], url);
         if (v < 0) return -1;
         acc = (acc << 6) | (uint32_t)v;
         bits += 6;
@@ -137,6 +140,7 @@ static int eq_str_or_null(const json_t *v, const char *s) {
 static const char PREFIX_KEY[] = "{\"signature\":{\"alg\":\"ed25519\",\"key_id\":\"";
 static const char PREFIX_VALUE[] = "\",\"value\":\"";
 static const char PREFIX_STATEMENT[] = "\"},\"statement\":";
+static const char MEMBER[] = ",\"transparency\":";
 
 /* at p: a run of printable ASCII without '"' or '\', then the literal lit; returns the
  * run's length and moves *p past lit, or -1 */
@@ -174,6 +178,16 @@ const char *cv_verify_answer(const char *raw, size_t n, const cv_key *keys, size
     if (vl < 0) REJECT("malformed", "answer does not have the fixed shape of a signed answer");
     const char *t = p;
     size_t tl = (size_t)(end - 1 - t);
+    /* T ends at the first ,"transparency": (the log's member runs from there to the final '}') */
+    const char *member = NULL;
+    size_t ml = 0;
+    for (size_t i = 0; i + sizeof MEMBER - 1 <= tl; i++)
+        if (t[i] == ',' && !memcmp(t + i, MEMBER, sizeof MEMBER - 1)) {
+            member = t + i + sizeof MEMBER - 1;
+            ml = tl - i - (sizeof MEMBER - 1);
+            tl = i;
+            break;
+        }
     /* 2. a key the bundle trusts now */
     const cv_key *key = NULL;
     for (size_t i = 0; i < nkeys; i++) {
@@ -230,6 +244,22 @@ const char *cv_verify_answer(const char *raw, size_t n, const cv_key *keys, size
         int64_t d = x->now - at;
         if (d < 0) d = -d;
         if (d > x->max_skew) REJECT("stale", "answer time is %lld s from now", (long long)(x->now - at));
+    }
+    /* the log's proof of a match, after every check of the statement (docs/transparency.md) */
+    if (x->log && verdict == VERDICTS[0]) {
+        cv_fp asked;
+        const json_t *rfp = json_object_get(req, "fingerprint");
+        cv_err fe;
+        if (!x->fp && (!json_is_string(rfp) ||
+                       cv_parse_fp(json_string_value(rfp), json_string_length(rfp), &asked, &fe) ||
+                       !cv_jstr_eq(json_object_get(req, "alg"), cv_fp_alg(&asked))))
+            REJECT("log-entry", "the statement names no fingerprint");
+        char lm[160];
+        const char *lk = cv_check_member(member, ml, x->log, target, x->fp ? x->fp : &asked, lm, sizeof lm);
+        if (lk) {
+            verdict = NULL;
+            REJECT(lk, "%s", lm);
+        }
     }
     *kind = NULL;
     if (msg && msglen) msg[0] = '\0';

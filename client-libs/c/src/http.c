@@ -39,7 +39,7 @@ char *cv_legacy_request(const char *host, int port, const cv_fp *fp, const char 
 }
 
 char *cv_ext_request(const char *host, int port, const cv_fp *fp, const char *nonce, const char *ip,
-                     size_t *n, cv_err *e) {
+                     int transparency, size_t *n, cv_err *e) {
     if (cv_check_target(host, port, e)) return NULL;
     char ipc[64] = "";
     if (ip && cv_check_ip(ip, ipc, e)) return NULL;
@@ -51,6 +51,7 @@ char *cv_ext_request(const char *host, int port, const cv_fp *fp, const char *no
     cv_buf_printf(&body, ",\"port\":%d,\"fingerprint\":\"%s\",\"alg\":\"%s\"", port, colon, cv_fp_alg(fp));
     if (ip) cv_buf_printf(&body, ",\"ip\":\"%s\"", ipc);
     if (nonce) cv_buf_printf(&body, ",\"nonce\":\"%s\"", nonce);
+    if (transparency) cv_buf_puts(&body, ",\"transparency\":true");
     cv_buf_puts(&body, "}");
     cv_buf b = {0};
     cv_buf_printf(&b,

@@ -78,7 +78,7 @@ void cv_expected_host(const char *host, char *out, size_t outlen);
 /* the legacy request; returns malloc'd bytes (len in *n) or NULL */
 char *cv_legacy_request(const char *host, int port, const cv_fp *fp, const char *ip, size_t *n, cv_err *e);
 char *cv_ext_request(const char *host, int port, const cv_fp *fp, const char *nonce, const char *ip,
-                     size_t *n, cv_err *e);
+                     int transparency, size_t *n, cv_err *e);
 
 /* ---------------------------------------------------------------- HTTP framing */
 #define MAX_RESPONSE_BYTES (256 * 1024)
@@ -145,6 +145,8 @@ int cv_parse_signing_keys(const json_t *v, cv_key *keys, size_t *n, cv_err *e);
 /* the value of a base64 digit (url: the RFC 4648 section 5 alphabet), -1 when not one */
 int cv_b64_digit(char c, int url);
 int cv_b64url_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen);
+/* the bytes of a run of base64 digits (no padding, no length check) */
+int cv_b64_digits(const char *s, size_t n, int url, unsigned char *out, size_t cap, size_t *outlen);
 void cv_b64url_encode(const unsigned char *d, size_t n, char *out);
 typedef struct {
     const char *host; /* NULL: not checked */
@@ -156,6 +158,7 @@ typedef struct {
     int64_t max_skew;
     int bind_ip;
     const char *ip;   /* with bind_ip: NULL = none named */
+    const struct cv_log_policy *log; /* NULL: the bundle names no log; else a match needs its proof */
 } cv_expect;
 /* verify an answer; returns NULL and sets *kind when rejected; else the verdict string
  * (static) */
@@ -163,6 +166,45 @@ const char *cv_verify_answer(const char *raw, size_t n, const cv_key *keys, size
                              const cv_expect *x, const char **kind, char *msg, size_t msglen);
 void cv_ext_outcome(const char *raw, size_t n, const cv_key *keys, size_t nkeys, const cv_expect *x,
                     size_t max_bytes, cv_outcome *out, char **cache_status);
+
+/* ---------------------------------------------------------------- transparency log */
+#define CV_MAX_WITNESSES 32
+typedef struct {
+    char name[256];
+    unsigned char id[4];
+    unsigned char pub[32];
+} cv_note_key;
+typedef struct cv_log_policy {
+    int present;
+    cv_note_key log;
+    cv_note_key witnesses[CV_MAX_WITNESSES];
+    size_t nwitnesses, min_cosignatures;
+} cv_log_policy;
+typedef struct {
+    uint64_t size;
+    unsigned char root[32];
+    size_t cosigned;
+} cv_checkpoint;
+/* standard padded base64, strictly */
+int cv_b64std_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen);
+void cv_b64std(const unsigned char *d, size_t n, char *out);
+/* <name>+<8 hex key id>+<base64(type || 32-byte Ed25519 key)>; 0 or -1 */
+int cv_parse_vkey(const char *s, size_t n, int type, cv_note_key *out);
+int cv_parse_log_policy(const json_t *v, cv_log_policy *out, cv_err *e);
+void cv_leaf_hash(const unsigned char *d, size_t n, unsigned char out[32]);
+void cv_tree_root(const unsigned char (*leaves)[32], size_t n, unsigned char out[32]);
+/* RFC 9162 2.1.3.2 and 2.1.4.2: 0 when the proof verifies */
+int cv_verify_inclusion(const unsigned char leaf[32], uint64_t index, uint64_t size, const unsigned char (*proof)[32],
+                        size_t np, const unsigned char root[32]);
+int cv_verify_consistency(uint64_t old, uint64_t new_, const unsigned char old_root[32],
+                          const unsigned char new_root[32], const unsigned char (*proof)[32], size_t np);
+/* steps 3 and 4: NULL, or the kind (log-checkpoint, log-witness) */
+const char *cv_open_checkpoint(const char *note, size_t n, const cv_log_policy *p, cv_checkpoint *out, char *msg,
+                               size_t msglen);
+/* the six steps over an answer's member (NULL: absent) for the statement's target and the
+ * fingerprint asked about: NULL, or the log-* kind */
+const char *cv_check_member(const char *member, size_t n, const cv_log_policy *p, const json_t *target,
+                            const cv_fp *fp, char *msg, size_t msglen);
 
 /* ---------------------------------------------------------------- bundles */
 #define MAX_BUNDLE_BYTES (64 * 1024)
@@ -181,6 +223,7 @@ typedef struct {
     int offers_extended;
     cv_key keys[MAX_SIGNING_KEYS];
     size_t nkeys;
+    cv_log_policy log; /* log.present: the bundle names a transparency log */
 } cv_bundle;
 int cv_parse_bundle(const char *data, size_t n, cv_bundle *out, cv_err *e);
 void cv_bundle_free(cv_bundle *b);

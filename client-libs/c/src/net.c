@@ -286,7 +286,8 @@ static void query_once(const cv_query *q, int ext, cv_host_answer *out) {
             }
             cv_b64url_encode(rnd, sizeof rnd, nonce);
         }
-        req = cv_ext_request(q->target_host, q->target_port, asked, q->use_nonce ? nonce : NULL, NULL, &reqlen, &ce);
+        req = cv_ext_request(q->target_host, q->target_port, asked, q->use_nonce ? nonce : NULL, NULL,
+                             q->bundle->log.present, &reqlen, &ce);
     }
     if (!req) {
         outcome_io(out, V_FAILURE, K_TARGET, ce.msg);
@@ -390,7 +391,8 @@ static void query_once(const cv_query *q, int ext, cv_host_answer *out) {
         cv_legacy_outcome(raw, rawlen, q->wanted, q->nwanted, nh->key, q->max_bytes, &out->o, &out->cache_status);
     } else {
         int64_t now = q->clock(q->clock_arg);
-        cv_expect x = {q->target_host, q->target_port, asked, q->use_nonce ? nonce : NULL, 1, now, q->max_skew, 1, NULL};
+        cv_expect x = {q->target_host, q->target_port, asked, q->use_nonce ? nonce : NULL, 1, now, q->max_skew, 1, NULL,
+                       q->bundle->log.present ? &q->bundle->log : NULL};
         cv_ext_outcome(raw, rawlen, q->bundle->keys, q->bundle->nkeys, &x, q->max_bytes, &out->o, &out->cache_status);
     }
     goto done;

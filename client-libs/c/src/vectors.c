@@ -19,6 +19,7 @@ static const char *const SCHEMAS[] = {
     "converge-vectors/fingerprints/1", "converge-vectors/requests/1",  "converge-vectors/legacy-signatures/1",
     "converge-vectors/notary-responses/1", "converge-vectors/bundles/1", "converge-vectors/consensus/1",
     "converge-vectors/cache/1", "converge-vectors/extended-answers/1", "converge-vectors/config/1",
+    "converge-vectors/transparency/1",
 };
 
 size_t cv_schema_count(void) { return sizeof SCHEMAS / sizeof *SCHEMAS; }
@@ -161,6 +162,119 @@ static void extended_case(const json_t *doc, const json_t *c, cv_buf *o) {
     } else {
         field_str(o, "result", "rejected");
         field_str(o, "kind", kind ? kind : "malformed");
+    }
+}
+
+/* a list of base64 hashes of 32 bytes (at most 63); the count, or -1 */
+static long hashes(const json_t *list, unsigned char (*out)[32]) {
+    if (!json_is_array(list) || json_array_size(list) > 63) return -1;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *h = json_array_get(list, i);
+        size_t l = 0;
+        if (!json_is_string(h) || cv_b64std_decode(json_string_value(h), json_string_length(h), out[i], 32, &l) ||
+            l != 32)
+            return -1;
+    }
+    return (long)json_array_size(list);
+}
+
+static uint64_t u64(const json_t *v) {
+    int64_t i = -1;
+    return cv_jint(v, &i) && i >= 0 ? (uint64_t)i : UINT64_MAX;
+}
+
+/* converge-vectors/transparency/1: tree, inclusion, consistency, checkpoint, answer */
+static void transparency_case(const json_t *doc, const json_t *c, cv_buf *o) {
+    const json_t *type = json_object_get(c, "type");
+    unsigned char a[32], b[32], proof[63][32];
+    char text[64];
+    cv_err e = {{0}, {0}};
+    if (cv_jstr_eq(type, "tree")) {
+        const json_t *entries = json_object_get(doc, "entries");
+        size_t n = (size_t)u64(json_object_get(c, "size"));
+        if (n > json_array_size(entries)) n = 0;
+        unsigned char (*leaves)[32] = malloc((n ? n : 1) * 32);
+        for (size_t i = 0; leaves && i < n; i++) {
+            const json_t *en = json_array_get(entries, i);
+            size_t l = json_string_length(en), dl = 0;
+            unsigned char *d = malloc(l + 1);
+            if (d && !cv_b64std_decode(json_string_value(en), l, d, l, &dl)) cv_leaf_hash(d, dl, leaves[i]);
+            free(d);
+        }
+        if (leaves) cv_tree_root((const unsigned char (*)[32])leaves, n, a);
+        free(leaves);
+        cv_b64std(a, 32, text);
+        field_str(o, "result", "valid");
+        field_str(o, "root", text);
+    } else if (cv_jstr_eq(type, "inclusion") || cv_jstr_eq(type, "consistency")) {
+        int incl = cv_jstr_eq(type, "inclusion");
+        size_t l1 = 0, l2 = 0;
+        const json_t *h1 = json_object_get(c, incl ? "leaf" : "old_root"), *h2 = json_object_get(c, incl ? "root" : "new_root");
+        long np = hashes(json_object_get(c, "proof"), proof);
+        int ok = np >= 0 && json_is_string(h1) && json_is_string(h2) &&
+                 !cv_b64std_decode(json_string_value(h1), json_string_length(h1), a, 32, &l1) && l1 == 32 &&
+                 !cv_b64std_decode(json_string_value(h2), json_string_length(h2), b, 32, &l2) && l2 == 32;
+        if (ok && incl)
+            ok = !cv_verify_inclusion(a, u64(json_object_get(c, "index")), u64(json_object_get(c, "size")),
+                                      (const unsigned char (*)[32])proof, (size_t)np, b);
+        else if (ok)
+            ok = !cv_verify_consistency(u64(json_object_get(c, "old_size")), u64(json_object_get(c, "new_size")), a, b,
+                                        (const unsigned char (*)[32])proof, (size_t)np);
+        field_str(o, "result", ok ? "valid" : "invalid");
+    } else if (cv_jstr_eq(type, "checkpoint")) {
+        cv_log_policy *p = calloc(1, sizeof *p);
+        const json_t *log = json_object_get(c, "log"), *ws = json_object_get(c, "witnesses"),
+                     *ck = json_object_get(c, "checkpoint");
+        int64_t m = -1;
+        int ok = p && json_is_string(log) && json_is_string(ck) &&
+                 !cv_parse_vkey(json_string_value(log), json_string_length(log), 0x01, &p->log) &&
+                 json_array_size(ws) <= CV_MAX_WITNESSES && cv_jint(json_object_get(c, "min_cosignatures"), &m) && m >= 0;
+        for (size_t i = 0; ok && i < json_array_size(ws); i++) {
+            const json_t *w = json_array_get(ws, i);
+            ok = json_is_string(w) && !cv_parse_vkey(json_string_value(w), json_string_length(w), 0x04, &p->witnesses[i]);
+            p->nwitnesses = i + 1;
+        }
+        if (!ok) {
+            cv_buf_puts(o, ",\"error\":\"bad-input\"");
+        } else {
+            p->min_cosignatures = (size_t)m;
+            cv_checkpoint ckp;
+            const char *kind = cv_open_checkpoint(json_string_value(ck), json_string_length(ck), p, &ckp, NULL, 0);
+            if (kind) {
+                invalid(o, "kind", kind);
+            } else {
+                cv_b64std(ckp.root, 32, text);
+                field_str(o, "result", "valid");
+                cv_buf_printf(o, ",\"size\":%llu", (unsigned long long)ckp.size);
+                field_str(o, "root", text);
+            }
+        }
+        free(p);
+    } else if (cv_jstr_eq(type, "answer")) {
+        const json_t *exp = json_object_get(c, "expect"), *m = json_object_get(c, "transparency");
+        const json_t *fpt = json_object_get(exp, "sha256");
+        if (!json_is_string(fpt)) fpt = json_object_get(exp, "sha1");
+        cv_log_policy *p = malloc(sizeof *p);
+        cv_fp fp;
+        if (!p || cv_parse_log_policy(json_object_get(c, "bundle"), p, &e) || fp_of(fpt, &fp, &e)) {
+            invalid(o, "error", e.kind[0] ? e.kind : "internal");
+        } else {
+            char *raw = json_is_null(m) || !m ? NULL : json_dumps(m, JSON_ENCODE_ANY | JSON_COMPACT);
+            json_t *target = json_pack("{s:O?,s:O?,s:O?}", "host", json_object_get(exp, "host"), "port",
+                                       json_object_get(exp, "port"), "ip", json_object_get(exp, "ip"));
+            const char *kind = cv_check_member(raw, raw ? strlen(raw) : 0, p, target, &fp, NULL, 0);
+            if (kind) {
+                field_str(o, "result", "rejected");
+                field_str(o, "kind", kind);
+            } else {
+                field_str(o, "result", "valid");
+            }
+            json_decref(target);
+            free(raw);
+        }
+        free(p);
+    } else {
+        cv_buf_puts(o, ",\"error\":\"bad-input\"");
     }
 }
 
@@ -380,6 +494,8 @@ int cv_run_vector_case(const json_t *doc, const json_t *c, cv_buf *o) {
         extended_case(doc, c, o);
     } else if (cv_jstr_eq(schema, "converge-vectors/config/1")) {
         config_case(c, o);
+    } else if (cv_jstr_eq(schema, "converge-vectors/transparency/1")) {
+        transparency_case(doc, c, o);
     } else {
         cv_buf_puts(o, ",\"error\":\"unsupported-schema\"}");
         return -1;

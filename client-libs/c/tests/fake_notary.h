@@ -135,6 +135,8 @@ __attribute__((unused)) static int make_ed_key(ed_key *k) {
     return 0;
 }
 
+static int connect_loopback(int port);
+
 /* how a stand-in answers POST /v2/answer (extended format) */
 typedef struct {
     ed_key *key;              /* NULL: no extended answers (404) */
@@ -156,7 +158,27 @@ typedef struct {
     int delay_ms;   /* wait this long before answering (a slow notary) */
     int hangup_ms;  /* a handshake not finished within this time is closed (0: 2 s) */
     int rst;        /* with hangup_ms: closed with a reset (RST) instead of a FIN */
+    int upstream;   /* > 0: POST /v2/answer is relayed to the notary at 127.0.0.1:upstream */
+    void (*rewrite)(cv_buf *response); /* with upstream: what the relay does to the answer */
 } fake_server;
+
+/* the request relayed over TLS to 127.0.0.1:port, the response read to EOF (bounded) */
+static void relay_answer(int port, const char *req, size_t n, cv_buf *out) {
+    int fd = connect_loopback(port);
+    struct timeval tv = {15, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    if (SSL_connect(ssl) == 1 && SSL_write(ssl, req, (int)n) == (int)n) {
+        char buf[4096];
+        int r;
+        while (out->len < MAX_RESPONSE_BYTES && (r = SSL_read(ssl, buf, sizeof buf)) > 0) cv_buf_put(out, buf, (size_t)r);
+    }
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+}
 
 /* a canonical signed answer for the request body req (a JSON object from the client) */
 static char *ext_response(const ext_behaviour *b, const char *req) {
@@ -218,7 +240,7 @@ static void *fake_loop(void *arg) {
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &rst, sizeof rst);
         }
         if (accepted && s->response) {
-            char buf[4096];
+            char buf[4096] = "";
             size_t got = 0;
             while (got < sizeof buf - 1) {
                 int r = SSL_read(ssl, buf + got, (int)(sizeof buf - 1 - got));
@@ -232,7 +254,13 @@ static void *fake_loop(void *arg) {
             char *end = strstr(buf, "\r\n\r\n");
             if (s->delay_ms) usleep((useconds_t)s->delay_ms * 1000);
             if (!strncmp(buf, "POST /v2/answer ", 16)) {
-                if (s->ext.key && end) {
+                if (s->upstream) {
+                    cv_buf up = {0};
+                    relay_answer(s->upstream, buf, got, &up);
+                    if (s->rewrite && up.p) s->rewrite(&up);
+                    if (up.p) SSL_write(ssl, up.p, (int)up.len);
+                    cv_buf_free(&up);
+                } else if (s->ext.key && end) {
                     char *answer = ext_response(&s->ext, end + 4);
                     SSL_write(ssl, answer, (int)strlen(answer));
                     free(answer);

@@ -4,6 +4,9 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <strings.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 
@@ -123,6 +126,14 @@ static const char *compare_case(const json_t *c, const json_t *actual) {
         if (!got && json_is_null(want)) continue;
         if (!got || !json_equal((json_t *)want, (json_t *)got)) return FIELDS[i];
     }
+    /* transparency/1: root of a tree, size and root of a checkpoint are outputs (else inputs) */
+    const json_t *type = json_object_get(c, "type");
+    const char *extra[2] = {cv_jstr_eq(type, "tree") || cv_jstr_eq(type, "checkpoint") ? "root" : NULL,
+                            cv_jstr_eq(type, "checkpoint") ? "size" : NULL};
+    for (size_t i = 0; i < 2; i++)
+        if (extra[i] && json_object_get(c, extra[i]) &&
+            !json_equal(json_object_get(c, extra[i]), json_object_get(actual, extra[i])))
+            return extra[i];
     return NULL;
 }
 
@@ -232,9 +243,8 @@ static void test_vectors(const char *dir) {
         json_t *doc = cv_json_parse(data, n);
         free(data);
         const json_t *schema = json_object_get(doc, "schema");
-        /* the notary's canonical encoder (clients need none); the transparency log's proofs
-         * (not checked by this library yet: expected to fail in clients.toml, as here) */
-        if (cv_jstr_eq(schema, "converge-vectors/canonical-json/1") || cv_jstr_eq(schema, "converge-vectors/transparency/1")) {
+        /* the notary's canonical encoder (clients need none) */
+        if (cv_jstr_eq(schema, "converge-vectors/canonical-json/1")) {
             fprintf(stderr, "note: %s is not a schema of this library: skipped\n", de->d_name);
             json_decref(doc);
             continue;
@@ -257,6 +267,15 @@ static void test_vectors(const char *dir) {
             CHECK(!bad, "%s#%s: %s differs (got %.300s)", de->d_name, id ? id : "?", bad ? bad : "", out.p);
             free(id);
             /* must-fail twin: the comparison notices a wrong result */
+            /* twin: a tree's or a checkpoint's wrong root is noticed too */
+            const json_t *ty = json_object_get(c, "type");
+            if (got && (cv_jstr_eq(ty, "tree") || (cv_jstr_eq(ty, "checkpoint") && json_object_get(c, "root")))) {
+                json_t *td = json_deep_copy(got);
+                json_object_set_new(td, "root", json_string("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="));
+                CHECK(compare_case(c, td) != NULL, "%s#%s: a wrong root is noticed", de->d_name, id ? id : "?");
+                twins++;
+                json_decref(td);
+            }
             if (i == 0 && got) {
                 json_t *td = json_pack("{s:s}", "result", "no-such-result");
                 CHECK(compare_case(c, td) != NULL, "%s: a wrong result is noticed", de->d_name);
@@ -904,6 +923,211 @@ static void test_extended(idents *id) {
     EVP_PKEY_free(kb.key);
 }
 
+/* ------------------------------------------------------------------ the transparency log, live */
+
+extern char **environ;
+
+/* argv run with stdout and stderr to log; its pid or -1 */
+static pid_t spawn_logged(char *const argv[], const char *log) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc ? -1 : pid;
+}
+
+/* wait at most secs for pid; its exit status, or -1 (then it is killed) */
+static int wait_bounded(pid_t pid, double secs) {
+    for (double t = 0; t < secs; t += 0.05) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        usleep(50000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* the response's body replaced by body (Content-Length follows) */
+static void set_body(cv_buf *r, const char *body, size_t bl) {
+    char *end = strstr(r->p, "\r\n\r\n"), *copy = malloc(bl + 1);
+    if (!end || !copy) {
+        free(copy);
+        return;
+    }
+    memcpy(copy, body, bl);
+    cv_buf o = {0};
+    for (const char *line = r->p; line < end + 2;) {
+        const char *e = strstr(line, "\r\n");
+        if (strncasecmp(line, "content-length:", 15)) cv_buf_put(&o, line, (size_t)(e - line) + 2);
+        line = e + 2;
+    }
+    cv_buf_printf(&o, "Content-Length: %zu\r\n\r\n", bl);
+    cv_buf_put(&o, copy, bl);
+    free(copy);
+    cv_buf_free(r);
+    *r = o;
+}
+
+/* the relay's rewrites of a real answer */
+static void strip_member(cv_buf *r) {
+    char *body = strstr(r->p, "\r\n\r\n"), *m = body ? strstr(body, ",\"transparency\":") : NULL;
+    if (!m) return;
+    m[0] = '}';
+    set_body(r, body + 4, (size_t)(m + 1 - body - 4));
+}
+
+static void next_index(cv_buf *r) {
+    char *body = strstr(r->p, "\r\n\r\n"), *ix = body ? strstr(body, "\"index\":") : NULL;
+    if (!ix) return;
+    char *digits = ix + 8, *after = digits;
+    long v = strtol(digits, &after, 10);
+    cv_buf b = {0};
+    cv_buf_printf(&b, "%.*s%ld%s", (int)(digits - body - 4), body + 4, v + 1, after);
+    set_body(r, b.p, b.len);
+    cv_buf_free(&b);
+}
+
+static void change_root(cv_buf *r) { /* the checkpoint's root line: origin\nsize\nROOT */
+    char *c = strstr(r->p, "\"checkpoint\":\""), *n1 = c ? strstr(c, "\\n") : NULL, *n2 = n1 ? strstr(n1 + 2, "\\n") : NULL;
+    if (n2) n2[2] = n2[2] == 'A' ? 'B' : 'A';
+}
+
+static void other_entry(cv_buf *r) { /* the entry's first base64 digit */
+    char *e = strstr(r->p, "\"entry\":\"");
+    if (e) e[9] = e[9] == 'e' ? 'f' : 'e';
+}
+
+static int load_identity(tls_identity *id, const char *dir) {
+    char p[800];
+    memset(id, 0, sizeof *id);
+    snprintf(p, sizeof p, "%s/notary.pem", dir);
+    FILE *f = fopen(p, "r");
+    id->cert = f ? PEM_read_X509(f, NULL, NULL, NULL) : NULL;
+    if (f) fclose(f);
+    snprintf(p, sizeof p, "%s/notary.key", dir);
+    f = fopen(p, "r");
+    id->key = f ? PEM_read_PrivateKey(f, NULL, NULL, NULL) : NULL;
+    if (f) fclose(f);
+    return id->cert && id->key ? 0 : -1;
+}
+
+/* A real `notary serve` keeps its log and `notary bundle` names it: a match with its proof is
+ * trusted, directly and through a relay that passes answers as they are; twins: a relay that
+ * strips the member, moves the index, changes the checkpoint or the entry makes that notary's
+ * vote a failure of the kind the check names. */
+static void test_transparency_live(const char *vectors) {
+    char notary[600];
+    snprintf(notary, sizeof notary, "%s/../../.venv/bin/notary", vectors);
+    if (access(notary, X_OK)) {
+        fprintf(stderr, "note: no %s (make setup): the live transparency test is skipped\n", notary);
+        return;
+    }
+    char tmpl[] = "/tmp/converge-c-log-XXXXXX", data[700], logf[700], listen_on[64];
+    const char *tmp = mkdtemp(tmpl);
+    snprintf(data, sizeof data, "%s/data", tmp);
+    snprintf(logf, sizeof logf, "%s/notary.log", tmp);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (!bind(lfd, (struct sockaddr *)&a, sizeof a) && !getsockname(lfd, (struct sockaddr *)&a, &al)) port = ntohs(a.sin_port);
+    close(lfd);
+    snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", port);
+    char *serve[] = {notary, "serve", "--data-dir", data, "--listen", listen_on, "--allow-target", "127.0.0.0/8", NULL};
+    pid_t pid = spawn_logged(serve, logf);
+    int up = 0;
+    for (int i = 0; pid > 0 && i < 300 && !up; i++) { /* at most 30 s */
+        int fd = connect_loopback(port);
+        up = fd >= 0 && send(fd, "", 0, MSG_NOSIGNAL) == 0 && !waitpid(pid, NULL, WNOHANG);
+        struct pollfd pf = {fd, POLLOUT, 0};
+        up = up && poll(&pf, 1, 100) == 1 && !(pf.revents & (POLLERR | POLLHUP));
+        close(fd);
+        if (!up) usleep(100000);
+    }
+    tls_identity nid;
+    CHECK(up && load_identity(&nid, data) == 0, "a real notary serves on %d with its log (%s)", port, logf);
+    if (!up || !nid.cert) {
+        if (pid > 0) kill(pid, SIGTERM), wait_bounded(pid, 10);
+        return;
+    }
+    unsigned char *der = NULL, h[32];
+    int dl = i2d_X509(nid.cert, &der);
+    SHA256(der, (size_t)dl, h);
+    OPENSSL_free(der);
+    char fp[100];
+    colon_hex(h, 32, fp); /* the target: the notary's own HTTPS port */
+    struct {
+        const char *what;
+        int relay;
+        void (*rewrite)(cv_buf *);
+        int want;
+        const char *kind;
+    } cases[] = {
+        {"a match with a valid proof, asked directly", 0, NULL, CONVERGE_TRUSTED, "match"},
+        {"the same through a relay that passes it as it is", 1, NULL, CONVERGE_TRUSTED, "match"},
+        {"a relay strips the member", 1, strip_member, CONVERGE_NOT_TRUSTED, "log-missing"},
+        {"a relay moves the index", 1, next_index, CONVERGE_NOT_TRUSTED, "log-proof"},
+        {"a relay changes the checkpoint's root", 1, change_root, CONVERGE_NOT_TRUSTED, "log-checkpoint"},
+        {"a relay changes the entry", 1, other_entry, CONVERGE_NOT_TRUSTED, "log-entry"},
+    };
+    /* the bundle `notary bundle` writes, once; a relay's copy names the relay's port */
+    char bundle_path[800], sport[16], *btext = NULL;
+    size_t btl = 0;
+    snprintf(bundle_path, sizeof bundle_path, "%s/log.notary", tmp);
+    snprintf(sport, sizeof sport, "%d", port);
+    char *bundle[] = {notary, "bundle", "--data-dir", data, "--host", "127.0.0.1", "--ssl-port", sport,
+                      "--name", "Org Log", "-o", bundle_path, NULL};
+    pid_t bp = spawn_logged(bundle, logf);
+    int made = bp > 0 && wait_bounded(bp, 60) == 0 && cv_read_file(bundle_path, 1 << 16, &btext, &btl) == 0;
+    char port_field[40];
+    snprintf(port_field, sizeof port_field, "\"ssl_port\": %d", port);
+    char *at = made ? strstr(btext, port_field) : NULL;
+    CHECK(at && strstr(btext, "\"transparency\""), "notary bundle names the log (%s)", bundle_path);
+    for (size_t i = 0; at && i < sizeof cases / sizeof *cases; i++) {
+        fake_server relay;
+        int bport = port;
+        if (cases[i].relay) {
+            fake_start(&relay, &nid, strdup("HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"));
+            relay.rewrite = cases[i].rewrite;
+            relay.upstream = port;
+            bport = relay.port;
+        }
+        char dir[] = "/tmp/converge-c-logcfg-XXXXXX", p[200];
+        mkdtemp(dir);
+        snprintf(p, sizeof p, "%s/notaries-available", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/notaries-enabled", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/converge.config", dir);
+        write_text(p, "{\"db\": null, \"connect-timeout\": 3, \"notary-timeout\": 12, \"total-timeout\": 15}");
+        cv_buf b = {0};
+        cv_buf_printf(&b, "%.*s\"ssl_port\": %d%s", (int)(at - btext), btext, bport, at + strlen(port_field));
+        snprintf(p, sizeof p, "%s/notaries-available/log.notary", dir);
+        write_text(p, b.p);
+        cv_buf_free(&b);
+        snprintf(p, sizeof p, "%s/notaries-enabled/log.notary", dir);
+        made = symlink("../notaries-available/log.notary", p) == 0;
+        converge_ctx *ctx = made ? converge_ctx_new(dir) : NULL;
+        converge_result r;
+        memset(&r, 0, sizeof r);
+        int rc = ctx ? converge_check(ctx, "127.0.0.1", port, fp, &r) : -99;
+        CHECK(made && rc == cases[i].want && r.count == 1 && !strcmp(r.notaries[0].kind, cases[i].kind),
+              "live log, %s: %s (config %d, rc %d, %s: %s)", cases[i].what, cases[i].kind, made, rc,
+              r.count ? r.notaries[0].kind : "-", r.count ? r.notaries[0].detail : "");
+        converge_ctx_free(ctx);
+        remove_tree(dir);
+        if (cases[i].relay) fake_stop(&relay);
+    }
+    free(btext);
+    free_identity(&nid);
+    kill(pid, SIGTERM);
+    CHECK(wait_bounded(pid, 15) >= 0, "the notary stops on SIGTERM");
+    remove_tree(tmp);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--hooked-child")) { /* one hooked connection, SIGPIPE as inherited */
         converge_ctx *ctx = converge_ctx_new(argv[2]);
@@ -932,6 +1156,7 @@ int main(int argc, char **argv) {
         test_extended(&id);
         test_hostile(&id);
         test_bounce(&id);
+        test_transparency_live(vectors);
         free_identity(&id.target);
         free_identity(&id.na);
         free_identity(&id.nb);
