@@ -23,6 +23,8 @@ final class Bundle
         public readonly ?string $region = null,
         public readonly array $protocols = [],
         public readonly array $signingKeys = [],
+        /** The notary's transparency log (Transparency::parsePolicy), or null. @var ?array<string,mixed> */
+        public readonly ?array $transparency = null,
     ) {
     }
 
@@ -242,6 +244,7 @@ final class Bundle
         if (in_array(self::EXTENDED_FORMAT, $protocols, true) && $keys === []) {
             throw new BundleException('protocols lists ' . self::EXTENDED_FORMAT . ' but the bundle has no signing_keys');
         }
-        return new self($name, 1, $parsed, $loc, $region === null ? null : strtoupper($region), $protocols, $keys);
+        $log = Json::has($obj, 'transparency') ? Transparency::parsePolicy($obj->transparency) : null;
+        return new self($name, 1, $parsed, $loc, $region === null ? null : strtoupper($region), $protocols, $keys, $log);
     }
 }

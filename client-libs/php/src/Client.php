@@ -177,6 +177,7 @@ final class Client
         foreach ($chosen as $b) {
             $ext = $cfg->extended !== 'off' && $b->offersExtended()
                 ? ['keys' => $b->signingKeys, 'nonce' => $cfg->extendedNonce, 'max_skew' => $cfg->maxSkew, 'now' => $this->clock]
+                    + ($b->transparency !== null ? ['log' => $b->transparency] : [])
                 : null;
             $deadline = min($totalDeadline, microtime(true) + $cfg->notaryTimeout);
             $o = ['connect_timeout' => $cfg->connectTimeout, 'max_bytes' => $cfg->maxResponseBytes, 'relay' => $relay,

@@ -15,6 +15,7 @@ final class Extended
     private const MAX_ANSWER_BYTES = 65536;
     /** The signed-answer frame: fixed ASCII prefix, key id K, signature V, statement bytes T, final }. */
     private const FRAME = '/\A\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":(.*)\}\z/s';
+    private const MEMBER = ',"transparency":';
     private const VERDICT_STATUS = ['match' => 200, 'mismatch' => 409, 'unreachable' => 503, 'refused' => 403];
     private const VOTES = ['match' => ['success', 'match'], 'mismatch' => ['failure', 'mismatch'],
         'unreachable' => ['unreachable', 'target-unreachable'], 'refused' => ['unreachable', 'refused']];
@@ -53,7 +54,7 @@ final class Extended
      *
      * @param array<string,string> $keys
      * @param array<string,mixed> $exp
-     * @return array{verdict: string, detail: string, key_id: string, answered_at: int}
+     * @return array{verdict: string, detail: string, key_id: string, answered_at: int, target: \stdClass, request: ?\stdClass, member: ?string}
      */
     public static function verifyAnswer(string $raw, array $keys, array $exp): array
     {
@@ -61,6 +62,10 @@ final class Extended
             self::reject('malformed', 'answer is not the signed-answer frame');
         }
         [, $kid, $value, $statement] = $m;
+        // T ends at the first ,"transparency": (the log's member runs from there to the final })
+        $cut = strpos($statement, self::MEMBER);
+        $member = $cut === false ? null : substr($statement, $cut + strlen(self::MEMBER));
+        $statement = $cut === false ? $statement : substr($statement, 0, $cut);
         $pub = $keys[$kid] ?? null;
         if ($pub === null) {
             self::reject('unknown-key', "signing key {$kid} is not trusted");
@@ -124,7 +129,8 @@ final class Extended
             }
         }
         $detail = Json::get($stmt, 'detail');
-        return ['verdict' => $verdict, 'detail' => is_string($detail) ? $detail : '', 'key_id' => $kid, 'answered_at' => $at];
+        return ['verdict' => $verdict, 'detail' => is_string($detail) ? $detail : '', 'key_id' => $kid, 'answered_at' => $at,
+            'target' => $target, 'request' => $req, 'member' => $member];
     }
 
     /** Unpadded base64url of 16 random bytes. */
@@ -134,7 +140,7 @@ final class Extended
     }
 
     /** The JSON body of an extended request. */
-    public static function requestBody(mixed $host, mixed $port, Fingerprint $fp, string $nonce, ?string $ip = null): string
+    public static function requestBody(mixed $host, mixed $port, Fingerprint $fp, string $nonce, ?string $ip = null, bool $transparency = false): string
     {
         Legacy::checkTarget($host, $port);
         $body = '{"host":' . json_encode($host) . ',"port":' . $port . ',"fingerprint":"' . $fp->colonHex() . '","alg":"' . $fp->algorithm . '"';
@@ -144,13 +150,13 @@ final class Extended
         if ($nonce !== '') {
             $body .= ',"nonce":"' . $nonce . '"';
         }
-        return $body . '}';
+        return $body . ($transparency ? ',"transparency":true}' : '}');
     }
 
     /** The whole HTTP/1.0 request of the extended format. */
-    public static function requestBytes(mixed $host, mixed $port, Fingerprint $fp, string $nonce, ?string $ip = null): string
+    public static function requestBytes(mixed $host, mixed $port, Fingerprint $fp, string $nonce, ?string $ip = null, bool $transparency = false): string
     {
-        $body = self::requestBody($host, $port, $fp, $nonce, $ip);
+        $body = self::requestBody($host, $port, $fp, $nonce, $ip, $transparency);
         return 'POST ' . self::PATH . " HTTP/1.0\r\nContent-Type: application/json\r\nAccept: " . self::MEDIA_TYPE
             . "\r\nConnection: close\r\nContent-Length: " . strlen($body) . "\r\n\r\n" . $body;
     }
@@ -186,6 +192,22 @@ final class Extended
         }
         if (self::VERDICT_STATUS[$v['verdict']] !== $resp->status) {
             return new Outcome('failure', 'response', $resp->status, "status {$resp->status} with signed verdict {$v['verdict']}");
+        }
+        // a bundle that names a log: a match needs a valid proof of inclusion (docs/transparency.md)
+        if (isset($exp['log']) && $v['verdict'] === 'match') {
+            try {
+                $fp = $exp['fingerprint'] ?? null;
+                if (!$fp instanceof Fingerprint) {
+                    try {
+                        $fp = Fingerprint::parse(Json::get($v['request'], 'fingerprint'));
+                    } catch (ConvergeException) {
+                        throw new AnswerRejected('log-entry', 'the statement names no fingerprint');
+                    }
+                }
+                Transparency::checkMember($v['member'], $exp['log'], $v['target'], $fp);
+            } catch (AnswerRejected $r) {
+                return new Outcome('failure', $r->reason, $resp->status, $r->getMessage());
+            }
         }
         [$vote, $kind] = self::VOTES[$v['verdict']];
         return new Outcome($vote, $kind, $resp->status, $v['detail'], $resp->body);

@@ -51,7 +51,7 @@ final class HostQuery
             } else {
                 $this->asked = Extended::requestFingerprint($wanted);
                 $this->nonce = $ext['nonce'] ? Extended::newNonce() : '';
-                $this->request = Extended::requestBytes($target, $port, $this->asked, $this->nonce, $o['ip']);
+                $this->request = Extended::requestBytes($target, $port, $this->asked, $this->nonce, $o['ip'], isset($ext['log']));
             }
         } catch (ConvergeException $e) {
             $this->outcome = Outcome::failureOf($e, null);
@@ -266,7 +266,7 @@ final class HostQuery
         return Extended::evaluate($resp, Extended::trustedKeys($this->ext['keys'], $now), [
             'host' => $this->target, 'port' => $this->port, 'fingerprint' => $this->asked, 'nonce' => $this->nonce,
             'now' => $now, 'max_skew' => $this->ext['max_skew'], 'bind_ip' => true, 'ip' => $this->o['ip'] ?? '',
-        ]);
+        ] + (isset($this->ext['log']) ? ['log' => $this->ext['log']] : []));
     }
 
     /** A fresh legacy query for the same host (extended fallback). */

@@ -8,8 +8,22 @@ final class Vectors
 {
     public const SCHEMAS = ['converge-vectors/fingerprints/1', 'converge-vectors/requests/1', 'converge-vectors/legacy-signatures/1',
         'converge-vectors/notary-responses/1', 'converge-vectors/bundles/1', 'converge-vectors/consensus/1',
-        'converge-vectors/cache/1', 'converge-vectors/extended-answers/1', 'converge-vectors/config/1'];
+        'converge-vectors/cache/1', 'converge-vectors/extended-answers/1', 'converge-vectors/config/1',
+        'converge-vectors/transparency/1'];
     public const COMPARED = ['result', 'error', 'kind', 'algorithm', 'canonical', 'request', 'signed_bytes', 'name', 'version', 'hosts', 'verdict', 'extended', 'enabled'];
+
+    /**
+     * The fields compared for a case: COMPARED, and the outputs of the transparency case types
+     * (a tree's root, a checkpoint's size and root; inputs of the other types).
+     *
+     * @param array<string,mixed> $c @return list<string>
+     */
+    public static function compared(array $c): array
+    {
+        return [...self::COMPARED, ...match ($c['type'] ?? null) {
+            'tree' => ['root'], 'checkpoint' => ['size', 'root'], default => [],
+        }];
+    }
 
     /** @param array<string,mixed> $c */
     private static function bytes(array $c, string $name): string
@@ -81,6 +95,8 @@ final class Vectors
                     return self::extended($doc, $c, $out);
                 case 'converge-vectors/config/1':
                     return $out + ['result' => 'valid', 'enabled' => self::config($c)];
+                case 'converge-vectors/transparency/1':
+                    return $out + self::transparency($doc, $c);
                 default:
                     throw new \InvalidArgumentException('unknown vector schema ' . json_encode($doc['schema'] ?? null));
             }
@@ -108,6 +124,65 @@ final class Vectors
             return $names;
         } finally {
             exec('rm -rf ' . escapeshellarg($root));
+        }
+    }
+
+    /** @param list<mixed> $list @return ?list<string> */
+    private static function hashes(mixed $list): ?array
+    {
+        $out = [];
+        foreach (is_array($list) ? $list : [null] as $t) {
+            $h = is_string($t) ? Bundle::strictBase64($t) : null;
+            if ($h === null || strlen($h) !== 32) {
+                return null;
+            }
+            $out[] = $h;
+        }
+        return $out;
+    }
+
+    /** converge-vectors/transparency/1: tree, inclusion, consistency, checkpoint, answer. */
+    private static function transparency(array $doc, array $c): array
+    {
+        switch ($c['type'] ?? '') {
+            case 'tree':
+                $leaves = array_map(static fn ($e) => Transparency::leafHash((string) base64_decode($e, true)),
+                    array_slice($doc['entries'], 0, $c['size']));
+                return ['result' => 'valid', 'root' => base64_encode(Transparency::treeRoot($leaves))];
+            case 'inclusion':
+                $h = self::hashes([$c['leaf'] ?? null, $c['root'] ?? null]);
+                $p = self::hashes($c['proof'] ?? null);
+                $ok = $h !== null && $p !== null && Transparency::verifyInclusion($h[0], $c['index'], $c['size'], $p, $h[1]);
+                return ['result' => $ok ? 'valid' : 'invalid'];
+            case 'consistency':
+                $h = self::hashes([$c['old_root'] ?? null, $c['new_root'] ?? null]);
+                $p = self::hashes($c['proof'] ?? null);
+                $ok = $h !== null && $p !== null && Transparency::verifyConsistency($c['old_size'], $c['new_size'], $h[0], $h[1], $p);
+                return ['result' => $ok ? 'valid' : 'invalid'];
+            case 'checkpoint':
+                $policy = ['log' => Transparency::parseVkey($c['log'], 0x01),
+                    'witnesses' => array_map(static fn ($w) => Transparency::parseVkey($w, 0x04), $c['witnesses']),
+                    'min' => $c['min_cosignatures']];
+                try {
+                    $ck = Transparency::openCheckpoint($c['checkpoint'], $policy);
+                } catch (AnswerRejected $r) {
+                    return ['result' => 'invalid', 'kind' => $r->reason];
+                }
+                return ['result' => 'valid', 'size' => $ck['size'], 'root' => base64_encode($ck['root'])];
+            case 'answer':
+                $exp = $c['expect'];
+                $fp = Fingerprint::parse($exp['sha256'] ?? $exp['sha1'] ?? null);
+                $member = $c['transparency'] === null ? null : json_encode($c['transparency'], JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE);
+                $policy = Transparency::parsePolicy(Json::parse(json_encode($c['bundle'])));
+                $target = (object) ['host' => $exp['host'], 'port' => $exp['port'], 'ip' => $exp['ip'] ?? null];
+                try {
+                    Transparency::checkMember($member, $policy, $target, $fp);
+                } catch (AnswerRejected $r) {
+                    return ['result' => 'rejected', 'kind' => $r->reason];
+                }
+                return ['result' => 'valid'];
+            default:
+                throw new \InvalidArgumentException('unknown transparency case type ' . json_encode($c['type'] ?? null));
         }
     }
 

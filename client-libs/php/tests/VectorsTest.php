@@ -27,7 +27,7 @@ final class VectorsTest extends TestCase
 
     private static function diff(array $c, array $out): array
     {
-        return array_values(array_filter(Vectors::COMPARED, static fn ($f) => array_key_exists($f, $c) && $c[$f] !== ($out[$f] ?? null)));
+        return array_values(array_filter(Vectors::compared($c), static fn ($f) => array_key_exists($f, $c) && $c[$f] !== ($out[$f] ?? null)));
     }
 
     /** @dataProvider files */
@@ -54,6 +54,13 @@ final class VectorsTest extends TestCase
         $out = Vectors::runCase($doc, $c);
         $this->assertSame([], self::diff($c, $out));
         $this->assertSame(['canonical'], self::diff($c, ['canonical' => '00'] + $out));
+        $tr = json_decode((string) file_get_contents(self::DIR . '/transparency.json'), true);
+        foreach ($tr['tests'] as $c) {
+            if (in_array($c['type'], ['tree', 'checkpoint'], true) && isset($c['root'])) {
+                $out = Vectors::runCase($tr, $c);
+                $this->assertSame(['root'], self::diff($c, ['root' => base64_encode(str_repeat("\0", 32))] + $out), "case {$c['id']}");
+            }
+        }
         $this->expectException(\InvalidArgumentException::class);
         Vectors::runCase(['schema' => 'converge-vectors/unknown/1'], $c);
     }
