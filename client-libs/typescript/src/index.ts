@@ -27,7 +27,7 @@ export {
   undiciProxyTls, verifySocket,
 } from "./node/tls.js";
 export type { ConvergeAgentOptions, ConvergeConnectOptions, HookOptions, UndiciConnectOptions } from "./node/tls.js";
-export { COMPARED_FIELDS, VECTOR_SCHEMAS, runVectorCase } from "./node/vectors.js";
+export { COMPARED_FIELDS, comparedFields, VECTOR_SCHEMAS, runVectorCase } from "./node/vectors.js";
 export type { VectorCase, VectorOutput } from "./node/vectors.js";
 
 /** The library's version. */

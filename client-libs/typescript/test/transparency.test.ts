@@ -16,8 +16,8 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { connect as tlsConnect, createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from "node:tls";
 import {
-  AnswerRejected, BundleError, Client, extendedRequestBody, parseBundle, parseFingerprint, splitAnswer, toBase64Url,
-  trustedKeys, verifyAnswer, type Bundle, type NotaryResult,
+  AnswerRejected, BundleError, checkMember, Client, extendedRequestBody, fromPlain, parseBundle, parseFingerprint,
+  parseLogPolicy, splitAnswer, toBase64Url, trustedKeys, verifyAnswer, type Bundle, type NotaryResult,
 } from "../src/index.js";
 import { nodeCrypto } from "../src/node/crypto.js";
 import { LIBS, NOTARY_CERT, sha256Fp, Site, stopAll } from "./helpers.js";
@@ -427,4 +427,53 @@ test("live: another logged entry with its own valid proof (the same certificate 
   // twin: the same member for the port it proves is trusted
   const same = await check(bundleText(relay.port), sites[0]!);
   assert.deepEqual([same.trusted, same.result.kind], [true, "match"], same.result.detail);
+});
+
+// ------------------------------------------------------------------ hostile members
+
+test("hostile members: every mutation of a valid member is a log-* rejection or still valid, never another error (fixed seed)", async () => {
+  const doc = JSON.parse(readFileSync(join(LIBS, "vectors", "transparency.json"), "utf8")) as { tests: Record<string, unknown>[] };
+  const ok = doc.tests.find((c) => c["type"] === "answer" && c["result"] === "valid")!;
+  const policy = await parseLogPolicy(nodeCrypto, fromPlain(ok["bundle"]));
+  const exp = ok["expect"] as Record<string, unknown>;
+  const fp = parseFingerprint(String(exp["sha256"]));
+  const target = { host: String(exp["host"]), port: Number(exp["port"]), ip: null };
+  const valid = Buffer.from(JSON.stringify(ok["transparency"]));
+  const proven = await checkMember(nodeCrypto, valid, policy, target, fp); // the twin: it verifies
+  assert.equal(proven.checkpoint.cosignedBy.length, 1);
+  const kinds = new Set(["log-missing", "log-proof", "log-checkpoint", "log-witness", "log-entry"]);
+  let seed = 12345;
+  const rnd = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+  const seen = new Map<string, number>();
+  for (let i = 0; i < 1500; i++) {
+    const b = Buffer.from(valid);
+    for (let k = 1 + rnd(3); k > 0; k--) {
+      const at = rnd(b.length);
+      const op = rnd(3);
+      if (op === 0) b[at] = rnd(256);
+      else if (op === 1) b[at] ^= 1 << rnd(8);
+      else b[at] = 0x22; // a quote: breaks strings and structure
+    }
+    try {
+      await checkMember(nodeCrypto, b, policy, target, fp);
+      seen.set("valid", (seen.get("valid") ?? 0) + 1);
+    } catch (err) {
+      assert.ok(err instanceof AnswerRejected && kinds.has(err.reason), `mutation ${i}: ${String(err)}`);
+      seen.set(err.reason, (seen.get(err.reason) ?? 0) + 1);
+    }
+  }
+  for (const k of ["log-proof", "log-checkpoint", "log-entry"]) assert.ok((seen.get(k) ?? 0) > 0, `no ${k} among ${JSON.stringify([...seen])}`);
+  // absurd nesting in the member and in the entry: refused by the bounds scan, no exception
+  const deep = "[".repeat(5000) + "]".repeat(5000);
+  await assert.rejects(checkMember(nodeCrypto, Buffer.from(deep), policy, target, fp), (e: unknown) => e instanceof AnswerRejected && e.reason === "log-proof");
+  const m = JSON.parse(valid.toString()) as Record<string, unknown>;
+  m["entry"] = Buffer.from(deep).toString("base64");
+  await assert.rejects(checkMember(nodeCrypto, Buffer.from(JSON.stringify(m)), policy, target, fp), (e: unknown) => e instanceof AnswerRejected && e.reason === "log-entry");
+  // a proof longer than 63 hashes, and an ip the statement does not name
+  const long = { ...(JSON.parse(valid.toString()) as Record<string, unknown>), proof: new Array(64).fill(Buffer.alloc(32).toString("base64")) };
+  await assert.rejects(checkMember(nodeCrypto, Buffer.from(JSON.stringify(long)), policy, target, fp), (e: unknown) => e instanceof AnswerRejected && e.reason === "log-proof");
+  await assert.rejects(checkMember(nodeCrypto, valid, policy, { ...target, ip: "127.0.0.1" }, fp), (e: unknown) => e instanceof AnswerRejected && e.reason === "log-entry");
 });

@@ -49,3 +49,20 @@ test("the comparison catches a wrong output (twin)", async () => {
   assert.deepEqual(diff(c, { ...out, canonical: "00" }), ["canonical"]);
   await assert.rejects(runVectorCase({ schema: "converge-vectors/unknown/1", tests: [] }, c));
 });
+
+test("transparency.json: every case's output would be caught if its result, kind, size or root were wrong (twin)", async () => {
+  const doc = load("transparency.json");
+  const flip: Record<string, string> = { valid: "invalid", invalid: "valid", rejected: "valid" };
+  let caught = 0;
+  for (const c of doc.tests) {
+    const out = await runVectorCase(doc, c);
+    assert.deepEqual(diff(c, out), [], String(c["id"]));
+    assert.ok(diff(c, { ...out, result: flip[String(out["result"])] }).includes("result"), String(c["id"]));
+    if ("kind" in c) assert.deepEqual(diff(c, { ...out, kind: "log-other" }), ["kind"]);
+    for (const f of ["size", "root"]) {
+      if (f in out) assert.deepEqual(diff(c, { ...out, [f]: f === "size" ? 1 + Number(out[f]) : "AAAA" }), [f], `${String(c["id"])} ${f}`);
+    }
+    caught++;
+  }
+  assert.equal(caught, 68);
+});

@@ -1,6 +1,7 @@
 /**
  * The platform-neutral core of the converge client: fingerprints, bundles, both answer
- * formats, the consensus policies and the local-cache rule. It uses no Node API (only
+ * formats, the consensus policies, the local-cache rule and the transparency log's proofs
+ * (with their shared vectors). It uses no Node API (only
  * `TextEncoder`, `atob`/`btoa` and a {@link CryptoProvider}), so the same code runs in Node
  * and in a browser extension.
  *
