@@ -67,6 +67,9 @@ import trustme
 from connect_proxy import ConnectProxy
 from hostile_world import FORMS, start_hostile
 from log_relays import LogRelay, ask_notary, proof_request, start_log_relay
+from loopback import ThreadedServer as _Threaded
+from loopback import read_request as _read_request
+from loopback import tls_server as _tls_server
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv"
@@ -153,48 +156,6 @@ CLIENTS = load_clients()
 
 
 # ------------------------------------------------------------------------ servers
-
-
-class _Threaded(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-def _tls_server(addr: tuple[str, int], ctx: ssl.SSLContext, handle: Any) -> socketserver.TCPServer:
-    class Handler(socketserver.BaseRequestHandler):
-        def handle(self) -> None:
-            try:
-                with ctx.wrap_socket(self.request, server_side=True) as s:
-                    s.settimeout(10)
-                    handle(s)
-            except (OSError, ssl.SSLError):
-                pass
-
-    server = _Threaded(addr, Handler)
-    threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    ).start()
-    return server
-
-
-def _read_request(s: ssl.SSLSocket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data and len(data) < 16384:
-        chunk = s.recv(4096)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        if line.lower().startswith(b"content-length:"):
-            length = min(int(line.split(b":", 1)[1]), 16384)
-    while len(body) < length:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        body += chunk
-    return head + b"\r\n\r\n" + body
 
 
 @dataclass
@@ -543,7 +504,7 @@ def _log_relays(e: Environment, procs: list[Notary], tmp: Path) -> list[socketse
     ]
     for name, mode, n in specs:
         relay = LogRelay(mode, n.port, other_request=other)
-        srv = start_log_relay(relay, n.data_dir, _read_request, _tls_server)
+        srv = start_log_relay(relay, n.data_dir)
         servers.append(srv)
         e.log_relays[name] = relay
         doc = json.loads(n.bundle_file.read_text())

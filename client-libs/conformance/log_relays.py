@@ -8,7 +8,8 @@ the statement passes and only the member can fail.
 * ``strip``: the member removed (a client must count the match as ``log-missing``);
 * ``alter``: the first proof hash's first byte flipped (``log-proof``);
 * ``other-entry``: the member replaced by the notary's member for another logged entry of the
-  same log, with its own valid proof (the same certificate at another port: ``log-entry``).
+  same log, with its own valid proof (the same certificate at another port: ``log-entry``);
+* ``custom``: the answer's body passed through ``custom`` (for other tests' own changes).
 
 An answer without a member (the client did not ask for a proof) passes unchanged.
 """
@@ -25,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopback import read_request, tls_server
+
 MEMBER = b',"transparency":'
-MODES = ("record", "strip", "alter", "other-entry")
+MODES = ("record", "strip", "alter", "other-entry", "custom")
 
 
 def ask_notary(port: int, request: bytes) -> bytes:
@@ -91,8 +94,11 @@ class LogRelay:
     upstream_port: int
     other_request: bytes = b""  # other-entry: the request whose answer's member is swapped in
     requests: list[bytes] = field(default_factory=list)
+    custom: Callable[[bytes], bytes] | None = None
 
     def rewrite(self, body: bytes) -> bytes:
+        if self.custom is not None:
+            return self.custom(body)
         if self.mode == "strip":
             return change_member(body, None)
         if self.mode == "alter":
@@ -106,7 +112,7 @@ class LogRelay:
             return change_member(body, lambda m: m.update(theirs))
         return body
 
-    def handle(self, s: ssl.SSLSocket, read_request: Callable[[ssl.SSLSocket], bytes]) -> None:
+    def handle(self, s: ssl.SSLSocket) -> None:
         request = read_request(s)
         self.requests.append(request)
         head, _, body = ask_notary(self.upstream_port, request).partition(b"\r\n\r\n")
@@ -124,16 +130,11 @@ def proof_request(host: str, port: int, sha256: str) -> bytes:
             % len(body)) + body
 
 
-def start_log_relay(
-    relay: LogRelay,
-    data_dir: Path,
-    read_request: Callable[[ssl.SSLSocket], bytes],
-    tls_server: Callable[..., socketserver.TCPServer],
-) -> socketserver.TCPServer:
+def start_log_relay(relay: LogRelay, data_dir: Path) -> socketserver.TCPServer:
     """Serve ``relay`` on 127.0.0.1 with the certificate and key in ``data_dir``."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(str(data_dir / "notary.pem"), str(data_dir / "notary.key"))
-    return tls_server(("127.0.0.1", 0), ctx, lambda s: relay.handle(s, read_request))
+    return tls_server(("127.0.0.1", 0), ctx, relay.handle)
 
 
 __all__ = ["MODES", "LogRelay", "ask_notary", "asks_for_proof", "change_member", "proof_request",

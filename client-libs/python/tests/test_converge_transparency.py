@@ -12,14 +12,13 @@ import http.server
 import io
 import json
 import socket
-import ssl
 import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,8 @@ from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "client-libs" / "conformance"))
-from log_relays import change_member as rewrite_member  # noqa: E402  (the runner's relays)
+from log_relays import LogRelay, start_log_relay  # noqa: E402  (the runner's relays)
+from log_relays import change_member as rewrite_member  # noqa: E402
 
 NOTARY = ROOT / ".venv" / "bin" / "notary"
 MEMBER = b',"transparency":'
@@ -174,80 +174,33 @@ def notary(tmp_path_factory: pytest.TempPathFactory, witness: Witness) -> Iterat
 # ---------------------------------------------------------------- relays
 
 
-@dataclass
 class Relay:
-    """A TLS server with the notary's own certificate that forwards each request to it and
-    passes the answer through ``rewrite`` (the body; Content-Length follows)."""
+    """The runner's relay (``log_relays.LogRelay``) in front of the notary, with its own
+    certificate, passing each answer's body through ``rewrite``; keeps requests and answers."""
 
-    notary: RealNotary
-    rewrite: Callable[[bytes], bytes]
-    answers: list[bytes] = field(default_factory=list)
-    requests: list[bytes] = field(default_factory=list)
+    def __init__(self, notary: RealNotary, rewrite: Callable[[bytes], bytes]) -> None:
+        self.answers: list[bytes] = []
+
+        def keep(body: bytes) -> bytes:
+            out = rewrite(body)
+            self.answers.append(out)
+            return out
+
+        self.relay = LogRelay("custom", notary.port, custom=keep)
+        self.notary = notary
 
     def start(self) -> Relay:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(self.notary.data_dir / "notary.pem"),
-                            str(self.notary.data_dir / "notary.key"))
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.sock.getsockname()[1])
-        self.ctx = ctx
-        threading.Thread(target=self._loop, daemon=True).start()
+        self.server = start_log_relay(self.relay, self.notary.data_dir)
+        self.port = int(self.server.server_address[1])
         return self
 
-    def _loop(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        try:
-            with self.ctx.wrap_socket(conn, server_side=True) as s:
-                s.settimeout(10)
-                req = _read_all(s, until_body=True)
-                self.requests.append(req)
-                up_ctx = ssl.create_default_context()
-                up_ctx.check_hostname = False
-                up_ctx.verify_mode = ssl.CERT_NONE
-                with (
-                    socket.create_connection(("127.0.0.1", self.notary.port), timeout=10) as raw,
-                    up_ctx.wrap_socket(raw) as up,
-                ):
-                    up.sendall(req)
-                    resp = _read_all(up, until_body=False)
-                head, _, body = resp.partition(b"\r\n\r\n")
-                body = self.rewrite(body)
-                self.answers.append(body)
-                lines = [h for h in head.split(b"\r\n") if not h.lower().startswith(
-                    b"content-length:")]
-                s.sendall(b"\r\n".join(lines) + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
-                          + body)
-        except (OSError, ssl.SSLError):
-            pass
+    @property
+    def requests(self) -> list[bytes]:
+        return self.relay.requests
 
     def stop(self) -> None:
-        self.sock.close()
-
-
-def _read_all(s: ssl.SSLSocket, *, until_body: bool) -> bytes:
-    data = b""
-    while len(data) < 1 << 20:
-        if until_body and b"\r\n\r\n" in data:
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                           if h.lower().startswith(b"content-length:")), 0)
-            if len(body) >= length:
-                return data
-        try:
-            chunk = s.recv(65536)
-        except ssl.SSLError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return data
+        self.server.shutdown()
+        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
