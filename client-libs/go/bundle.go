@@ -49,6 +49,9 @@ type Bundle struct {
 	Region         string
 	Protocols      []string
 	SigningKeys    []SigningKey
+	// Transparency names the notary's log, its witnesses and how many cosignatures a
+	// client requires (nil: no log; docs/transparency.md, "Clients").
+	Transparency *LogPolicy
 }
 
 // Offers reports whether the bundle lists protocol p (e.g. "converge-answer/1").
@@ -177,6 +180,11 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	}
 	if v, has := obj["signing_keys"]; has {
 		if b.SigningKeys, err = parseSigningKeys(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, has := obj["transparency"]; has {
+		if b.Transparency, err = parseLogPolicy(v); err != nil {
 			return nil, err
 		}
 	}

@@ -118,6 +118,10 @@ type ExtendedAnswer struct {
 	AnsweredAt   int64
 	Cache        string
 	Observations []ExtObservation
+	// Member is the transparency member's value as received (nil: absent); Log what it
+	// proves, when Expect.Log named the bundle's log and the verdict is match.
+	Member []byte
+	Log    *LogProof
 }
 
 // ExtObservation is one entry of the signed history.
@@ -140,6 +144,9 @@ type Expect struct {
 	// a probe of an address someone else chose is wrong-target).
 	BindIP bool
 	IP     string
+	// Log: the bundle names a transparency log, so a match must carry a valid proof of
+	// inclusion (docs/transparency.md, "Clients"); nil changes nothing.
+	Log *LogPolicy
 }
 
 // answerPrefixRE is the fixed start of every answer: the signature member, then the
@@ -149,7 +156,9 @@ var answerPrefixRE = regexp.MustCompile(`^\{"signature":\{"alg":"ed25519","key_i
 // VerifyAnswer checks an extended answer body in the documented order (docs/wire-format.md,
 // "Verifying"): malformed (framing), unknown-key, bad-signature (Ed25519 over the statement
 // bytes T as received), malformed (bounds scan, parse and shape of T), wrong-target,
-// nonce-mismatch, stale. Every failure is an *AnswerRejected.
+// nonce-mismatch, stale; then, with exp.Log and a match, the transparency member (log-missing,
+// log-proof, log-checkpoint, log-witness, log-entry). The statement bytes T end at the first
+// `,"transparency":` after the prefix. Every failure is an *AnswerRejected.
 func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*ExtendedAnswer, error) {
 	if len(raw) > maxAnswerBytes {
 		return nil, reject(RejectMalformed, "answer too large")
@@ -159,7 +168,7 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 		return nil, reject(RejectMalformed, "answer does not have the fixed signature prefix and a final brace")
 	}
 	kid, value := string(raw[m[2]:m[3]]), string(raw[m[4]:m[5]])
-	stmtBytes := raw[m[1] : len(raw)-1]
+	stmtBytes, member := splitMember(raw[m[1] : len(raw)-1])
 	pub, ok := keys[kid]
 	if !ok {
 		return nil, reject(RejectUnknownKey, "signing key %.80q is not trusted", kid)
@@ -230,7 +239,12 @@ func VerifyAnswer(raw []byte, keys map[string]ed25519.PublicKey, exp Expect) (*E
 			return nil, reject(RejectStale, "answer time is %d s from now (max skew %d s)", *exp.Now-at, exp.MaxSkew)
 		}
 	}
-	out := &ExtendedAnswer{Verdict: verdict, KeyID: kid, AnsweredAt: at}
+	out := &ExtendedAnswer{Verdict: verdict, KeyID: kid, AnsweredAt: at, Member: member}
+	if exp.Log != nil && verdict == "match" {
+		if out.Log, err = checkLog(exp.Log, member, target, request, exp.Fingerprint); err != nil {
+			return nil, err
+		}
+	}
 	out.Detail, _ = jString(stmt["detail"])
 	out.Cache, _ = jString(stmt["cache"])
 	obs, _ := jArray(stmt["observations"])
@@ -279,6 +293,11 @@ func NewNonce() string {
 
 // ExtendedRequestBytes is the whole HTTP/1.0 request of the extended format.
 func ExtendedRequestBytes(host string, port int, fp Fingerprint, nonce, ip string) ([]byte, error) {
+	return extendedRequest(host, port, fp, nonce, ip, false)
+}
+
+// extendedRequest: with proof, the request asks for a proof of inclusion in the log.
+func extendedRequest(host string, port int, fp Fingerprint, nonce, ip string, proof bool) ([]byte, error) {
 	if err := CheckTarget(host, port); err != nil {
 		return nil, err
 	}
@@ -293,6 +312,9 @@ func ExtendedRequestBytes(host string, port int, fp Fingerprint, nonce, ip strin
 	}
 	if nonce != "" {
 		body += `,"nonce":"` + nonce + `"`
+	}
+	if proof {
+		body += `,"transparency":true`
 	}
 	body += "}"
 	head := fmt.Sprintf("POST %s HTTP/1.0\r\nContent-Type: application/json\r\nAccept: %s\r\n"+
@@ -341,4 +363,19 @@ func EvaluateExtended(resp *HTTPResponse, keys map[string]ed25519.PublicKey, exp
 	}
 	vk := extVotes[v.Verdict]
 	return Outcome{Vote: Vote(vk[0]), Kind: vk[1], Status: resp.Status, Detail: v.Detail, Answer: resp.Body}
+}
+
+// checkLog checks the member of a match against the statement's target and the fingerprint
+// asked about (fp; nil: the statement's request, which must then be of its own alg).
+func checkLog(p *LogPolicy, member []byte, target, request map[string]any, fp *Fingerprint) (*LogProof, error) {
+	if fp == nil {
+		alg, _ := jString(request["alg"])
+		text, _ := jString(request["fingerprint"])
+		f, err := ParseFingerprint(text)
+		if err != nil || f.Algorithm != alg {
+			return nil, reject(RejectLogEntry, "the statement names no fingerprint of its alg")
+		}
+		fp = &f
+	}
+	return p.CheckMember(member, target, *fp)
 }

@@ -47,6 +47,7 @@ type extQuery struct {
 	maxSkew  int64
 	fallback bool
 	now      func() float64
+	log      *LogPolicy // the bundle's transparency log: ask for proofs and check them
 }
 
 // LegacyFormat is the protocol name of the 2011 wire format.
@@ -249,7 +250,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 		if ext.nonce {
 			nonce = NewNonce()
 		}
-		request, err = ExtendedRequestBytes(target, port, asked, nonce, o.ip)
+		request, err = extendedRequest(target, port, asked, nonce, o.ip, ext.log != nil)
 	}
 	if err != nil {
 		return hostAnswer{outcome: failureOf(err, 0), host: label}
@@ -304,7 +305,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 			outcome = failureOf(err, 0)
 		} else {
 			outcome = EvaluateExtended(resp, TrustedKeys(ext.keys, now), Expect{Host: target, Port: port,
-				Fingerprint: &asked, Nonce: nonce, Now: &now, MaxSkew: ext.maxSkew, BindIP: true, IP: o.ip})
+				Fingerprint: &asked, Nonce: nonce, Now: &now, MaxSkew: ext.maxSkew, BindIP: true, IP: o.ip, Log: ext.log})
 		}
 	}
 	cs := ""

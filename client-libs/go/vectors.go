@@ -27,6 +27,7 @@ var VectorSchemas = []string{
 	"converge-vectors/cache/1",
 	"converge-vectors/extended-answers/1",
 	"converge-vectors/config/1",
+	"converge-vectors/transparency/1",
 }
 
 // SupportsSchema reports whether schema is one of VectorSchemas.
@@ -217,6 +218,8 @@ func RunVectorCase(doc, c map[string]any) (map[string]any, error) {
 		out["result"] = CacheDecision(ts, now, lifetime)
 	case "converge-vectors/extended-answers/1":
 		return extendedCase(doc, c, out)
+	case "converge-vectors/transparency/1":
+		return transparencyCase(doc, c, out)
 	case "converge-vectors/config/1":
 		names, err := configCase(c)
 		if err != nil {
