@@ -7,7 +7,7 @@ require_relative "helpers"
 class TestVectors < Minitest::Test
   def load(name) = JSON.parse(File.read(File.join(Helpers::VECTORS, name)))
 
-  def diff(c, out) = Converge::Vectors::COMPARED.select { |f| c.key?(f) && c[f] != out[f] }
+  def diff(c, out) = Converge::Vectors.compared(c).select { |f| c.key?(f) && c[f] != out[f] }
 
   # canonical-json.json tests the notary's encoder: clients never re-serialise.
   NOTARY_ONLY = "canonical-json.json"
@@ -32,6 +32,11 @@ class TestVectors < Minitest::Test
     out = Converge::Vectors.run_case(doc, c)
     assert_empty diff(c, out)
     assert_equal ["canonical"], diff(c, out.merge("canonical" => "00"))
+    tr = load("transparency.json")
+    tr["tests"].select { |t| %w[tree checkpoint].include?(t["type"]) && t.key?("root") }.each do |t|
+      out = Converge::Vectors.run_case(tr, t)
+      assert_equal ["root"], diff(t, out.merge("root" => ["\0" * 32].pack("m0"))), "case #{t['id']}"
+    end
     assert_raises(ArgumentError) { Converge::Vectors.run_case({ "schema" => "converge-vectors/unknown/1" }, c) }
   end
 end

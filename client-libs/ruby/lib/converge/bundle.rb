@@ -14,7 +14,8 @@ module Converge
   end
 
   # One logical notary (an organisation), parsed from a .notary file.
-  Bundle = Struct.new(:name, :version, :hosts, :bundle_location, :region, :protocols, :signing_keys, keyword_init: true) do
+  Bundle = Struct.new(:name, :version, :hosts, :bundle_location, :region, :protocols, :signing_keys, :transparency,
+                      keyword_init: true) do
     # Whether the bundle advertises converge-answer/1 and carries its signing keys.
     def offers_extended? = protocols.include?(EXTENDED_FORMAT) && !signing_keys.empty?
   end
@@ -189,8 +190,9 @@ module Converge
         raise BundleError, "protocols lists #{EXTENDED_FORMAT} but the bundle has no signing_keys"
       end
 
+      log = obj.key?("transparency") ? Transparency.parse_policy(obj["transparency"]) : nil
       Bundle.new(name: name, version: 1, hosts: parsed_hosts, bundle_location: loc, region: region&.upcase,
-                 protocols: protocols, signing_keys: keys)
+                 protocols: protocols, signing_keys: keys, transparency: log)
     end
   end
 end

@@ -17,10 +17,13 @@ module Converge
               "unreachable" => %w[unreachable target-unreachable], "refused" => %w[unreachable refused] }.freeze
 
     # A verified answer.
-    Answer = Struct.new(:verdict, :detail, :key_id, :answered_at, keyword_init: true)
+    Answer = Struct.new(:verdict, :detail, :key_id, :answered_at, :target, :request, :member, keyword_init: true)
 
     # What an answer is bound to (empty host, nil fingerprint, empty nonce, nil now: unchecked).
-    Expect = Struct.new(:host, :port, :fingerprint, :nonce, :now, :max_skew, :bind_ip, :ip, keyword_init: true)
+    # log: the bundle's transparency policy (a match then needs a valid proof), or nil.
+    Expect = Struct.new(:host, :port, :fingerprint, :nonce, :now, :max_skew, :bind_ip, :ip, :log, keyword_init: true)
+    # Where the statement ends when the answer carries the log's member.
+    MEMBER = ',"transparency":'.b
 
     module_function
 
@@ -52,7 +55,9 @@ module Converge
       m = raw.bytesize <= MAX_ANSWER_BYTES && FRAME.match(raw.b)
       reject("malformed", "answer is not the signed-answer frame") unless m
       kid = m[1]
-      statement = m[3]
+      # T ends at the first ,"transparency": (the log's member runs from there to the final })
+      statement, sep, member = m[3].partition(MEMBER)
+      member = nil if sep.empty?
       pub = keys[kid]
       reject("unknown-key", "signing key #{kid} is not trusted") unless pub
       signature = Bundles.unb64url(m[2])
@@ -92,24 +97,26 @@ module Converge
       if exp.now && (exp.now - at).abs > (exp.max_skew || DEFAULT_MAX_SKEW)
         reject("stale", "answer time is #{exp.now - at} s from now (max skew #{exp.max_skew} s)")
       end
-      Answer.new(verdict: verdict, detail: stmt["detail"].is_a?(String) ? stmt["detail"] : "", key_id: kid, answered_at: at)
+      Answer.new(verdict: verdict, detail: stmt["detail"].is_a?(String) ? stmt["detail"] : "", key_id: kid, answered_at: at,
+                 target: target, request: req, member: member)
     end
 
     # Unpadded base64url of 16 random bytes.
     def new_nonce = Bundles.b64url(SecureRandom.random_bytes(16))
 
     # The JSON body of an extended request.
-    def request_body(host, port, fp, nonce, ip = nil)
+    def request_body(host, port, fp, nonce, ip = nil, transparency: false)
       Legacy.check_target(host, port)
       body = +%({"host":#{JSON.generate(host)},"port":#{port},"fingerprint":"#{fp.colon_hex}","alg":"#{fp.algorithm}")
       body << %(,"ip":"#{Legacy.check_ip(ip)}") if ip && !ip.empty?
       body << %(,"nonce":"#{nonce}") if nonce && !nonce.empty?
+      body << ',"transparency":true' if transparency
       body << "}"
     end
 
     # The whole HTTP/1.0 request of the extended format.
-    def request_bytes(host, port, fp, nonce, ip = nil)
-      body = request_body(host, port, fp, nonce, ip)
+    def request_bytes(host, port, fp, nonce, ip = nil, transparency: false)
+      body = request_body(host, port, fp, nonce, ip, transparency: transparency)
       "POST #{PATH} HTTP/1.0\r\nContent-Type: application/json\r\nAccept: #{MEDIA_TYPE}\r\n" \
         "Connection: close\r\nContent-Length: #{body.bytesize}\r\n\r\n#{body}".b
     end
@@ -137,6 +144,19 @@ module Converge
                            detail: "status #{resp.status} with signed verdict #{v.verdict}")
       end
 
+      # a bundle that names a log: a match needs a valid proof of inclusion (docs/transparency.md)
+      if exp.log && v.verdict == "match"
+        begin
+          fp = exp.fingerprint || begin
+            Fingerprint.parse(v.request && v.request["fingerprint"])
+          rescue Error
+            raise AnswerRejected.new("log-entry", "the statement names no fingerprint")
+          end
+          Transparency.check_member(v.member, exp.log, v.target, fp)
+        rescue AnswerRejected => e
+          return Outcome.new(vote: "failure", kind: e.reason, status: resp.status, detail: e.message)
+        end
+      end
       vote, kind = VOTES[v.verdict]
       Outcome.new(vote: vote, kind: kind, status: resp.status, detail: v.detail, answer: resp.body)
     end

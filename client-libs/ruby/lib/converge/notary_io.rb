@@ -187,7 +187,7 @@ module Converge
         request = if ext
                     asked = Extended.request_fingerprint(wanted)
                     nonce = Extended.new_nonce if ext[:nonce]
-                    Extended.request_bytes(target, port, asked, nonce, o[:ip])
+                    Extended.request_bytes(target, port, asked, nonce, o[:ip], transparency: !ext[:log].nil?)
                   else
                     Legacy.request_bytes(target, port, asked, o[:ip])
                   end
@@ -222,7 +222,7 @@ module Converge
         ssl&.close
       end
       exp = ext && Extended::Expect.new(host: target, port: port, fingerprint: asked, nonce: nonce, now: ext[:now].call.to_i,
-                                        max_skew: ext[:max_skew], bind_ip: true, ip: o[:ip] || "")
+                                        max_skew: ext[:max_skew], bind_ip: true, ip: o[:ip] || "", log: ext[:log])
       answer.(read_answer(raw, nh, wanted, o[:max_bytes], ext, exp), label)
     end
 

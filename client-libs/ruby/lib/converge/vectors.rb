@@ -10,11 +10,65 @@ module Converge
   module Vectors
     SCHEMAS = %w[converge-vectors/fingerprints/1 converge-vectors/requests/1 converge-vectors/legacy-signatures/1
                  converge-vectors/notary-responses/1 converge-vectors/bundles/1 converge-vectors/consensus/1
-                 converge-vectors/cache/1 converge-vectors/extended-answers/1 converge-vectors/config/1].freeze
+                 converge-vectors/cache/1 converge-vectors/extended-answers/1 converge-vectors/config/1
+                 converge-vectors/transparency/1].freeze
     COMPARED = %w[result error kind algorithm canonical request signed_bytes name version
                   hosts verdict extended enabled].freeze
 
     module_function
+
+    # The fields compared for a case: COMPARED, and the outputs of the transparency case types
+    # (a tree's root, a checkpoint's size and root; inputs of the other types).
+    def compared(c) = COMPARED + { "tree" => %w[root], "checkpoint" => %w[size root] }.fetch(c["type"], [])
+
+    # A list of base64 hashes of 32 bytes, or nil.
+    def hashes(list)
+      return nil unless list.is_a?(Array)
+
+      out = list.map { |t| t.is_a?(String) ? Bundles.strict_base64(t) : nil }
+      out.all? { |h| h&.bytesize == 32 } ? out.map(&:b) : nil
+    end
+
+    # converge-vectors/transparency/1: tree, inclusion, consistency, checkpoint, answer.
+    def transparency_case(doc, c)
+      case c["type"]
+      when "tree"
+        leaves = doc["entries"][0, c["size"]].map { |e| Transparency.leaf_hash(e.unpack1("m0")) }
+        { "result" => "valid", "root" => [Transparency.tree_root(leaves)].pack("m0") }
+      when "inclusion"
+        h = hashes([c["leaf"], c["root"]])
+        p = hashes(c["proof"])
+        ok = h && p && Transparency.verify_inclusion?(h[0], c["index"], c["size"], p, h[1])
+        { "result" => ok ? "valid" : "invalid" }
+      when "consistency"
+        h = hashes([c["old_root"], c["new_root"]])
+        p = hashes(c["proof"])
+        ok = h && p && Transparency.verify_consistency?(c["old_size"], c["new_size"], h[0], h[1], p)
+        { "result" => ok ? "valid" : "invalid" }
+      when "checkpoint"
+        policy = Transparency::Policy.new(log: Transparency.parse_vkey(c["log"], 0x01),
+                                          witnesses: c["witnesses"].map { |w| Transparency.parse_vkey(w, 0x04) },
+                                          min_cosignatures: c["min_cosignatures"])
+        begin
+          ck = Transparency.open_checkpoint(c["checkpoint"], policy)
+          { "result" => "valid", "size" => ck.size, "root" => [ck.root].pack("m0") }
+        rescue AnswerRejected => e
+          { "result" => "invalid", "kind" => e.reason }
+        end
+      when "answer"
+        exp = c["expect"]
+        fp = Fingerprint.parse(exp["sha256"] || exp["sha1"])
+        member = c["transparency"].nil? ? nil : JSON.generate(c["transparency"])
+        target = { "host" => exp["host"], "port" => exp["port"], "ip" => exp["ip"] }
+        begin
+          Transparency.check_member(member, Transparency.parse_policy(c["bundle"]), target, fp)
+          { "result" => "valid" }
+        rescue AnswerRejected => e
+          { "result" => "rejected", "kind" => e.reason }
+        end
+      else raise ArgumentError, "unknown transparency case type #{c['type'].inspect}"
+      end
+    end
 
     def bytes(c, name)
       return [c["#{name}_hex"]].pack("H*") if c["#{name}_hex"].is_a?(String)
@@ -70,6 +124,8 @@ module Converge
         extended_case(doc, c, out)
       when "converge-vectors/config/1"
         out.merge("result" => "valid", "enabled" => config_case(c))
+      when "converge-vectors/transparency/1"
+        out.merge(transparency_case(doc, c))
       else raise ArgumentError, "unknown vector schema #{doc['schema'].inspect}"
       end
     rescue Error => e
