@@ -36,7 +36,7 @@ NOTARY_LAYERS: tuple[tuple[str, ...], ...] = (
     ("notary", "notary.errors", "notary.logpolicy", "notary.metrics_aggregate"),
     ("notary.core",),
     ("notary.ca", "notary.store", "notary.tlog"),
-    ("notary.resolve", "notary.probe", "notary.keys"),
+    ("notary.resolve", "notary.probe", "notary.keys", "notary.proxyproto"),
     ("notary.limits", "notary.metrics", "notary.relay", "notary.config"),
     ("notary.service",),
     ("notary.web",),
