@@ -59,6 +59,11 @@ def write_pcap(path: Path, flows: Sequence[tuple[float, str, str, int, int, int]
                                                              data)))
         else:
             packets.append((start, tcp_packet(src, dst, sport, dport, 0, b"q" * 40, proto)))
+    _write_pcap(path, packets)
+
+
+def _write_pcap(path: Path, packets: list[tuple[float, bytes]]) -> None:
+    """A classic pcap file (microsecond times, Ethernet) of ``(time, frame)``, in time order."""
     packets.sort(key=lambda p: p[0])
     with path.open("wb") as fh:
         fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
@@ -81,13 +86,7 @@ def write_pcap_exchange(path: Path, conns: Sequence[tuple[float, str, str, int, 
                  (c, srv, cp, sp, 0x11, b""), (srv, c, sp, cp, 0x11, b""))
         for i, (a, b, ap, bp, flags, data) in enumerate(steps):
             packets.append((start + i * 0.01, tcp_packet(a, b, ap, bp, flags, data)))
-    packets.sort(key=lambda p: p[0])
-    with path.open("wb") as fh:
-        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for t, frame in packets:
-            sec = int(t)
-            usec = int(round((t - sec) * 1_000_000))
-            fh.write(struct.pack("<IIII", sec, usec, len(frame), len(frame)) + frame)
+    _write_pcap(path, packets)
 
 
 def wait_http(url: str, timeout: float = 15.0, proc: subprocess.Popen[bytes] | None = None,
