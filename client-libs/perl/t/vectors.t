@@ -15,7 +15,7 @@ sub load { open(my $fh, '<:raw', $_[0]) or die $!; JSON::XS->new->utf8->decode(d
 
 sub diff {
     my ($c, $out) = @_;
-    return grep { exists $c->{$_} && $JS->encode($c->{$_}) ne $JS->encode($out->{$_}) } @Converge::Vectors::COMPARED;
+    return grep { exists $c->{$_} && $JS->encode($c->{$_}) ne $JS->encode($out->{$_}) } Converge::Vectors::compared($c);
 }
 
 # canonical-json.json tests the notary's encoder: clients never re-serialise.
@@ -41,5 +41,10 @@ my $out = Converge::Vectors::run_case($doc, $c);
 is_deeply([ diff($c, $out) ], [], 'a right output compares equal');
 is_deeply([ diff($c, { %$out, canonical => '00' }) ], ['canonical'], 'a wrong output is caught');
 ok(!eval { Converge::Vectors::run_case({ schema => 'converge-vectors/unknown/1' }, $c); 1 }, 'an unknown schema dies');
+my $tr = load("$DIR/transparency.json");
+for my $t (grep { ($_->{type} eq 'tree' || $_->{type} eq 'checkpoint') && exists $_->{root} } @{ $tr->{tests} }) {
+    my $o = Converge::Vectors::run_case($tr, $t);
+    is_deeply([ diff($t, { %$o, root => 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' }) ], ['root'], "transparency case $t->{id}: a wrong root is caught");
+}
 
 done_testing;

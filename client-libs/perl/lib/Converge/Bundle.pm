@@ -6,6 +6,7 @@ use MIME::Base64 ();
 use Net::SSLeay ();
 use Converge::Error;
 use Converge::Fingerprint;
+use Converge::Transparency;
 use Converge::JSON qw(parse_json is_object json_int json_number json_string);
 
 our $VERSION = '0.1.0';
@@ -31,6 +32,7 @@ sub bundle_location { $_[0]{bundle_location} }
 sub region          { $_[0]{region} }
 sub protocols       { @{ $_[0]{protocols} } }
 sub signing_keys    { @{ $_[0]{signing_keys} } }
+sub transparency    { $_[0]{transparency} }    # the log's policy (Converge::Transparency), or undef
 
 # Whether the bundle advertises converge-answer/1 and carries its signing keys.
 sub offers_extended {
@@ -196,8 +198,10 @@ sub parse {
     my $keys = exists $obj->{'signing_keys'} ? parse_signing_keys($obj->{'signing_keys'}) : [];
     _bad('protocols lists ' . EXTENDED_FORMAT . ' but the bundle has no signing_keys')
         if (grep { $_ eq EXTENDED_FORMAT } @protocols) && !@$keys;
+    my $log = exists $obj->{'transparency'} ? Converge::Transparency::parse_policy($obj->{'transparency'}) : undef;
     return bless { name => $name, version => 1, hosts => \@parsed, bundle_location => $loc,
-        region => defined $region ? uc $region : undef, protocols => \@protocols, signing_keys => $keys }, $class;
+        region => defined $region ? uc $region : undef, protocols => \@protocols, signing_keys => $keys,
+        transparency => $log }, $class;
 }
 
 package Converge::Bundle::Host;

@@ -153,7 +153,8 @@ sub _ask {
     my @jobs;
     for my $b (@chosen) {
         my $ext = $cfg->extended ne 'off' && $b->offers_extended
-            ? { keys => [ $b->signing_keys ], nonce => $cfg->extended_nonce, max_skew => $cfg->max_skew, now => $self->{clock} }
+            ? { keys => [ $b->signing_keys ], nonce => $cfg->extended_nonce, max_skew => $cfg->max_skew, now => $self->{clock},
+                log => $b->transparency }
             : undef;
         my $deadline = Time::HiRes::time() + $cfg->notary_timeout;
         $deadline = $total_deadline if $total_deadline < $deadline;

@@ -7,6 +7,8 @@ use JSON::XS ();
 use Converge::Error;
 use Converge::Bundle;
 use Converge::Legacy;
+use Converge::Fingerprint;
+use Converge::Transparency;
 use Converge::JSON qw(verified_object is_object json_int json_string);
 
 our $VERSION = '0.1.0';
@@ -18,6 +20,7 @@ use constant DEFAULT_MAX_SKEW => 300;
 use constant MEDIA_TYPE       => 'application/vnd.converge.answer+json';
 use constant PATH             => '/v2/answer';
 use constant MAX_ANSWER_BYTES => 65536;
+use constant MEMBER           => ',"transparency":';
 # The signed-answer frame: fixed ASCII prefix, key id K, signature V, statement bytes T, final }.
 my $FRAME = qr/\A\{"signature":\{"alg":"ed25519","key_id":"([\x20\x21\x23-\x5b\x5d-\x7e]+)","value":"([\x20\x21\x23-\x5b\x5d-\x7e]+)"\},"statement":(.*)\}\z/s;
 my %VERDICT_STATUS = (match => 200, mismatch => 409, unreachable => 503, refused => 403);
@@ -51,6 +54,10 @@ sub verify_answer {
     my ($raw, $keys, $exp) = @_;
     _reject('malformed', 'answer is not the signed-answer frame') unless length $raw <= MAX_ANSWER_BYTES && $raw =~ $FRAME;
     my ($kid, $value, $statement) = ($1, $2, $3);
+    # T ends at the first ,"transparency": (the log's member runs from there to the final })
+    my $cut = index $statement, MEMBER;
+    my $member = $cut < 0 ? undef : substr $statement, $cut + length MEMBER;
+    $statement = substr $statement, 0, $cut if $cut >= 0;
     my $pub = $keys->{$kid};
     _reject('unknown-key', "signing key $kid is not trusted") unless defined $pub;
     my $signature = Converge::Bundle::unb64url($value);
@@ -94,7 +101,8 @@ sub verify_answer {
         my $skew = $exp->{max_skew} // DEFAULT_MAX_SKEW;
         _reject('stale', 'answer time is ' . ($exp->{now} - $at) . " s from now (max skew $skew s)") if abs($exp->{now} - $at) > $skew;
     }
-    return { verdict => $verdict, detail => json_string($stmt->{detail}) // '', key_id => $kid, answered_at => $at };
+    return { verdict => $verdict, detail => json_string($stmt->{detail}) // '', key_id => $kid, answered_at => $at,
+        target => $target, request => $req, member => $member };
 }
 
 # Unpadded base64url of 16 random bytes.
@@ -104,12 +112,13 @@ my $JS = JSON::XS->new->allow_nonref->ascii;
 
 # The JSON body of an extended request.
 sub request_body {
-    my ($host, $port, $fp, $nonce, $ip) = @_;
+    my ($host, $port, $fp, $nonce, $ip, $transparency) = @_;
     Converge::Legacy::check_target($host, $port);
     my $body = '{"host":' . $JS->encode("$host") . ',"port":' . (0 + $port) . ',"fingerprint":"' . $fp->colon_hex
         . '","alg":"' . $fp->algorithm . '"';
     $body .= ',"ip":"' . Converge::Legacy::check_ip($ip) . '"' if defined $ip && $ip ne '';
     $body .= ',"nonce":"' . $nonce . '"' if defined $nonce && $nonce ne '';
+    $body .= ',"transparency":true' if $transparency;
     return $body . '}';
 }
 
@@ -146,6 +155,20 @@ sub evaluate {
     }
     return Converge::Outcome->new('failure', 'response', $st, "status $st with signed verdict $v->{verdict}")
         if $VERDICT_STATUS{ $v->{verdict} } != $st;
+    # a bundle that names a log: a match needs a valid proof of inclusion (docs/transparency.md)
+    if ($exp->{log} && $v->{verdict} eq 'match') {
+        my $fp = $exp->{fingerprint} // eval { Converge::Fingerprint->parse(json_string(($v->{request} // {})->{fingerprint})) };
+        my $ok = eval {
+            _reject('log-entry', 'the statement names no fingerprint') unless $fp;
+            Converge::Transparency::check_member($v->{member}, $exp->{log}, $v->{target}, $fp);
+            1;
+        };
+        if (!$ok) {
+            my $e = $@;
+            die $e unless ref $e eq 'Converge::Extended::Rejected';
+            return Converge::Outcome->new('failure', $e->reason, $st, $e->message);
+        }
+    }
     my ($vote, $kind) = @{ $VOTES{ $v->{verdict} } };
     return Converge::Outcome->new($vote, $kind, $st, $v->{detail}, $resp->{body});
 }

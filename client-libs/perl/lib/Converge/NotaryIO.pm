@@ -182,7 +182,8 @@ sub new {
         if ($ext) {
             $self->{asked} = Converge::Extended::request_fingerprint($wanted);
             $self->{nonce} = $ext->{nonce} ? Converge::Extended::new_nonce() : '';
-            $self->{request} = Converge::Extended::request_bytes($target, $port, $self->{asked}, $self->{nonce}, $o->{ip});
+            $self->{request} = Converge::Extended::request_bytes($target, $port, $self->{asked}, $self->{nonce}, $o->{ip},
+                $ext->{log} ? 1 : 0);
         } else {
             $self->{request} = Converge::Legacy::request_bytes($target, $port, $self->{asked}, $o->{ip});
         }
@@ -395,7 +396,7 @@ sub _read {
     my $resp = Converge::Legacy::parse_http_response($raw, $self->{o}{max_bytes});
     return Converge::Extended::evaluate($resp, Converge::Extended::trusted_keys($self->{ext}{keys}, $now), {
         host => $self->{target}, port => $self->{port}, fingerprint => $self->{asked}, nonce => $self->{nonce}, now => $now,
-        max_skew => $self->{ext}{max_skew}, bind_ip => 1, ip => $self->{o}{ip} // '' });
+        max_skew => $self->{ext}{max_skew}, bind_ip => 1, ip => $self->{o}{ip} // '', log => $self->{ext}{log} });
 }
 
 # A fresh legacy query for the same host (extended fallback).

@@ -5,6 +5,7 @@ use File::Temp ();
 use File::Path ();
 use File::Basename ();
 use JSON::XS ();
+use MIME::Base64 ();
 use Converge::Error;
 use Converge::Fingerprint;
 use Converge::Policy;
@@ -12,6 +13,7 @@ use Converge::Bundle;
 use Converge::Config;
 use Converge::Legacy;
 use Converge::Extended;
+use Converge::Transparency;
 use Converge::JSON qw(parse_json);
 
 our $VERSION = '0.1.0';
@@ -20,9 +22,65 @@ our $VERSION = '0.1.0';
 # for one case, in the fields CLIENT-CLI.md names.
 
 our @SCHEMAS = map { "converge-vectors/$_/1" } qw(fingerprints requests legacy-signatures notary-responses bundles
-    consensus cache extended-answers config);
+    consensus cache extended-answers config transparency);
 our @COMPARED = qw(result error kind algorithm canonical request signed_bytes name version
     hosts verdict extended enabled);
+
+# The fields compared for a case: @COMPARED, and the outputs of the transparency case types (a
+# tree's root, a checkpoint's size and root; inputs of the other types).
+sub compared {
+    my ($c) = @_;
+    my $t = $c->{type} // '';
+    return (@COMPARED, $t eq 'tree' ? ('root') : $t eq 'checkpoint' ? ('size', 'root') : ());
+}
+
+sub _hashes {    # a list of base64 hashes of 32 bytes, or undef
+    my ($list) = @_;
+    return undef unless ref $list eq 'ARRAY';
+    my @out = map { Converge::Bundle::strict_base64($_) } @$list;
+    return (grep { !defined $_ || length $_ != 32 } @out) ? undef : \@out;
+}
+
+# converge-vectors/transparency/1: tree, inclusion, consistency, checkpoint, answer.
+sub _transparency {
+    my ($doc, $c) = @_;
+    my $t = $c->{type} // '';
+    my $rejected = sub {
+        my ($e, $word) = @_;
+        die $e unless ref $e eq 'Converge::Extended::Rejected';
+        return { result => $word, kind => $e->reason };
+    };
+    if ($t eq 'tree') {
+        my @leaves = map { Converge::Transparency::leaf_hash(MIME::Base64::decode_base64($_)) } @{ $doc->{entries} }[0 .. $c->{size} - 1];
+        return { result => 'valid', root => MIME::Base64::encode_base64(Converge::Transparency::tree_root(@leaves), '') };
+    }
+    if ($t eq 'inclusion' || $t eq 'consistency') {
+        my $incl = $t eq 'inclusion';
+        my $h = _hashes($incl ? [ $c->{leaf}, $c->{root} ] : [ $c->{old_root}, $c->{new_root} ]);
+        my $p = _hashes($c->{proof});
+        my $ok = $h && $p && ($incl
+            ? Converge::Transparency::verify_inclusion($h->[0], $c->{index}, $c->{size}, $p, $h->[1])
+            : Converge::Transparency::verify_consistency($c->{old_size}, $c->{new_size}, $h->[0], $h->[1], $p));
+        return { result => $ok ? 'valid' : 'invalid' };
+    }
+    if ($t eq 'checkpoint') {
+        my $policy = { log => Converge::Transparency::parse_vkey($c->{log}, 0x01),
+            witnesses => [ map { Converge::Transparency::parse_vkey($_, 0x04) } @{ $c->{witnesses} } ], min => $c->{min_cosignatures} };
+        my $ck = eval { Converge::Transparency::open_checkpoint($c->{checkpoint}, $policy) };
+        return $rejected->($@, 'invalid') unless $ck;
+        return { result => 'valid', size => $ck->{size}, root => MIME::Base64::encode_base64($ck->{root}, '') };
+    }
+    if ($t eq 'answer') {
+        my $exp = $c->{expect};
+        my $fp = Converge::Fingerprint->parse($exp->{sha256} // $exp->{sha1});
+        my $member = defined $c->{transparency} ? JSON::XS->new->utf8->allow_nonref->encode($c->{transparency}) : undef;
+        my $policy = Converge::Transparency::parse_policy($c->{bundle});
+        my $target = { host => $exp->{host}, port => $exp->{port}, ip => $exp->{ip} };
+        return { result => 'valid' } if eval { Converge::Transparency::check_member($member, $policy, $target, $fp); 1 };
+        return $rejected->($@, 'rejected');
+    }
+    die "unknown transparency case type $t\n";
+}
 
 sub _bytes {
     my ($c, $name) = @_;
@@ -86,6 +144,7 @@ sub run_case {
         }
         return _extended($doc, $c) if $schema eq 'converge-vectors/extended-answers/1';
         return { result => 'valid', enabled => _config($c) } if $schema eq 'converge-vectors/config/1';
+        return _transparency($doc, $c) if $schema eq 'converge-vectors/transparency/1';
         die "unknown vector schema $schema\n";
     };
     if (my $e = $@) {
