@@ -85,6 +85,9 @@ pub struct Bundle {
     pub region: Option<String>,
     pub protocols: Vec<String>,
     pub signing_keys: Vec<SigningKey>,
+    /// The notary's transparency log, its witnesses and how many cosignatures a client
+    /// requires (`None`: no log; docs/transparency.md, "Clients").
+    pub transparency: Option<crate::transparency::LogPolicy>,
 }
 
 impl Bundle {
@@ -281,6 +284,7 @@ pub fn parse_bundle(data: &[u8]) -> Result<Bundle> {
             region: None,
             protocols: vec![],
             signing_keys: vec![],
+            transparency: None,
         });
     }
     let name = match obj.get("name") {
@@ -318,5 +322,9 @@ pub fn parse_bundle(data: &[u8]) -> Result<Bundle> {
     if protocols.iter().any(|p| p == EXTENDED_FORMAT) && signing_keys.is_empty() {
         return bundle_err(format!("protocols lists {EXTENDED_FORMAT} but the bundle has no signing_keys"));
     }
-    Ok(Bundle { name, version: 1, hosts, bundle_location, region, protocols, signing_keys })
+    let transparency = match obj.get("transparency") {
+        Some(t) => Some(crate::transparency::parse_log_policy(t)?),
+        None => None,
+    };
+    Ok(Bundle { name, version: 1, hosts, bundle_location, region, protocols, signing_keys, transparency })
 }

@@ -275,6 +275,7 @@ impl Client {
                     max_skew: cfg.max_skew,
                     fallback: cfg.extended == ExtendedMode::Fallback,
                     now: self.now.clone(),
+                    log: b.transparency.clone(),
                 });
             }
             let (tx, b, wanted, host) = (tx.clone(), b.clone(), wanted.clone(), host.to_string());

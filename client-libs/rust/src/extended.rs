@@ -3,10 +3,11 @@
 
 use crate::bundle::{b64url, unb64url, SigningKey, EXTENDED_FORMAT};
 use crate::error::Result;
-use crate::fingerprint::Fingerprint;
+use crate::fingerprint::{parse_fingerprint, Fingerprint};
 use crate::json::{as_int, bounds_ok, parse_object};
 use crate::legacy::{check_ip, check_target, HttpResponse, Outcome};
 use crate::policy::Vote;
+use crate::transparency::{check_member, split_member, LogPolicy, Proven};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,16 @@ pub enum Reject {
     WrongTarget,
     NonceMismatch,
     Stale,
+    /// A match without the transparency member its bundle's log requires.
+    LogMissing,
+    /// The member's shape, a proof hash or the inclusion proof.
+    LogProof,
+    /// The checkpoint is not one of the log signed by its key.
+    LogCheckpoint,
+    /// Too few cosignatures by the bundle's witnesses, or a listed witness's line fails.
+    LogWitness,
+    /// The logged entry is not about the answer's target and fingerprint.
+    LogEntry,
 }
 
 impl Reject {
@@ -40,6 +51,11 @@ impl Reject {
             Reject::WrongTarget => "wrong-target",
             Reject::NonceMismatch => "nonce-mismatch",
             Reject::Stale => "stale",
+            Reject::LogMissing => "log-missing",
+            Reject::LogProof => "log-proof",
+            Reject::LogCheckpoint => "log-checkpoint",
+            Reject::LogWitness => "log-witness",
+            Reject::LogEntry => "log-entry",
         }
     }
 }
@@ -87,6 +103,8 @@ pub struct ExtendedAnswer {
     pub detail: String,
     pub key_id: String,
     pub answered_at: i64,
+    /// What the transparency log proves, when `Expect::log` named it and the verdict is match.
+    pub proven: Option<Proven>,
 }
 
 /// What an answer is bound to. An empty `host` skips the target check, `None` fingerprint the
@@ -102,6 +120,9 @@ pub struct Expect {
     /// Check `target.ip`: it must be `ip` (absent or null when `ip` is empty).
     pub bind_ip: bool,
     pub ip: String,
+    /// The bundle names a transparency log: a match must carry a valid proof of inclusion
+    /// (docs/transparency.md, "Clients"); `None` changes nothing.
+    pub log: Option<LogPolicy>,
 }
 
 fn s(v: Option<&Value>) -> Option<&str> {
@@ -131,7 +152,9 @@ fn split_answer(raw: &[u8]) -> Option<(&str, &str, &[u8])> {
 /// Checks an extended answer body in the documented order (docs/wire-format.md, "Verifying"):
 /// malformed (framing), unknown-key, bad-signature (Ed25519 over the statement bytes `T` as
 /// received), malformed (bounds scan, parse and shape of `T`), wrong-target, nonce-mismatch,
-/// stale.
+/// stale; then, with `exp.log` and a match, the transparency member (`log-missing`,
+/// `log-proof`, `log-checkpoint`, `log-witness`, `log-entry`). The statement bytes end at the
+/// first `,"transparency":` after the prefix.
 pub fn verify_answer(
     raw: &[u8],
     keys: &BTreeMap<String, Vec<u8>>,
@@ -140,9 +163,10 @@ pub fn verify_answer(
     if raw.len() > MAX_ANSWER_BYTES {
         return reject(Reject::Malformed, "answer too large");
     }
-    let Some((kid, value, stmt_bytes)) = split_answer(raw) else {
+    let Some((kid, value, body)) = split_answer(raw) else {
         return reject(Reject::Malformed, "answer does not have the fixed signature prefix and a final brace");
     };
+    let (stmt_bytes, member) = split_member(body);
     let Some(public) = keys.get(kid) else {
         return reject(Reject::UnknownKey, format!("signing key {kid:.80} is not trusted"));
     };
@@ -220,7 +244,12 @@ pub fn verify_answer(
             );
         }
     }
+    let proven = match &exp.log {
+        Some(log) if verdict == "match" => Some(check_log(log, member, target, request, exp.fingerprint.as_ref())?),
+        _ => None,
+    };
     Ok(ExtendedAnswer {
+        proven,
         verdict: verdict.to_string(),
         detail: s(stmt.get("detail")).unwrap_or("").to_string(),
         key_id: kid.to_string(),
@@ -238,6 +267,18 @@ pub fn new_nonce() -> String {
 
 /// The JSON body of an extended request.
 pub fn extended_request_body(host: &str, port: u16, fp: &Fingerprint, nonce: &str, ip: Option<&str>) -> Result<String> {
+    extended_request_body_with(host, port, fp, nonce, ip, false)
+}
+
+/// The JSON body of an extended request; `proof`: ask for a proof of inclusion in the log.
+pub fn extended_request_body_with(
+    host: &str,
+    port: u16,
+    fp: &Fingerprint,
+    nonce: &str,
+    ip: Option<&str>,
+    proof: bool,
+) -> Result<String> {
     check_target(host, port as u32)?;
     let mut body = format!(
         "{{\"host\":{},\"port\":{},\"fingerprint\":\"{}\",\"alg\":\"{}\"",
@@ -252,6 +293,9 @@ pub fn extended_request_body(host: &str, port: u16, fp: &Fingerprint, nonce: &st
     if !nonce.is_empty() {
         body.push_str(&format!(",\"nonce\":\"{nonce}\""));
     }
+    if proof {
+        body.push_str(",\"transparency\":true");
+    }
     body.push('}');
     Ok(body)
 }
@@ -264,7 +308,19 @@ pub fn extended_request_bytes(
     nonce: &str,
     ip: Option<&str>,
 ) -> Result<Vec<u8>> {
-    let body = extended_request_body(host, port, fp, nonce, ip)?;
+    extended_request_bytes_with(host, port, fp, nonce, ip, false)
+}
+
+/// The whole HTTP/1.0 request of the extended format; `proof`: ask for a proof of inclusion.
+pub fn extended_request_bytes_with(
+    host: &str,
+    port: u16,
+    fp: &Fingerprint,
+    nonce: &str,
+    ip: Option<&str>,
+    proof: bool,
+) -> Result<Vec<u8>> {
+    let body = extended_request_body_with(host, port, fp, nonce, ip, proof)?;
     Ok(format!(
         "POST {ANSWER_PATH} HTTP/1.0\r\nContent-Type: application/json\r\nAccept: {ANSWER_MEDIA_TYPE}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{}",
         body.len(), body
@@ -322,4 +378,26 @@ pub fn evaluate_extended(resp: &HttpResponse, keys: &BTreeMap<String, Vec<u8>>, 
     let mut o = Outcome::new(vote, kind, Some(resp.status), v.detail);
     o.answer = Some(resp.body.clone());
     o
+}
+
+/// Checks the member of a match against the statement's target and the fingerprint asked
+/// about (`None`: the statement's request, which must then be of its own alg).
+fn check_log(
+    log: &LogPolicy,
+    member: Option<&[u8]>,
+    target: &serde_json::Map<String, Value>,
+    request: Option<&serde_json::Map<String, Value>>,
+    fp: Option<&Fingerprint>,
+) -> std::result::Result<Proven, AnswerRejected> {
+    let asked = match fp {
+        Some(f) => f.clone(),
+        None => {
+            let alg = request.and_then(|r| s(r.get("alg")));
+            match request.and_then(|r| s(r.get("fingerprint"))).map(parse_fingerprint) {
+                Some(Ok(f)) if Some(f.algorithm.as_str()) == alg => f,
+                _ => return reject(Reject::LogEntry, "the statement names no fingerprint of its alg"),
+            }
+        }
+    };
+    check_member(member, log, target, &asked)
 }

@@ -26,6 +26,7 @@ pub mod legacy;
 pub mod notary_io;
 pub mod policy;
 pub mod tls;
+pub mod transparency;
 pub mod vectors;
 
 pub use bundle::{parse_bundle, Bundle, NotaryHost, SigningKey};

@@ -8,7 +8,7 @@
 use crate::bundle::{Bundle, NotaryHost, SigningKey, EXTENDED_FORMAT, LEGACY_FORMAT};
 use crate::error::{Error, Kind};
 use crate::extended::{
-    evaluate_extended, extended_request_bytes, new_nonce, not_offered, request_fingerprint, trusted_keys, Expect,
+    evaluate_extended, extended_request_bytes_with, new_nonce, not_offered, request_fingerprint, trusted_keys, Expect,
 };
 use crate::fingerprint::{Algorithm, Fingerprint};
 use crate::legacy::{outcome_from_http, parse_http_response, py_strip, request_bytes, Outcome};
@@ -48,6 +48,8 @@ pub(crate) struct ExtQuery {
     pub max_skew: i64,
     pub fallback: bool,
     pub now: Arc<dyn Fn() -> f64 + Send + Sync>,
+    /// The bundle's transparency log: ask for proofs and check them.
+    pub log: Option<crate::transparency::LogPolicy>,
 }
 
 /// The per-check settings a host query needs.
@@ -304,7 +306,7 @@ fn query_host_once(
             if e.nonce {
                 nonce = new_nonce();
             }
-            extended_request_bytes(target, port, &asked, &nonce, o.ip.as_deref())
+            extended_request_bytes_with(target, port, &asked, &nonce, o.ip.as_deref(), e.log.is_some())
         }
     };
     let request = match request {
@@ -383,6 +385,7 @@ fn query_host_once(
                         max_skew: e.max_skew,
                         bind_ip: true,
                         ip: o.ip.clone().unwrap_or_default(),
+                        log: e.log.clone(),
                     },
                 ),
             }

@@ -9,6 +9,10 @@ use crate::fingerprint::{from_hex, parse_fingerprint};
 use crate::json::as_int;
 use crate::legacy::{outcome_from_http, request_bytes, verify_signed_list, MAX_RESPONSE_BYTES};
 use crate::policy::{cache_decision, decide, parse_policy, settled, Vote};
+use crate::transparency::{
+    b64, check_member, leaf_hash, open_checkpoint, parse_log_policy, parse_note_key, tree_root, verify_consistency,
+    verify_inclusion, LogPolicy, KEY_COSIGNATURE, KEY_ED25519,
+};
 use crate::Error;
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -24,6 +28,7 @@ pub const VECTOR_SCHEMAS: &[&str] = &[
     "converge-vectors/cache/1",
     "converge-vectors/extended-answers/1",
     "converge-vectors/config/1",
+    "converge-vectors/transparency/1",
 ];
 
 /// The fields the runner compares, when the case states them.
@@ -182,6 +187,7 @@ pub fn run_vector_case(doc: &Map<String, Value>, c: &Map<String, Value>) -> Resu
             out.insert("result".into(), json!(cache_decision(ts, now, lifetime).as_str()));
         }
         "converge-vectors/extended-answers/1" => extended_case(doc, c, &mut out)?,
+        "converge-vectors/transparency/1" => transparency_case(doc, c, &mut out)?,
         "converge-vectors/config/1" => match config_case(c) {
             Ok(names) => {
                 out.insert("result".into(), json!("valid"));
@@ -284,6 +290,112 @@ fn extended_case(doc: &Map<String, Value>, c: &Map<String, Value>, out: &mut Map
             }
         }
         t => return Err(format!("unknown case type {t:?}")),
+    }
+    Ok(())
+}
+
+fn hashes(v: Option<&Value>) -> Option<Vec<Vec<u8>>> {
+    match v? {
+        Value::String(s) => Some(vec![b64(s)?]),
+        Value::Array(l) => l.iter().map(|x| x.as_str().and_then(b64)).collect(),
+        _ => None,
+    }
+}
+
+fn unsigned(c: &Map<String, Value>, name: &str) -> Result<u64, String> {
+    c.get(name).and_then(Value::as_u64).ok_or_else(|| format!("case has no {name}"))
+}
+
+/// One case of `converge-vectors/transparency/1` (the output fields of CLIENT-CLI.md).
+fn transparency_case(
+    doc: &Map<String, Value>,
+    c: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
+    let b64text = |h: &[u8]| base64::engine::general_purpose::STANDARD.encode(h);
+    let verdict = |ok: bool| json!(if ok { "valid" } else { "invalid" });
+    match text(c, "type") {
+        "tree" => {
+            let size = unsigned(c, "size")? as usize;
+            let entries = doc.get("entries").and_then(Value::as_array).ok_or("no entries")?;
+            let leaves = entries
+                .iter()
+                .take(size)
+                .map(|e| e.as_str().and_then(b64).map(|e| leaf_hash(&e)))
+                .collect::<Option<Vec<_>>>()
+                .filter(|l| l.len() == size)
+                .ok_or("entries are not base64")?;
+            out.insert("result".into(), json!("valid"));
+            out.insert("root".into(), json!(b64text(&tree_root(&leaves))));
+        }
+        "inclusion" => {
+            let (leaf, root, proof) = (hashes(c.get("leaf")), hashes(c.get("root")), hashes(c.get("proof")));
+            let ok = match (leaf, root, proof) {
+                (Some(l), Some(r), Some(p)) if l.len() == 1 && r.len() == 1 => {
+                    verify_inclusion(&l[0], unsigned(c, "index")?, unsigned(c, "size")?, &p, &r[0])
+                }
+                _ => false,
+            };
+            out.insert("result".into(), verdict(ok));
+        }
+        "consistency" => {
+            let roots = (hashes(c.get("old_root")), hashes(c.get("new_root")), hashes(c.get("proof")));
+            let ok = match roots {
+                (Some(o), Some(n), Some(p)) if o.len() == 1 && n.len() == 1 => {
+                    verify_consistency(unsigned(c, "old_size")?, unsigned(c, "new_size")?, &o[0], &n[0], &p)
+                }
+                _ => false,
+            };
+            out.insert("result".into(), verdict(ok));
+        }
+        "checkpoint" => {
+            let log = parse_note_key(text(c, "log"), KEY_ED25519)?;
+            let witnesses = c
+                .get("witnesses")
+                .and_then(Value::as_array)
+                .ok_or("no witnesses")?
+                .iter()
+                .map(|w| parse_note_key(w.as_str().unwrap_or(""), KEY_COSIGNATURE))
+                .collect::<Result<Vec<_>, _>>()?;
+            let policy =
+                LogPolicy { log, url: None, witnesses, min_cosignatures: unsigned(c, "min_cosignatures")? as usize };
+            match open_checkpoint(text(c, "checkpoint"), &policy) {
+                Ok(ck) => {
+                    out.insert("result".into(), json!("valid"));
+                    out.insert("size".into(), json!(ck.size));
+                    out.insert("root".into(), json!(b64text(&ck.root)));
+                }
+                Err(r) => {
+                    out.insert("result".into(), json!("invalid"));
+                    out.insert("kind".into(), json!(r.reason.as_str()));
+                }
+            }
+        }
+        "answer" => {
+            let exp = c.get("expect").and_then(Value::as_object).ok_or("no expect")?;
+            let fp_text = exp
+                .get("sha256")
+                .and_then(Value::as_str)
+                .or_else(|| exp.get("sha1").and_then(Value::as_str))
+                .unwrap_or("");
+            let fp = parse_fingerprint(fp_text).map_err(|e| e.to_string())?;
+            let policy = parse_log_policy(c.get("bundle").ok_or("no bundle")?).map_err(|e| e.to_string())?;
+            let member = c.get("transparency").filter(|m| !m.is_null()).map(|m| m.to_string().into_bytes());
+            let mut target = Map::new();
+            for k in ["host", "port", "ip"] {
+                target.insert(k.into(), exp.get(k).cloned().unwrap_or(Value::Null));
+            }
+            match check_member(member.as_deref(), &policy, &target, &fp) {
+                Ok(_) => {
+                    out.insert("result".into(), json!("valid"));
+                }
+                Err(r) => {
+                    out.insert("result".into(), json!("rejected"));
+                    out.insert("kind".into(), json!(r.reason.as_str()));
+                }
+            }
+        }
+        t => return Err(format!("unknown transparency case type {t:?}")),
     }
     Ok(())
 }
