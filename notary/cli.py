@@ -63,6 +63,15 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--negative-ttl", {"type": float, "metavar": "SECONDS",
                         "help": "remember unreachable targets this long (default 60)"}),
     ("--lru-entries", {"type": int, "help": "in-process cache size (default 100000)"}),
+    ("--store-max-records", {"type": int, "metavar": "N", "help": "records about targets "
+                             "the notary resolved itself; the least useful are evicted beyond "
+                             "(default 1000000; 0: no cap)"}),
+    ("--store-max-bytes", {"type": int, "metavar": "BYTES", "help": "accounted bytes of those "
+                           "records (default 536870912; 0: no cap)"}),
+    ("--named-max-records", {"type": int, "metavar": "N", "help": "records about addresses "
+                             "clients named, a budget of their own (default 20000; 0: no cap)"}),
+    ("--named-max-bytes", {"type": int, "metavar": "BYTES", "help": "accounted bytes of those "
+                           "records and their chains (default 33554432; 0: no cap)"}),
     ("--redis", {"metavar": "URL", "help": "share records through Redis "
                  "(redis://HOST:PORT/DB) instead of the SQLite file"}),
     ("--redis-prefix", {"help": "prefix of every Redis key (default converge:)"}),
@@ -103,6 +112,11 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--log-witness", {"action": "append", "metavar": "URL=VKEY",
                        "help": "a witness to cosign every checkpoint: its submission prefix "
                        "and verifier key (repeatable; default none)"}),
+    ("--trusted-proxy", {"action": "append", "metavar": "CIDR",
+                         "help": "a balancer that sends PROXY protocol v2: its connections "
+                         "must carry the header and the client address it announces is the "
+                         "one limits and shares count; a header from anywhere else is refused "
+                         "(repeatable; default none)"}),
     ("--log-interval", {"type": float, "metavar": "SECONDS",
                         "help": "seconds between sequencing batches (default 1)"}),
     ("--log-proof-wait", {"type": float, "metavar": "SECONDS",

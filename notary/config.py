@@ -12,7 +12,9 @@ from typing import Any
 
 from notary.core.target import parse_ip, parse_port
 from notary.errors import BadConfig, BadInput
+from notary.proxyproto import parse_trusted
 from notary.relay import RelaySettings, relay_settings_from
+from notary.store.budget import Budget
 
 MAX_CONFIG = 1024 * 1024
 
@@ -37,6 +39,13 @@ class Settings:
     recheck_after: int = 86_400
     negative_ttl: float = 60.0
     lru_entries: int = 100_000
+    # the store's budget (notary/store/budget.py, docs/operations.md "Sizing the store")
+    store_max_records: int = 1_000_000  # records about the notary's own resolution
+    store_max_bytes: int = 512 * 1024 * 1024
+    store_ttl: int = 90 * 86_400  # seconds such a record is kept unused (0: for ever)
+    named_max_records: int = 20_000  # records about addresses clients named
+    named_max_bytes: int = 32 * 1024 * 1024
+    named_ttl: int = 86_400
     max_body: int = 4096
     max_line: int = 8190
     max_field: int = 8190
@@ -73,6 +82,7 @@ class Settings:
     log_witness: list[str] = field(default_factory=list)  # URL=VKEY of cosigning witnesses
     log_interval: float = 1.0  # seconds between sequencing batches
     log_proof_wait: float = 3.0  # seconds an answer waits for its entry's proof
+    trusted_proxy: list[str] = field(default_factory=list)  # CIDRs whose PROXY v2 header counts
 
     @property
     def db_path(self) -> Path:
@@ -116,6 +126,13 @@ class Settings:
             out.append((url, vkey))
         return out
 
+    def budget(self) -> Budget:
+        """The store's budget (raises :class:`BadConfig` when out of range)."""
+        budget = Budget(self.store_max_records, self.store_max_bytes, self.store_ttl,
+                        self.named_max_records, self.named_max_bytes, self.named_ttl)
+        budget.check()
+        return budget
+
     def listen_addrs(self) -> list[tuple[str, int]]:
         return [parse_listen(spec) for spec in self.listen]
 
@@ -149,6 +166,7 @@ class Settings:
             raise BadConfig("rate_burst, probe_rate_burst, rate_clients and redis_timeout "
                             "must be positive")
         self.log_witnesses()
+        parse_trusted(self.trusted_proxy)
         if not 0 <= self.client_share <= 1:
             raise BadConfig(f"client_share must be from 0 to 1, got {self.client_share}")
         if self.metrics_listen is not None:
@@ -156,6 +174,7 @@ class Settings:
         for spec in self.relay_listen:
             parse_listen(spec)
         self.relay_settings()
+        self.budget()
         if self.sqlite_driver not in ("aiosqlite", "thread"):
             raise BadConfig(f"sqlite_driver must be aiosqlite or thread, got "
                             f"{self.sqlite_driver!r}")

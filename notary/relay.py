@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from notary.core.addrpolicy import AddressPolicy
@@ -43,6 +44,7 @@ from notary.core.target import IPAddress, normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadInput, BadTarget, TargetRefused, TargetUnreachable
 from notary.limits import client_key, share
 from notary.probe import MAX_ADDRESSES
+from notary.proxyproto import Network, ProxyHeaderError, is_trusted, read_header_stream
 from notary.resolve import Resolver
 
 LEGACY_PORT = 4242
@@ -173,8 +175,10 @@ class Relay:
         listen: list[tuple[str, int]],
         *,
         reuse_port: bool = False,
+        trusted_proxies: Sequence[Network] = (),
     ) -> None:
         self.settings = settings
+        self._trusted = list(trusted_proxies)
         self._resolver = resolver
         self._policy = policy
         self._listen = listen
@@ -217,7 +221,20 @@ class Relay:
         self._tasks.add(task)
         self.stats.open += 1
         peer = writer.get_extra_info("peername")
-        client = client_key(str(peer[0])) if peer else ""
+        address = str(peer[0]) if peer else ""
+        if self._trusted and is_trusted(address, self._trusted):
+            try:
+                async with asyncio.timeout(self.settings.head_timeout):
+                    announced = await read_header_stream(reader)
+            except (ProxyHeaderError, OSError, TimeoutError):
+                self._tasks.discard(task)
+                self.stats.open -= 1
+                self.stats.bad += 1
+                writer.close()
+                return
+            if announced is not None:
+                address = announced[0]
+        client = client_key(address)
         mine = self._per_client.get(client, 0) + 1
         self._per_client[client] = mine
         try:

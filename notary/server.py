@@ -32,6 +32,7 @@ from notary.errors import BadConfig, StoreUnavailable
 from notary.keys import Identity
 from notary.metrics import Metrics, create_metrics_app
 from notary.metrics_aggregate import AggregateServer
+from notary.proxyproto import ProxySite, parse_trusted
 from notary.relay import Relay
 from notary.store.sqlite import SQLiteStore
 from notary.tlog.note import Signer
@@ -149,16 +150,23 @@ async def serve(
                 on_metrics_port(msite._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
             for url in _site_urls(msite, False):
                 log.info("metrics and health on %s/metrics", url)
+        trusted = parse_trusted(settings.trusted_proxy)
         for host, port in settings.listen_addrs():
-            site = _Site(
-                runner,
-                host,
-                port,
-                ssl_context=ssl_ctx,
-                reuse_port=settings.workers > 1,
-                backlog=2048,
-                handshake_timeout=settings.tls_handshake_timeout,
-            )
+            site: web.BaseSite
+            if trusted:
+                site = ProxySite(runner, host, port, trusted=trusted, ssl_context=ssl_ctx,
+                                 reuse_port=settings.workers > 1,
+                                 handshake_timeout=settings.tls_handshake_timeout)
+            else:
+                site = _Site(
+                    runner,
+                    host,
+                    port,
+                    ssl_context=ssl_ctx,
+                    reuse_port=settings.workers > 1,
+                    backlog=2048,
+                    handshake_timeout=settings.tls_handshake_timeout,
+                )
             try:
                 await site.start()
             except OSError as exc:
@@ -173,6 +181,7 @@ async def serve(
                     AddressPolicy(parse_networks(settings.allow_target)),
                     relay_addrs,
                     reuse_port=settings.workers > 1,
+                    trusted_proxies=trusted,
                 ).start()
             except OSError as exc:
                 raise _cannot_listen("the bounce relay", *relay_addrs[0], exc) from exc
@@ -239,7 +248,7 @@ class _Site(web.TCPSite):
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
 
-def _site_urls(site: web.TCPSite, tls: bool) -> list[str]:
+def _site_urls(site: web.BaseSite, tls: bool) -> list[str]:
     scheme = "https" if tls else "http"
     out = []
     server = site._server  # the asyncio server, for the bound port when port 0 was asked

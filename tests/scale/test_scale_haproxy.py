@@ -42,12 +42,16 @@ def test_a_broken_config_is_refused(tmp_path: Path) -> None:
     assert r.returncode != 0
 
 
+LB_SOURCE = "127.0.0.9"  # haproxy's address towards the notaries, their --trusted-proxy
+
+
 def loopback_config(ports: dict[str, tuple[int, int]], lb: int, stats: int) -> str:
     """The shipped config with loopback addresses: ``ports[name] = (port, metrics port)``."""
     text = SHIPPED.read_text()
     for name, (port, mport) in ports.items():
         text, n = re.subn(rf"server {name} \S+ check port \d+",
-                          f"server {name} 127.0.0.1:{port} check port {mport}", text)
+                          f"server {name} 127.0.0.1:{port} source {LB_SOURCE} check port {mport}",
+                          text)
         assert n == 1, name
     text = text.replace("bind :8443", f"bind 127.0.0.1:{lb}")
     text = text.replace("bind :8404", f"bind 127.0.0.1:{stats}")
@@ -91,7 +95,8 @@ def test_two_notaries_behind_haproxy_share_redis_and_survive_one_dying(
                         shutil.copy2(first / f, tmp_path / n / f)
             notaries[n] = NotaryProcess(tmp_path / n, port, [
                 "--hosts-file", str(hosts), "--redis", redis_server.url,
-                "--redis-prefix", redis_prefix, "--metrics-listen", f"127.0.0.1:{mport}"])
+                "--redis-prefix", redis_prefix, "--metrics-listen", f"127.0.0.1:{mport}",
+                "--trusted-proxy", f"{LB_SOURCE}/32"])  # the shipped config sends PROXY v2
             notaries[n].start()
         lb, stats = free_port(), free_port()
         cfg = tmp_path / "haproxy.cfg"
