@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from notary.errors import BadInput, NotaryError
 from replay.cli import farm, report, reproduce, run, synth, workload
 from replay.errors import ReplayInputError, ReplayIOError
+from replay.overhead import cli as overhead
 from replay.rootstore import cli as rootstore
 
 DESCRIPTION = (
@@ -28,7 +29,7 @@ DESCRIPTION = (
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="replay", description=DESCRIPTION)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for command in (reproduce, synth, farm, workload, run, report, rootstore):
+    for command in (reproduce, synth, farm, workload, run, report, rootstore, overhead):
         command.add_parser(sub)
     return p
 

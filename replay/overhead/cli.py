@@ -1,0 +1,42 @@
+"""``replay overhead``: the thesis's HTTPS overhead over emulated network paths."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from replay.overhead.profiles import PROFILES
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    x = sub.add_parser(
+        "overhead", help="HTTPS overhead: whole-page https - http over emulated paths",
+        description="Whole-page downloads over http and https (TLS 1.2, 1.3, resumption; "
+        "non-persistent and persistent HTTP/1.1, 6 connections per host) through toxiproxy "
+        "path profiles; writes OUT/overhead.json and OUT/overhead.md beside the 2015 "
+        "thesis's figures.")
+    x.add_argument("--out", type=Path, required=True, help="output directory (required)")
+    x.add_argument("--profiles", default="thesis,lan,transatlantic,mobile",
+                   help=f"comma-separated path profiles ({', '.join(PROFILES)}; "
+                   "default: %(default)s)")
+    x.add_argument("--quick", action="store_true",
+                   help="a small page (24 objects), 3 rounds (under 3 minutes)")
+    x.add_argument("--repeats", type=int, default=0,
+                   help="measured rounds per profile and mode (default: 3 quick, 15 full)")
+    x.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    x.add_argument("--api-port", type=int, default=0,
+                   help="toxiproxy's API port on 127.0.0.1 (default: a free one)")
+    x.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    from replay.overhead.experiment import OverheadConfig, run_overhead
+    from replay.overhead.profiles import get_profiles
+    from replay.overhead.report import summary
+
+    cfg = OverheadConfig(out=a.out, profiles=tuple(get_profiles(a.profiles)), quick=a.quick,
+                         repeats=a.repeats, seed=a.seed, api_port=a.api_port)
+    doc = run_overhead(cfg)
+    print(summary(doc))
+    print(f"\nwritten: {a.out / 'overhead.json'}, {a.out / 'overhead.md'}")
+    return 0

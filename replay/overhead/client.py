@@ -1,0 +1,166 @@
+"""Whole-page download as a browser does it, on the standard library's http.client and ssl
+(OpenSSL): the HTML first, then every embedded object, at most six parallel connections per
+host (HTTP/1.1); non-persistent (a new TCP and TLS connection per object, ``Connection:
+close``) or persistent (keep-alive, the page's connection reused); TLS 1.2 or 1.3, full
+handshakes or resumed sessions (a session cache per host kept across page loads, as a
+browser's is between visits). Certificates are verified against the page's CA.
+"""
+
+from __future__ import annotations
+
+import http.client
+import queue
+import random
+import socket
+import ssl
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from replay.errors import ReplayIOError
+from replay.overhead.pages import Page, embedded
+from replay.overhead.profiles import PathProfile
+from replay.overhead.toxi import handshake_delay
+
+PARALLEL = 6  # a browser's connections per host over HTTP/1.1
+TIMEOUT = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    scheme: str  # "http" or "https"
+    persistent: bool
+    tls: str = ""  # "1.2" or "1.3" (https)
+    resume: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.scheme == "http":
+            return "http"
+        return f"tls{self.tls}" + ("+resume" if self.resume else "")
+
+    @property
+    def connections(self) -> str:
+        return "persistent" if self.persistent else "non-persistent"
+
+
+@dataclass
+class Counters:
+    connections: int = 0
+    resumed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, resumed: bool) -> None:
+        with self.lock:
+            self.connections += 1
+            self.resumed += int(resumed)
+
+
+class Browser:
+    """Loads pages through the emulated paths: ``ports[(scheme, host)]`` is the loopback
+    port of the toxiproxy proxy in front of that host's server."""
+
+    def __init__(self, ports: dict[tuple[str, str], int], profile: PathProfile, cafile: str,
+                 seed: int, handshake_rtt: bool = True) -> None:
+        self.ports = ports
+        self.profile = profile
+        self.handshake_rtt = handshake_rtt
+        self.rng = random.Random(seed)
+        self.rng_lock = threading.Lock()
+        self.ctx: dict[str, ssl.SSLContext] = {}
+        for v, tv in (("1.2", ssl.TLSVersion.TLSv1_2), ("1.3", ssl.TLSVersion.TLSv1_3)):
+            c = ssl.create_default_context(cafile=cafile)
+            c.minimum_version = c.maximum_version = tv
+            self.ctx[v] = c
+        self.sessions: dict[tuple[str, str], ssl.SSLSession] = {}
+        self.counters = Counters()
+
+    def connect(self, mode: Mode, host: str) -> http.client.HTTPConnection:
+        port = self.ports[(mode.scheme, host)]
+        sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.handshake_rtt:
+            with self.rng_lock:
+                delay = handshake_delay(self.profile, self.rng)
+            time.sleep(delay)
+        if mode.scheme == "https":
+            session = self.sessions.get((mode.tls, host)) if mode.resume else None
+            tls = self.ctx[mode.tls].wrap_socket(sock, server_hostname=host, session=session)
+            self.counters.add(bool(tls.session_reused))
+            sock = tls
+        else:
+            self.counters.add(False)
+        conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT)
+        conn.sock = sock
+        return conn
+
+    def get(self, conn: http.client.HTTPConnection, mode: Mode, host: str,
+            path: str) -> bytes:
+        sock = conn.sock  # http.client drops it once a "Connection: close" response is read
+        conn.request("GET", path, headers={
+            "Host": host, "Connection": "keep-alive" if mode.persistent else "close"})
+        r = conn.getresponse()
+        # the session (with TLS 1.3's ticket, which comes before the response) while the
+        # socket is open: reading a "Connection: close" body to its end closes it
+        if mode.resume and isinstance(sock, ssl.SSLSocket) and sock.session:
+            self.sessions[(mode.tls, host)] = sock.session
+        body = r.read()
+        if r.status != 200:
+            raise ReplayIOError(f"GET {mode.scheme}://{host}{path}: HTTP {r.status}")
+        return body
+
+    def load(self, page: Page, mode: Mode) -> float:
+        """Seconds from the page's request to the last byte of its last object."""
+        t0 = time.perf_counter()
+        try:
+            conn = self.connect(mode, page.host)
+            doc = self.get(conn, mode, page.host, "/")
+            idle: dict[str, list[http.client.HTTPConnection]] = defaultdict(list)
+            if mode.persistent:
+                idle[page.host].append(conn)
+            else:
+                conn.close()
+            by_host: dict[str, queue.SimpleQueue[str]] = defaultdict(queue.SimpleQueue)
+            counts: dict[str, int] = defaultdict(int)
+            for host, path in embedded(doc):
+                by_host[host].put(path)
+                counts[host] += 1
+            errors: list[BaseException] = []
+            opened: list[http.client.HTTPConnection] = list(idle[page.host])
+
+            def worker(host: str) -> None:
+                q = by_host[host]
+                c = idle[host].pop() if idle[host] else None
+                try:
+                    while True:
+                        try:
+                            path = q.get_nowait()
+                        except queue.Empty:
+                            return
+                        if c is None:
+                            c = self.connect(mode, host)
+                            opened.append(c)
+                        self.get(c, mode, host, path)
+                        if not mode.persistent:
+                            c.close()
+                            c = None
+                except (OSError, http.client.HTTPException, ReplayIOError) as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=worker, args=(h,), daemon=True)
+                       for h in counts for _ in range(min(PARALLEL, counts[h]))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(TIMEOUT * 4)
+            elapsed = time.perf_counter() - t0
+            for c in opened:
+                c.close()
+        except (OSError, http.client.HTTPException) as exc:
+            raise ReplayIOError(f"page load over {mode.scheme} failed: {exc}") from exc
+        if errors:
+            raise ReplayIOError(f"page load over {mode.scheme} failed: {errors[0]}")
+        if any(t.is_alive() for t in threads):
+            raise ReplayIOError("page load timed out")
+        return elapsed

@@ -1,0 +1,207 @@
+"""``replay overhead``: the thesis's https-minus-http page download time, measured on real
+TLS stacks over emulated paths (toxiproxy between the browser and the page's servers).
+
+For each path profile and connection mode (non-persistent, persistent), ``repeats`` rounds;
+each round loads the page once over http and once per TLS variant, in a shuffled order, and
+every https time is paired with the round's http time (overhead = https - http, in ms and in
+% of http). One unmeasured warm-up round precedes them (and fills the session caches of the
+``+resume`` variants, as a returning visitor's browser has them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from replay.errors import ReplayInputError, ReplayIOError
+from replay.overhead.client import Browser, Mode
+from replay.overhead.pages import FULL, QUICK, Page, make_page, save
+from replay.overhead.profiles import PathProfile
+from replay.overhead.toxi import Toxiproxy, find_toxiproxy, port_free, stop_process
+from replay.services import free_port
+
+VARIANTS = (("1.2", False), ("1.2", True), ("1.3", False), ("1.3", True))
+ROUNDS_PER_HANDSHAKE = {("1.2", False): 2, ("1.2", True): 1, ("1.3", False): 1,
+                        ("1.3", True): 1}  # extra round trips of a TLS connection set-up
+
+
+@dataclass(frozen=True)
+class OverheadConfig:
+    out: Path
+    profiles: tuple[PathProfile, ...]
+    quick: bool = True
+    repeats: int = 0  # 0: 3 quick, 15 full
+    seed: int = 1
+    api_port: int = 0  # toxiproxy's API port; 0: a free one
+
+    @property
+    def rounds(self) -> int:
+        return self.repeats or (3 if self.quick else 15)
+
+    def validate(self) -> None:
+        if not 0 <= self.repeats <= 1000:
+            raise ReplayInputError("--repeats must be in [0, 1000]")
+        if not 0 <= self.api_port <= 65535:
+            raise ReplayInputError("--api-port must be in [0, 65535]")
+        if self.api_port and not port_free(self.api_port):
+            raise ReplayInputError(f"port {self.api_port} on 127.0.0.1 is in use (--api-port)")
+
+
+def _pki(out: Path, page: Page) -> tuple[Path, Path, Path]:
+    from replay.pki import key_pem, make_ca, make_leaf, new_key, pem
+
+    now = dt.datetime.now(dt.UTC)
+    ca = make_ca("converge overhead test root", "converge replay", now)
+    key = new_key()
+    leaf = make_leaf(page.hosts, ca, key, now - dt.timedelta(days=1))
+    paths = out / "ca.pem", out / "chain.pem", out / "key.pem"
+    paths[0].write_bytes(ca.pem)
+    paths[1].write_bytes(pem(leaf))
+    paths[2].write_bytes(key_pem(key))
+    return paths
+
+
+def _tcp_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _waves(page: Page) -> int:
+    """Sequential connection set-ups on a non-persistent load's critical path: the page's,
+    then ceil(objects per host / 6) on the busiest host."""
+    per: dict[str, int] = {}
+    for h, _ in page.objects:
+        per[h] = per.get(h, 0) + 1
+    return 1 + max(math.ceil(n / 6) for n in per.values())
+
+
+def stats(http: list[float], https: list[float]) -> dict[str, Any]:
+    """Paired https - http in ms and % of http: median, mean, 75th and 90th percentiles."""
+    d = [(s - h) * 1000 for h, s in zip(http, https, strict=True)]
+    pc = [(s - h) / h * 100 for h, s in zip(http, https, strict=True)]
+
+    def q(xs: list[float], p: float) -> float:
+        ys = sorted(xs)
+        return ys[min(len(ys) - 1, max(0, math.ceil(p * len(ys)) - 1))]
+
+    mh, ms = statistics.fmean(http), statistics.fmean(https)
+    return {"n": len(d), "http_mean_s": mh, "https_mean_s": ms,
+            "median_ms": statistics.median(d), "mean_ms": statistics.fmean(d),
+            "p75_ms": q(d, 0.75), "p90_ms": q(d, 0.9),
+            "median_pct": statistics.median(pc), "mean_pct": statistics.fmean(pc),
+            "pct_of_means": (ms - mh) / mh * 100,
+            "http_s": http, "https_s": https}
+
+
+def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: bool,
+             variants: tuple[tuple[str, bool], ...], rounds: int, rng: random.Random,
+             progress: Any) -> dict[str, Any]:
+    modes = [Mode("http", persistent)] + [Mode("https", persistent, v, r) for v, r in variants]
+    times: dict[str, list[float]] = {m.label: [] for m in modes}
+    for i in range(rounds + 1):
+        order = list(modes)
+        rng.shuffle(order)
+        for m in order:
+            t = browser.load(page, m)
+            if i:  # round 0 warms up
+                times[m.label].append(t)
+        progress()
+    out: dict[str, Any] = {}
+    for v, r in variants:
+        label = Mode("https", persistent, v, r).label
+        s = stats(times["http"], times[label])
+        handshakes = 2 if persistent else _waves(page)
+        s["model_ms"] = handshakes * ROUNDS_PER_HANDSHAKE[(v, r)] * profile.rtt_ms
+        s["model_round_trips"] = handshakes * ROUNDS_PER_HANDSHAKE[(v, r)]
+        s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms else None
+        out[label] = s
+    return out
+
+
+def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
+    """Measure; write ``overhead.json`` and ``overhead.md`` under ``cfg.out``; the document."""
+    from replay.overhead.report import write_report
+
+    cfg.validate()
+    exe = find_toxiproxy()
+    try:
+        cfg.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReplayIOError(f"cannot create {cfg.out}: {exc}") from exc
+    shape = QUICK if cfg.quick else FULL
+    page = make_page(shape, cfg.seed)
+    save(page, cfg.out / "page.json")
+    cafile, chain, key = _pki(cfg.out, page)
+    variants = VARIANTS
+    api_port = cfg.api_port or free_port()
+    http_port, https_port = free_port(), free_port()
+    log = (cfg.out / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "replay.overhead.server", "--page", str(cfg.out / "page.json"),
+         "--cert", str(chain), "--key", str(key), "--http-port", str(http_port),
+         "--https-port", str(https_port), "--seconds", "3600"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    t_start = time.monotonic()
+    results: dict[str, Any] = {}
+    connections: dict[str, Any] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while not (_tcp_ready(http_port) and _tcp_ready(https_port)):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise ReplayIOError(f"the page server did not start (see "
+                                    f"{cfg.out / 'server.log'})")
+            time.sleep(0.1)
+        with Toxiproxy(exe, api_port, cfg.out / "toxiproxy.log") as tp:
+            ports: dict[tuple[str, str], int] = {}
+            names = []
+            for scheme, upstream in (("http", http_port), ("https", https_port)):
+                for h in page.hosts:
+                    name = f"{scheme}-{h}"
+                    ports[(scheme, h)] = tp.proxy(name, upstream)
+                    names.append(name)
+            total = len(cfg.profiles) * 2 * (cfg.rounds + 1)
+            done = [0]
+
+            def progress() -> None:
+                done[0] += 1
+                el = time.monotonic() - t_start
+                sys.stderr.write(f"\roverhead: {done[0]}/{total} rounds, {el:.0f} s")
+                sys.stderr.flush()
+
+            rng = random.Random(cfg.seed)
+            for profile in cfg.profiles:
+                for n in names:
+                    tp.shape(n, profile)
+                browser = Browser(ports, profile, str(cafile), cfg.seed)
+                results[profile.name] = {
+                    conn: _measure(browser, page, profile, conn == "persistent", variants,
+                                   cfg.rounds, rng, progress)
+                    for conn in ("non-persistent", "persistent")}
+                connections[profile.name] = {
+                    "opened": browser.counters.connections,
+                    "tls_resumed": browser.counters.resumed}
+            sys.stderr.write("\n")
+    finally:
+        stop_process(server)
+        log.close()
+    doc = {"config": {"quick": cfg.quick, "rounds": cfg.rounds, "seed": cfg.seed,
+                      "profiles": {p.name: asdict(p) for p in cfg.profiles},
+                      "page": {"objects": len(page.objects), "hosts": len(page.hosts),
+                               "bytes": page.total_bytes(), "html_bytes": page.html_bytes,
+                               "handshake_waves_non_persistent": _waves(page)},
+                      "seconds": round(time.monotonic() - t_start, 1)},
+           "results": results, "connections": connections}
+    write_report(cfg.out, doc)
+    return doc

@@ -1,0 +1,253 @@
+"""replay overhead: the path emulation checked against its settings (toxiproxy, built by
+scripts/install-toxiproxy), the TCP handshake's round trip accounted for, bad input as one
+line and exit 2, and a quick run whose TLS 1.2 overhead is the handshakes' round trips."""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from replay.cli import main
+from replay.overhead.profiles import PROFILES, PathProfile
+from replay.overhead.toxi import Toxiproxy, find_toxiproxy, handshake_delay
+from replay.services import free_port
+
+THESIS = PROFILES["thesis"]
+
+
+def within(measured: float, target: float, tol: float = 0.10) -> bool:
+    return abs(measured - target) <= tol * target
+
+
+class Upstream:
+    """A loopback TCP server: ``p`` -> one byte back (a ping); ``d<n>\\n`` -> n bytes;
+    ``u<n>\\n`` then n bytes -> one byte when all arrived."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c: socket.socket) -> None:
+        c.settimeout(30)
+        f = c.makefile("rb")
+        try:
+            for _ in range(100):
+                op = f.read(1)
+                if op == b"p":
+                    c.sendall(b"P")
+                elif op in (b"d", b"u"):
+                    n = int(f.readline())
+                    if op == b"d":
+                        c.sendall(b"\0" * n)
+                    else:
+                        f.read(n)
+                        c.sendall(b"U")
+                else:
+                    return
+        except OSError:
+            return
+        finally:
+            f.close()
+            c.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Upstream]:
+    u = Upstream()
+    yield u
+    u.close()
+
+
+@pytest.fixture(scope="module")
+def tp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
+    exe = find_toxiproxy()
+    with Toxiproxy(exe, free_port(), tmp_path_factory.mktemp("toxi") / "toxiproxy.log") as t:
+        yield t
+
+
+def _path(tp: Toxiproxy, upstream: Upstream, name: str, profile: PathProfile | None) -> int:
+    port = tp.proxy(name, upstream.port)
+    if profile is not None:
+        tp.shape(name, profile)
+    return port
+
+
+def _ping_ms(port: int, n: int = 7) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            s.sendall(b"p")
+            assert s.recv(1) == b"P"
+            times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _down_kbit(port: int, nbytes: int, rtt_ms: float) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"p")
+        s.recv(1)  # the connection is up end to end
+        t0 = time.perf_counter()
+        s.sendall(f"d{nbytes}\n".encode())
+        got = 0
+        while got < nbytes:
+            chunk = s.recv(65536)
+            assert chunk
+            got += len(chunk)
+        secs = time.perf_counter() - t0 - rtt_ms / 1000
+    return nbytes * 8 / 1000 / secs
+
+
+def _up_kbit(port: int, nbytes: int, rtt_ms: float) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"p")
+        s.recv(1)
+        t0 = time.perf_counter()
+        s.sendall(f"u{nbytes}\n".encode() + b"\0" * nbytes)
+        assert s.recv(1) == b"U"
+        secs = time.perf_counter() - t0 - rtt_ms / 1000
+    return nbytes * 8 / 1000 / secs
+
+
+def test_thesis_profile_rtt_and_bandwidth_match_settings(tp: Toxiproxy,
+                                                         upstream: Upstream) -> None:
+    port = _path(tp, upstream, "check-thesis", THESIS)
+    rtt = _ping_ms(port)
+    assert within(rtt, THESIS.rtt_ms), rtt
+    # medians of three transfers of ~0.6 s each (the machine is shared)
+    down = statistics.median(_down_kbit(port, 375_000, rtt) for _ in range(3))
+    assert within(down, THESIS.down_kbit), down
+    up = statistics.median(_up_kbit(port, 75_000, rtt) for _ in range(3))
+    assert within(up, THESIS.up_kbit), up
+
+
+def test_unshaped_path_fails_the_same_check(tp: Toxiproxy, upstream: Upstream) -> None:
+    """The twin: without the profile's toxics the same measurements miss its settings."""
+    port = _path(tp, upstream, "check-bare", None)
+    rtt = _ping_ms(port)
+    assert not within(rtt, THESIS.rtt_ms), rtt
+    assert not within(_down_kbit(port, 600_000, rtt), THESIS.down_kbit)
+
+
+def test_tcp_handshake_round_trip_is_added_at_connect(tp: Toxiproxy,
+                                                      upstream: Upstream) -> None:
+    """toxiproxy accepts at once, so connect() + one exchange is one RTT, not a real path's
+    two; the clients' handshake_delay makes it two (the first-byte time a browser sees)."""
+    import random
+
+    port = _path(tp, upstream, "check-connect", THESIS)
+    rng = random.Random(1)
+
+    def first_byte(added: bool) -> float:
+        t0 = time.perf_counter()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            connected = time.perf_counter() - t0
+            assert connected < 0.02  # accepted locally: no round trip
+            if added:
+                time.sleep(handshake_delay(THESIS, rng))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(b"p")
+            assert s.recv(1) == b"P"
+        return (time.perf_counter() - t0) * 1000
+
+    with_rtt = statistics.median(first_byte(True) for _ in range(5))
+    without = statistics.median(first_byte(False) for _ in range(5))
+    assert within(with_rtt, 2 * THESIS.rtt_ms), with_rtt
+    assert not within(without, 2 * THESIS.rtt_ms), without
+    assert within(without, THESIS.rtt_ms), without
+
+
+# ------------------------------------------------------------------ bad input: one line, 2
+
+
+def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("replay: error: ")
+    return err
+
+
+def test_unknown_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = _one_line_exit_2(["overhead", "--out", str(tmp_path), "--profiles", "thesis,moon"],
+                           capsys)
+    assert "unknown path profile 'moon'" in err
+
+
+def test_api_port_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        err = _one_line_exit_2(["overhead", "--out", str(tmp_path), "--api-port",
+                                str(port)], capsys)
+    assert f"port {port} on 127.0.0.1 is in use" in err
+
+
+def test_emulator_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPLAY_TOXIPROXY", str(tmp_path / "no-such-toxiproxy"))
+    err = _one_line_exit_2(["overhead", "--out", str(tmp_path / "o"), "--quick"], capsys)
+    assert "path emulator" in err
+    assert not (tmp_path / "o" / "overhead.json").exists()
+
+
+def test_good_input_is_not_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """The twin of the bad-input tests: the same checks pass known profiles and free ports."""
+    from replay.overhead.experiment import OverheadConfig
+    from replay.overhead.profiles import get_profiles
+
+    assert [p.name for p in get_profiles("thesis, lan")] == ["thesis", "lan"]
+    OverheadConfig(out=Path("x"), profiles=(THESIS,), api_port=free_port()).validate()
+
+
+# ------------------------------------------------------------------ the quick run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_quick_run_overhead_is_the_handshakes_round_trips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["overhead", "--out", str(out), "--quick", "--profiles", "thesis,lan",
+                 "--repeats", "2"]) == 0
+    doc = json.loads((out / "overhead.json").read_text())
+    for prof in ("thesis", "lan"):
+        for conn in ("non-persistent", "persistent"):
+            for v in ("tls1.2", "tls1.2+resume", "tls1.3", "tls1.3+resume"):
+                s = doc["results"][prof][conn][v]
+                for k in ("median_ms", "mean_ms", "median_pct", "mean_pct"):
+                    assert isinstance(s[k], float), (prof, conn, v, k)
+                assert s["n"] == 2
+    np12 = doc["results"]["thesis"]["non-persistent"]["tls1.2"]
+    np13 = doc["results"]["thesis"]["non-persistent"]["tls1.3"]
+    # TLS 1.2 non-persistent: about 2 RTT per connection wave on the critical path
+    assert 0.75 * np12["model_ms"] <= np12["mean_ms"] <= 1.4 * np12["model_ms"], np12
+    # the twin: TLS 1.3's one round trip per handshake is measurably less
+    assert np12["mean_ms"] - np13["mean_ms"] >= 0.5 * (np12["model_ms"] - np13["model_ms"])
+    assert doc["connections"]["thesis"]["tls_resumed"] > 0
+    md = (out / "overhead.md").read_text()
+    assert "436 ms" in md and "16.1%" in md and "| measured |" in md and "| model" in md
