@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from notary import keys, logpolicy
+from notary.ca.checker import build_checker
 from notary.config import Settings, parse_listen
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.errors import BadConfig, StoreUnavailable
@@ -35,7 +36,7 @@ from notary.metrics_aggregate import AggregateServer
 from notary.proxyproto import ProxySite, parse_trusted
 from notary.relay import Relay
 from notary.store.sqlite import SQLiteStore
-from notary.tlog.note import Signer
+from notary.tlog.note import NoteError, Signer, Verifier
 from notary.web import CONNS, SERVICE, build_resolver, create_app
 
 READY_KEY = "readyz.invalid:0"  # /readyz reads this (absent) record through to the store
@@ -53,9 +54,24 @@ def server_ssl_context(identity: Identity) -> ssl.SSLContext:
     return ctx
 
 
+def check_files(settings: Settings) -> None:
+    """Read every file and value a worker would read at start (hosts file, CA roots and
+    trust list, witness keys), so a bad one stops the start with one line before any worker
+    runs (raises :class:`BadConfig`)."""
+    build_resolver(settings)
+    build_checker(settings.verifier, settings.ca_roots, settings.ca_trust,
+                  settings.ca_no_mozilla)
+    for _, vkey in settings.log_witnesses():
+        try:
+            Verifier.parse(vkey)
+        except NoteError as exc:
+            raise BadConfig(f"--log-witness key {vkey!r}: {exc}") from exc
+
+
 def prepare(settings: Settings) -> Identity:
     """Check settings, create the data directory, key, certificate and database schema."""
     settings.check()
+    check_files(settings)
     try:
         keys.private_dir(settings.data_dir)
     except OSError as exc:
@@ -296,8 +312,12 @@ def _cannot_listen(what: str, host: str, port: int, exc: OSError) -> BadConfig:
 
 
 def preflight_listen(settings: Settings) -> None:
-    """Bind every listen address once (as the workers will) and release it, so a port in
-    use or not permitted stops the start with one line instead of N dying workers."""
+    """Bind every listen address once and release it, so a port in use or not permitted
+    stops the start with one line instead of N dying workers.
+
+    The bind is made without ``SO_REUSEPORT`` whatever the worker count: the workers share
+    their port with each other through it, and with it a second notary on a port another
+    notary already serves would bind too and take half of its clients (to another pin)."""
     specs = [("the notary", a) for a in settings.listen_addrs()]
     specs += [("the bounce relay", parse_listen(s)) for s in settings.relay_listen]
     for what, (host, port) in specs:
@@ -310,8 +330,8 @@ def preflight_listen(settings: Settings) -> None:
         for family, kind, proto, _, addr in infos:
             with socket.socket(family, kind, proto) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if settings.workers > 1:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 try:
                     sock.bind(addr)
                 except OSError as exc:
@@ -342,7 +362,7 @@ def run(settings: Settings, *, access_log: bool = False) -> int:
 
 def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
     ctx = multiprocessing.get_context("spawn")
-    stopping = False
+    stopping = failed = False
 
     def on_signal(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -398,7 +418,7 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
             restarts = [t for t in restarts if now - t < 60] + [now]
             if len(restarts) > 10 * settings.workers:
                 log.error("workers keep dying (%d restarts in 60 s); stopping", len(restarts))
-                stopping = True
+                stopping = failed = True
                 break
             log.warning("worker %d exited with code %s; restarting", p.pid, p.exitcode)
             workers[i] = start(i)
@@ -411,7 +431,7 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
             p.kill()
     if aggregate is not None:
         aggregate.close()
-    return 0
+    return 1 if failed else 0
 
 
 __all__ = ["prepare", "run", "serve", "server_ssl_context"]
