@@ -3,7 +3,8 @@
 synth -> farm -> notary (``--verifier both``) -> workload -> open-loop run -> report, then
 the restricted-root-store comparison on the replay notary's own observations (weighted by
 the replay's requests), the root-store worlds (the thesis's popularity and models that are
-not the thesis's), and the client cost of Table 4; every table of the study and the thesis
+not the thesis's), the client cost of Table 4 and the thesis's HTTPS overhead over emulated
+paths (``replay overhead --quick``); every table of the study and the thesis
 side by side at the end, in the terminal and in ``OUT/reproduce.md``.
 
 Long steps show a progress bar with an ETA on stderr. Ctrl-C stops cleanly: the servers are
@@ -55,6 +56,7 @@ class ReproduceConfig:
     world_sites: int = 1500
     worlds: tuple[str, ...] = WORLD_MODELS
     client_bench: bool = True
+    overhead: bool = True  # the thesis's HTTPS overhead (replay overhead --quick)
     timeout: float = 10.0  # per replayed request
 
     def validate(self) -> None:
@@ -303,6 +305,18 @@ def _step_client_cost(st: State) -> None:
     st.tables.append(Table("Table 4: client cost of one validation", tuple(rows)))
 
 
+def _step_overhead(st: State) -> None:
+    """The thesis's HTTPS overhead over emulated paths (``replay overhead --quick``)."""
+    out = st.cfg.out
+    quick("https overhead (thesis)", lambda: run(
+        [bin_path("replay"), "overhead", "--quick", "--out", str(out / "overhead"), "--seed",
+         str(st.cfg.seed)], out / "overhead.log", timeout=900))
+    doc = json.loads((out / "overhead" / "overhead.json").read_text())
+    for t in doc["tables"]:
+        st.tables.append(Table(t["title"], tuple(Row(*r) for r in t["rows"]),
+                               paper_label="thesis", footnote=t.get("footnote", "")))
+
+
 STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
     ("synth", _step_synth),
     ("farm and notary", _step_farm_and_notary),
@@ -312,6 +326,7 @@ STEPS: tuple[tuple[str, Callable[[State], None]], ...] = (
     ("root store: comparison", _step_compare),
     ("root store: worlds", _step_worlds),
     ("client cost", _step_client_cost),
+    ("https overhead", _step_overhead),
 )
 
 
@@ -340,6 +355,8 @@ def reproduce(cfg: ReproduceConfig, stream: TextIO | None = None) -> int:
             if name == "root store: worlds" and not cfg.worlds:
                 continue
             if name == "client cost" and not cfg.client_bench:
+                continue
+            if name == "https overhead" and not cfg.overhead:
                 continue
             stopped = name
             step(st)

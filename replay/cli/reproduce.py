@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "(default: thesis,zipf:0.8,zipf:1.2,uniform; empty: none)")
     x.add_argument("--no-client-cost", action="store_true",
                    help="skip the client-cost benchmark of Table 4 (default: run it)")
+    x.add_argument("--no-overhead", action="store_true",
+                   help="skip the thesis's HTTPS overhead (replay overhead --quick; default: "
+                   "run it)")
     x.set_defaults(func=run)
 
 
@@ -37,5 +40,5 @@ def run(a: argparse.Namespace) -> int:
     cfg = ReproduceConfig(out=a.out, scale=a.scale, duration=a.duration, speed=a.speed,
                           seed=a.seed, world_sites=a.world_sites,
                           worlds=worlds if a.worlds is not None else WORLD_MODELS,
-                          client_bench=not a.no_client_cost)
+                          client_bench=not a.no_client_cost, overhead=not a.no_overhead)
     return reproduce(cfg)

@@ -251,3 +251,18 @@ def test_quick_run_overhead_is_the_handshakes_round_trips(
     assert doc["connections"]["thesis"]["tls_resumed"] > 0
     md = (out / "overhead.md").read_text()
     assert "436 ms" in md and "16.1%" in md and "| measured |" in md and "| model" in md
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_reproduce_step_puts_the_overhead_tables_beside_the_others(tmp_path: Path) -> None:
+    from replay.reproduce import ReproduceConfig, State, _step_overhead
+    from replay.services import Services
+
+    st = State(ReproduceConfig(out=tmp_path), Services(tmp_path))
+    _step_overhead(st)
+    titles = [t.title for t in st.tables]
+    assert any(t.startswith("Thesis Tables 1-2") for t in titles), titles
+    assert any(t.startswith("HTTPS overhead (https - http)") for t in titles), titles
+    assert all(t.rows for t in st.tables)
+    assert (tmp_path / "overhead" / "overhead.md").exists()

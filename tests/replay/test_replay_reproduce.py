@@ -26,8 +26,8 @@ def test_reproduce_runs_every_step_and_prints_every_table(tmp_path: Path) -> Non
     out = tmp_path / "rp"
     r = subprocess.run([str(REPLAY), "reproduce", "--out", str(out), "--scale", "0.005",
                         "--duration", "40", "--speed", "4", "--world-sites", "80",
-                        "--worlds", "thesis,zipf:1.0"], capture_output=True, text=True,
-                       timeout=280)
+                        "--worlds", "thesis,zipf:1.0", "--no-overhead"],
+                       capture_output=True, text=True, timeout=280)
     assert r.returncode == 0, r.stderr[-3000:]
     for title in TITLES:
         assert title in r.stdout, title
