@@ -12,6 +12,12 @@ Contract (one suite tests every implementation: ``tests/notary/test_store_contra
 
 Optional, :class:`ChainStore` (memory, SQLite and Redis implement it; other stores need not):
 
+Optional, :class:`BudgetStore` (SQLite and Redis; notary/store/budget.py):
+
+* ``touch(locations, now)`` marks records used (a cache hit); ``usage()`` gives the accounted
+  ``(records, bytes)`` per class (``False``: own, ``True``: client-named);
+  ``enforce(now)`` expires and evicts down to the budget (``observe`` calls it).
+
 * ``save_chain(location, sha256, chain, now)`` keeps the chain presented with the leaf of
   that SHA-256 (last write wins); ``get_chain`` returns it or ``None``; ``chains(limit)``
   returns at most ``limit`` stored chains, for analysis.
@@ -19,6 +25,7 @@ Optional, :class:`ChainStore` (memory, SQLite and Redis implement it; other stor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -63,4 +70,13 @@ class ChainStore(Protocol):
     async def chains(self, limit: int) -> list[StoredChain]: ...
 
 
-__all__ = ["ChainStore", "Store", "StoredChain", "TargetRecord"]
+@runtime_checkable
+class BudgetStore(Protocol):
+    async def touch(self, locations: Sequence[str], now: int) -> None: ...
+
+    async def usage(self) -> dict[bool, tuple[int, int]]: ...
+
+    async def enforce(self, now: int) -> int: ...
+
+
+__all__ = ["BudgetStore", "ChainStore", "Store", "StoredChain", "TargetRecord"]

@@ -7,11 +7,15 @@ callers that are about to do expensive work on a cached record's say-so (a live 
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import replace
 
 from notary.core.fingerprint import CertDigests
-from notary.store.base import ChainStore, Store, StoredChain, TargetRecord
+from notary.store.base import BudgetStore, ChainStore, Store, StoredChain, TargetRecord
+
+USES_BATCH = 256  # cache hits remembered before they are written to the durable store
+USES_EVERY = 1.0  # seconds between such writes
 
 
 class CachedStore:
@@ -21,6 +25,8 @@ class CachedStore:
         self.backend = backend
         self._max = max_entries
         self._lru: OrderedDict[str, TargetRecord] = OrderedDict()
+        self._uses: dict[str, int] = {}  # location -> last hit, not yet written
+        self._uses_at = time.monotonic()
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -56,6 +62,23 @@ class CachedStore:
         rec = self._lru.get(location)
         if rec is not None and rec.version == version:
             self._lru[location] = replace(rec, body=body)
+
+    def used(self, location: str, now: int) -> bool:
+        """Remember a cache hit on ``location`` (the budget's last use); True when the
+        remembered hits are due to be written (:meth:`flush_uses`)."""
+        if not isinstance(self.backend, BudgetStore):
+            return False
+        self._uses[location] = now
+        return (len(self._uses) >= USES_BATCH
+                or time.monotonic() - self._uses_at >= USES_EVERY)
+
+    async def flush_uses(self) -> None:
+        """Write the remembered hits to the durable store (raises StoreUnavailable; the
+        hits are then forgotten: a lost last use only makes a record evicted earlier)."""
+        uses, self._uses = self._uses, {}
+        self._uses_at = time.monotonic()
+        if uses and isinstance(self.backend, BudgetStore):
+            await self.backend.touch(list(uses), max(uses.values()))
 
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int

@@ -46,20 +46,31 @@ from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, Observation, ordered
 from notary.errors import BadData, StoreUnavailable
 from notary.store.base import StoredChain, TargetRecord
+from notary.store.budget import (
+    EVICT_ROUNDS,
+    EXPIRE_EVERY,
+    OBSERVATION_BYTES,
+    ROW_OVERHEAD,
+    UNBOUNDED,
+    Budget,
+)
 from notary.store.chain import decode_chain, encode_chain
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 Driver = Literal["aiosqlite", "thread"]
 DRIVERS: tuple[Driver, ...] = ("aiosqlite", "thread")
 log = logging.getLogger("notary.store")
 
 _ORDER = "last_seen DESC, first_seen DESC, sha256"  # history.ordered, in SQL
-_SCHEMA = (
+_TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS targets (
     location TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
-    body BLOB
+    body BLOB,
+    named INTEGER NOT NULL DEFAULT 0,
+    useful INTEGER NOT NULL DEFAULT 0,
+    last_used INTEGER NOT NULL DEFAULT 0
 )""",
     """CREATE TABLE IF NOT EXISTS observations (
     location TEXT NOT NULL,
@@ -76,12 +87,31 @@ _SCHEMA = (
     seen INTEGER NOT NULL,
     PRIMARY KEY (location, sha256)
 ) WITHOUT ROWID""",
-    # Every upsert of an observation is a change of the record: new version, body unsigned.
-    # BEFORE, so that the statement's RETURNING clause sees the new version.
-    """CREATE TRIGGER IF NOT EXISTS observation_bumps_version
+    # the budget's accounting, per class (0: own records, 1: client-named), kept by triggers
+    """CREATE TABLE IF NOT EXISTS usage (
+    named INTEGER PRIMARY KEY,
+    records INTEGER NOT NULL,
+    bytes INTEGER NOT NULL
+)""",
+)
+# columns schema 5 added to targets (older files gain them by ALTER TABLE)
+_TARGET_COLUMNS = {
+    "named": "INTEGER NOT NULL DEFAULT 0",
+    "useful": "INTEGER NOT NULL DEFAULT 0",
+    "last_used": "INTEGER NOT NULL DEFAULT 0",
+}
+_NAMED = "(instr({0}.location, '/') > 0)"  # budget.is_named, in SQL
+_R = ROW_OVERHEAD
+_TRIGGERS = (
+    # Every upsert of an observation is a change of the record: new version, body unsigned,
+    # used now (a second observation means a client asked again). BEFORE, so that the
+    # statement's RETURNING clause sees the new version.
+    f"""CREATE TRIGGER IF NOT EXISTS observation_bumps_version
 BEFORE INSERT ON observations BEGIN
-    INSERT INTO targets(location, version, body) VALUES (NEW.location, 1, NULL)
-    ON CONFLICT(location) DO UPDATE SET version = version + 1, body = NULL;
+    INSERT INTO targets(location, version, body, named, useful, last_used)
+    VALUES (NEW.location, 1, NULL, {_NAMED.format("NEW")}, 0, NEW.last_seen)
+    ON CONFLICT(location) DO UPDATE SET version = version + 1, body = NULL, useful = 1,
+        last_used = max(last_used, excluded.last_used);
 END""",
     f"""CREATE TRIGGER IF NOT EXISTS history_keeps_the_latest
 AFTER INSERT ON observations
@@ -94,7 +124,61 @@ END""",
 AFTER DELETE ON observations BEGIN
     DELETE FROM chains WHERE location = OLD.location AND sha256 = OLD.sha256;
 END""",
+    # an evicted record takes its history and chains with it
+    """CREATE TRIGGER IF NOT EXISTS evicted_record_drops_rows
+AFTER DELETE ON targets BEGIN
+    DELETE FROM observations WHERE location = OLD.location;
+    DELETE FROM chains WHERE location = OLD.location;
+END""",
+    # the accounting (notary/store/budget.py): records and bytes per class
+    f"""CREATE TRIGGER IF NOT EXISTS usage_target_in AFTER INSERT ON targets BEGIN
+    UPDATE usage SET records = records + 1, bytes = bytes + {_R} + length(NEW.location)
+        + coalesce(length(NEW.body), 0) WHERE named = NEW.named;
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_target_out AFTER DELETE ON targets BEGIN
+    UPDATE usage SET records = records - 1, bytes = bytes - {_R} - length(OLD.location)
+        - coalesce(length(OLD.body), 0) WHERE named = OLD.named;
+END""",
+    """CREATE TRIGGER IF NOT EXISTS usage_body AFTER UPDATE OF body ON targets BEGIN
+    UPDATE usage SET bytes = bytes + coalesce(length(NEW.body), 0)
+        - coalesce(length(OLD.body), 0) WHERE named = NEW.named;
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_observation_in AFTER INSERT ON observations BEGIN
+    UPDATE usage SET bytes = bytes + {_R + OBSERVATION_BYTES} + length(NEW.location)
+        WHERE named = {_NAMED.format("NEW")};
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_observation_out AFTER DELETE ON observations BEGIN
+    UPDATE usage SET bytes = bytes - {_R + OBSERVATION_BYTES} - length(OLD.location)
+        WHERE named = {_NAMED.format("OLD")};
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_chain_in AFTER INSERT ON chains BEGIN
+    UPDATE usage SET bytes = bytes + {_R} + length(NEW.location) + length(NEW.chain)
+        WHERE named = {_NAMED.format("NEW")};
+END""",
+    """CREATE TRIGGER IF NOT EXISTS usage_chain_change AFTER UPDATE OF chain ON chains BEGIN
+    UPDATE usage SET bytes = bytes + length(NEW.chain) - length(OLD.chain)
+        WHERE named = (instr(NEW.location, '/') > 0);
+END""",
+    f"""CREATE TRIGGER IF NOT EXISTS usage_chain_out AFTER DELETE ON chains BEGIN
+    UPDATE usage SET bytes = bytes - {_R} - length(OLD.location) - length(OLD.chain)
+        WHERE named = {_NAMED.format("OLD")};
+END""",
+    "CREATE INDEX IF NOT EXISTS targets_eviction ON targets(named, useful, last_used)",
+    "CREATE INDEX IF NOT EXISTS targets_last_used ON targets(named, last_used)",
 )
+# the accounting recomputed from the rows (a new or upgraded file)
+_RECOUNT = f"""
+INSERT OR REPLACE INTO usage(named, records, bytes)
+SELECT c.named,
+    (SELECT count(*) FROM targets t WHERE t.named = c.named),
+    coalesce((SELECT sum({_R} + length(location) + coalesce(length(body), 0))
+              FROM targets t WHERE t.named = c.named), 0)
+  + coalesce((SELECT sum({_R + OBSERVATION_BYTES} + length(location)) FROM observations o
+              WHERE {_NAMED.format("o")} = c.named), 0)
+  + coalesce((SELECT sum({_R} + length(location) + length(chain)) FROM chains h
+              WHERE {_NAMED.format("h")} = c.named), 0)
+FROM (SELECT 0 AS named UNION ALL SELECT 1) c
+"""
 _GET = """
 SELECT t.version, t.body, o.sha1, o.sha256, o.first_seen, o.last_seen
 FROM targets t LEFT JOIN observations o ON o.location = t.location
@@ -214,16 +298,31 @@ async def _migrate(db: _Conn, path: str) -> None:
     them migrate and the others find the version already recorded."""
     await db.fetchall("BEGIN IMMEDIATE")
     try:
-        for statement in _SCHEMA:
+        for statement in _TABLES:
             await db.fetchall(statement)
         row = await db.fetchall("SELECT value FROM meta WHERE key = 'schema_version'")
         version = int(row[0][0]) if row else None
+        have = {str(r[1]) for r in await db.fetchall("PRAGMA table_info(targets)")}
+        for column, decl in _TARGET_COLUMNS.items():
+            if column not in have:
+                await db.fetchall(f"ALTER TABLE targets ADD COLUMN {column} {decl}")
+        if version is not None and version < 5:  # the trigger schema 5 changed
+            await db.fetchall("DROP TRIGGER IF EXISTS observation_bumps_version")
+            await db.fetchall(
+                f"UPDATE targets SET named = {_NAMED.format('targets')}, last_used = coalesce("
+                "(SELECT max(last_seen) FROM observations o WHERE o.location = targets.location),"
+                " 0)")
+        for statement in _TRIGGERS:
+            await db.fetchall(statement)
         dropped = 0
         if version is None or version < 3:
             dropped = int((await db.fetchall("SELECT count(*) FROM targets"))[0][0])
             if dropped:
                 for table in ("chains", "observations", "targets"):
                     await db.fetchall(f"DELETE FROM {table}")
+        counted = await db.fetchall("SELECT count(*) FROM usage")
+        if version is None or version < 5 or int(counted[0][0]) != 2:
+            await db.fetchall(_RECOUNT)
         if version is None or version < SCHEMA_VERSION:
             await db.fetchall(
                 "INSERT INTO meta(key, value) VALUES ('schema_version', ?)"
@@ -243,15 +342,26 @@ async def _migrate(db: _Conn, path: str) -> None:
         )
 
 
+_USAGE = "SELECT named, records, bytes FROM usage ORDER BY named"
+_EVICT = """DELETE FROM targets WHERE location IN (SELECT location FROM targets WHERE named = ?
+ORDER BY useful, last_used LIMIT ?)"""
+_EXPIRE = "DELETE FROM targets WHERE named = ? AND last_used < ?"
+_TOUCH_BATCH = 500  # locations per touch statement
+
+
 class SQLiteStore:
-    def __init__(self, db: _Conn, path: str, driver: Driver) -> None:
+    def __init__(self, db: _Conn, path: str, driver: Driver, budget: Budget) -> None:
         self._db = db
         self.path = path
         self.driver = driver
+        self.budget = budget
+        self.evicted = 0  # records this process evicted or expired
+        self._expired_at = 0
 
     @classmethod
     async def open(
-        cls, path: str | Path, *, busy_timeout_ms: int = 5000, driver: Driver = "aiosqlite"
+        cls, path: str | Path, *, busy_timeout_ms: int = 5000, driver: Driver = "aiosqlite",
+        budget: Budget = UNBOUNDED,
     ) -> SQLiteStore:
         if driver not in DRIVERS:
             raise ValueError(f"unknown SQLite driver {driver!r}")
@@ -268,7 +378,7 @@ class SQLiteStore:
         except BaseException:
             await db.close()
             raise
-        return cls(db, path, driver)
+        return cls(db, path, driver, budget)
 
     async def _run(self, what: str, sql: str, params: Sequence[object]) -> Rows:
         """One statement; SQLite errors and a closed store -> StoreUnavailable."""
@@ -292,7 +402,46 @@ class SQLiteStore:
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
         rows = await self._run("write", _OBSERVE, (location, seen.sha256, seen.sha1, int(now)))
         version, text = rows[0]
+        await self.enforce(int(now))
         return TargetRecord(location, _returned_history(text), int(version), None)
+
+    async def usage(self) -> dict[bool, tuple[int, int]]:
+        """Accounted (records, bytes) per class: ``{False: own, True: named}``."""
+        rows = await self._run("read", _USAGE, ())
+        return {bool(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+    async def touch(self, locations: Sequence[str], now: int) -> None:
+        """Mark records as used at ``now`` (they answered a request from the cache)."""
+        for i in range(0, len(locations), _TOUCH_BATCH):
+            batch = list(locations[i : i + _TOUCH_BATCH])
+            marks = ",".join("?" * len(batch))
+            await self._run("write", "UPDATE targets SET useful = 1, last_used = max(last_used,"
+                            f" ?) WHERE location IN ({marks})", [int(now), *batch])
+
+    async def enforce(self, now: int) -> int:
+        """Apply the budget: drop records past their time to live (at most once per
+        :data:`EXPIRE_EVERY` seconds), then evict the least useful records of a class over
+        its caps. Returns how many records went."""
+        budget, gone = self.budget, 0
+        if now - self._expired_at >= EXPIRE_EVERY:
+            self._expired_at = now
+            for named in (False, True):
+                ttl = budget.ttl_of(named)
+                if ttl:
+                    rows = await self._run("write", _EXPIRE + " RETURNING 1",
+                                           (int(named), now - ttl))
+                    gone += len(rows)
+        for _ in range(EVICT_ROUNDS):
+            excess = {named: budget.excess(named, records, nbytes)
+                      for named, (records, nbytes) in (await self.usage()).items()}
+            if not any(excess.values()):
+                break
+            for named, count in excess.items():
+                if count:
+                    gone += len(await self._run("write", _EVICT + " RETURNING 1",
+                                                (int(named), count)))
+        self.evicted += gone
+        return gone
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
         await self._run("write", _SAVE_BODY, (body, location, version))
