@@ -9,18 +9,21 @@ stops them all on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import errno
 import logging
 import multiprocessing
+import os
 import queue
 import signal
 import socket
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -35,10 +38,12 @@ from notary.metrics import Metrics, create_metrics_app
 from notary.metrics_aggregate import AggregateServer
 from notary.proxyproto import ProxySite, parse_trusted
 from notary.relay import Relay
+from notary.service import ExtSigner
 from notary.store.sqlite import SQLiteStore
 from notary.tlog.note import NoteError, Signer, Verifier
-from notary.web import CONNS, SERVICE, build_resolver, create_app
+from notary.web import CONNS, INFO, SERVICE, build_resolver, create_app
 
+PID_FILE = "notary.pid"  # `notary reload` sends SIGHUP to the process named here
 READY_KEY = "readyz.invalid:0"  # /readyz reads this (absent) record through to the store
 
 log = logging.getLogger("notary")
@@ -211,6 +216,8 @@ async def serve(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(signal.SIGHUP, reload_keys, app, settings, identity,
+                                    ssl_ctx)
         await stop.wait()
     finally:
         if relay is not None:
@@ -219,6 +226,51 @@ async def serve(
             await metrics_runner.cleanup()
         await runner.cleanup()
         uninstall()
+
+
+def reload_keys(app: web.Application, settings: Settings, running_identity: Identity,
+                ssl_ctx: ssl.SSLContext | None) -> bool:
+    """Read the signing key and the TLS certificate again (SIGHUP, ``notary reload``).
+
+    New answers are signed with the new Ed25519 key at once (signed answers kept for reuse
+    are dropped) and new TLS handshakes present the new certificate; open connections go on
+    untouched. A certificate whose key is not the running RSA key is refused: that key signs
+    the legacy answers kept in the store, so changing it is a new notary identity (a restart
+    with a new pin). Anything unreadable leaves everything as it was; one log line says what
+    happened. Returns whether the reload was applied.
+    """
+    running = app[INFO]
+    try:
+        signing = keys.load_signing_key(settings.signing_key_path)
+        identity = keys.load(settings.key_path, settings.cert_path)
+        if settings.tls:
+            fresh = server_ssl_context(identity)  # proves the pair loads before swapping
+            del fresh
+    except (BadConfig, OSError, ssl.SSLError) as exc:
+        log.error("reload refused, still serving with the keys loaded before: %s",
+                  getattr(exc, "message", None) or exc)
+        return False
+    service = app[SERVICE]
+    old_pub = running_identity.key.public_key()  # signs the legacy answers
+    if identity.key.public_key().public_numbers() != old_pub.public_numbers():
+        log.error("reload refused: %s holds another RSA key than the running one (a new pin "
+                  "and identity: restart the notary and publish a new bundle)",
+                  settings.key_path)
+        return False
+    if ssl_ctx is not None:
+        ssl_ctx.load_cert_chain(identity.cert_path, identity.key_path)
+    ext = ExtSigner(signing)
+    service._ext_signer = ext  # noqa: SLF001
+    service._ext_answers.clear()  # noqa: SLF001 - answers signed with the previous key
+    running["signing_key_id"] = ext.key_id
+    running["pin_sha1"], running["pin_sha256"] = identity.pin_sha1, identity.pin_sha256
+    log.warning("reloaded: signing key id %s, certificate pin SHA-1 %s", ext.key_id,
+                identity.pin_sha1)
+    return True
+
+
+def pid_path(settings: Settings) -> Path:
+    return settings.data_dir / PID_FILE
 
 
 def log_signer(settings: Settings) -> Signer | None:
@@ -352,12 +404,29 @@ def run(settings: Settings, *, access_log: bool = False) -> int:
     """Prepare, then serve in this process (1 worker) or supervise N worker processes."""
     identity = prepare(settings)
     preflight_listen(settings)
-    if settings.workers == 1:
-        _install_uvloop()
-        asyncio.run(serve(settings, identity, on_ready=_announce(settings, identity),
-                          access_log=access_log))
-        return 0
-    return _supervise(settings, identity, access_log)
+    with _pid_file(settings):
+        if settings.workers == 1:
+            _install_uvloop()
+            asyncio.run(serve(settings, identity, on_ready=_announce(settings, identity),
+                              access_log=access_log))
+            return 0
+        return _supervise(settings, identity, access_log)
+
+
+@contextlib.contextmanager
+def _pid_file(settings: Settings) -> Iterator[None]:
+    """DATA/notary.pid names this process while it serves (for ``notary reload``)."""
+    path, mine = pid_path(settings), f"{os.getpid()}\n"
+    try:
+        path.write_text(mine, encoding="ascii")
+    except OSError as exc:
+        raise BadConfig(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if path.read_text(encoding="ascii") == mine:
+                path.unlink()
 
 
 def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
@@ -368,8 +437,16 @@ def _supervise(settings: Settings, identity: Identity, access_log: bool) -> int:
         nonlocal stopping
         stopping = True
 
+    def on_hup(signum: int, frame: object) -> None:
+        for p in workers:
+            if p.is_alive() and p.pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(p.pid, signal.SIGHUP)
+        log.warning("SIGHUP passed on to %d workers", len(workers))
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hup)
 
     # One metrics endpoint for the instance: the workers serve theirs on ephemeral loopback
     # ports, report them here, and this process merges them (notary/metrics_aggregate.py).
