@@ -15,7 +15,7 @@ description = {
     vouch for before any request is written.
   ]],
   homepage = "https://github.com/converge-notary/converge",
-  license = "MIT",
+  license = "Apache-2.0",
 }
 dependencies = {
   "lua >= 5.3",

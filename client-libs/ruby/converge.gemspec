@@ -9,7 +9,7 @@ Gem::Specification.new do |s|
   s.description = "converge(): the notaries' verdict on a host's certificate, a TLS hook for " \
                   "OpenSSL::SSL and Net::HTTP, the shared notary configuration and local cache."
   s.authors = ["converge"]
-  s.license = "MIT"
+  s.license = "Apache-2.0"
   s.homepage = "https://github.com/converge-notary/converge"
   s.required_ruby_version = ">= 3.1"
   s.files = Dir["lib/**/*.rb"] + ["README.md", "bin/converge-conformance"]
