@@ -8,8 +8,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
-import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -168,16 +166,6 @@ def _parser() -> argparse.ArgumentParser:
     kg.add_argument("--rotate-signing-key", action="store_true",
                     help="replace only the Ed25519 signing key; the old one stays in bundles "
                     "as retired for the overlap period")
-
-    rl = sub.add_parser("reload", help="make a running notary reload its keys (SIGHUP)",
-                        description="Send SIGHUP to the notary serving DATA (its pid is in "
-                        "DATA/notary.pid): it reads its Ed25519 signing key and its TLS "
-                        "certificate again without dropping connections. See "
-                        "docs/operations.md, \"Rotating keys\".")
-    rl.add_argument("--data-dir", type=Path, default=Path("notary-data"),
-                    help="the running notary's data directory (default: %(default)s)")
-    rl.add_argument("--pid-file", type=Path,
-                    help="pid file to read instead (default: DATA/notary.pid)")
 
     b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary",
                        description="Write the .notary bundle clients import: this notary's "
@@ -340,8 +328,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
         now = int(dt.datetime.now(dt.UTC).timestamp())
         new = keys.rotate_signing_key(signing, now=now)
         print(f"signing key rotated: new key id {extended.key_id(new.public_key())};"
-              f" publish a new bundle (notary bundle) so clients learn it, then make the "
-              f"running notary sign with it: notary reload --data-dir {args.data_dir}")
+              f" publish a new bundle (notary bundle) so clients learn it")
         return EXIT_OK
     if (key.exists() or cert.exists()) and not args.force:
         print(f"notary: {key} or {cert} exists; use --force to replace", file=sys.stderr)
@@ -354,26 +341,6 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     print(f"key:  {key} (mode 600)\ncert: {cert}\npin SHA-1:   {ident.pin_sha1}\n"
           f"pin SHA-256: {ident.pin_sha256}\nsigning key: {signing} (Ed25519, id "
           f"{extended.key_id(sk.public_key())})")
-    return EXIT_OK
-
-
-def _cmd_reload(args: argparse.Namespace) -> int:
-    path = args.pid_file or args.data_dir / "notary.pid"
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"notary: cannot read {path} (is a notary serving {args.data_dir}?): "
-              f"{getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
-        return EXIT_FAIL
-    if not text.isdigit() or int(text) <= 1:
-        raise BadConfig(f"{path} does not hold a process id")
-    try:
-        os.kill(int(text), signal.SIGHUP)
-    except OSError as exc:
-        print(f"notary: cannot signal process {text} from {path}: {exc.strerror}",
-              file=sys.stderr)
-        return EXIT_FAIL
-    print(f"sent SIGHUP to notary process {text}; its log says what it reloaded")
     return EXIT_OK
 
 
@@ -620,7 +587,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
-               "reload": _cmd_reload,
                "check": _cmd_check, "log-key": _cmd_log_key, "witness": _cmd_witness,
                "witness-key": _cmd_witness_key, "monitor": _cmd_monitor}[args.command]
     try:

@@ -69,6 +69,8 @@ class Settings:
     relay_port: int = 4242  # the only destination port the relay connects to
     max_tunnels: int = 256  # open relay connections per process
     client_share: float = 0.25  # of max_probes and max_tunnels one client address may hold
+    group_share: float = 0.5  # of max_probes one client network (IPv4 /24, IPv6 /48) may hold
+    probe_reserve: float = 0.25  # of max_probes kept for clients holding no probe
     tunnel_idle_timeout: float = 60.0  # seconds without a byte either way
     tunnel_max_bytes: int = 16 * 1024 * 1024  # bytes per tunnel, both directions
     relay_head_timeout: float = 10.0  # seconds to send the CONNECT head
@@ -167,8 +169,9 @@ class Settings:
                             "must be positive")
         self.log_witnesses()
         parse_trusted(self.trusted_proxy)
-        if not 0 <= self.client_share <= 1:
-            raise BadConfig(f"client_share must be from 0 to 1, got {self.client_share}")
+        for name in ("client_share", "group_share", "probe_reserve"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise BadConfig(f"{name} must be from 0 to 1, got {getattr(self, name)}")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen)
         for spec in self.relay_listen:

@@ -20,8 +20,13 @@ Rules:
   client that floods silent targets cannot take every slot from the others. Requests that
   join a probe already running are not charged.
 * Client addresses are grouped by :func:`client_key`: an IPv4 address by itself, an IPv6
-  address by its /64 (the smallest block a site is assigned), an IPv4-mapped IPv6 address as
-  its IPv4 address. Rate limits, probe charges and shares all use the same key.
+  address by its /64 (the smallest block a site is assigned), an IPv4-mapped or NAT64
+  (64:ff9b::/96, RFC 6052) IPv6 address as its embedded IPv4 address. Rate limits, probe
+  charges and shares all use the same key.
+* Shares are hierarchical for probe slots (:func:`group_key`): besides the per-address share,
+  one network (an IPv4 /24, an IPv6 /48) may hold at most ``group_share`` of the slots, and
+  the last ``probe_reserve`` of the slots go only to clients holding none, so many attacker
+  addresses (or networks) holding silent probes still leave a slot for a new client.
 * The connection cap counts open connections of one process. While more than
   ``max_connections`` are open, every request is answered at once with 503, ``Retry-After``
   and ``Connection: close`` so the count falls; ``max_connections == 0`` turns the cap off.
@@ -46,6 +51,7 @@ from notary.errors import RateLimited, TooManyConnections
 from notary.probe import Prober, ProbeResult
 
 CLIENT: ContextVar[str | None] = ContextVar("notary_client", default=None)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052's well-known prefix
 
 
 @functools.lru_cache(maxsize=4096)  # on every request: the same addresses recur
@@ -57,7 +63,20 @@ def client_key(address: str) -> str:
     mapped = ip.ipv4_mapped
     if mapped is not None:
         return str(mapped)
+    if ip in _NAT64:
+        return str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     return f"{ipaddress.IPv6Network((int(ip) >> 64 << 64, 64))}"
+
+
+@functools.lru_cache(maxsize=4096)
+def group_key(client: str) -> str:
+    """The network a :func:`client_key` belongs to: its IPv4 /24 or IPv6 /48."""
+    try:
+        net = ipaddress.ip_network(client, strict=False)
+    except ValueError:
+        return client
+    prefix = 24 if net.version == 4 else 48
+    return str(net.supernet(new_prefix=prefix)) if net.prefixlen > prefix else str(net)
 
 
 def share(total: int, fraction: float) -> int:
@@ -185,4 +204,4 @@ class ProbeLimitedProber:
 
 
 __all__ = ["CLIENT", "Bucket", "ConnectionCap", "ProbeLimitedProber", "RateLimiter", "client_key",
-           "share", "take"]
+           "group_key", "share", "take"]

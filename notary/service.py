@@ -38,8 +38,14 @@ from notary.core.fingerprint import CertDigests, Fingerprint
 from notary.core.history import CacheDecision, Observation, decide, decide_any, find
 from notary.core.signing import LegacySigner
 from notary.core.target import Target
-from notary.errors import BadInput, ProbeCapacityFull, TargetRefused, TargetUnreachable
-from notary.limits import CLIENT
+from notary.errors import (
+    BadInput,
+    ProbeCapacityFull,
+    StoreUnavailable,
+    TargetRefused,
+    TargetUnreachable,
+)
+from notary.limits import CLIENT, group_key
 from notary.probe import Prober, ProbeResult
 from notary.store.base import TargetRecord
 from notary.store.lru import CachedStore
@@ -66,6 +72,8 @@ class ServiceSettings:
     negative_ttl: float = 60.0
     max_probes: int = 256
     max_probes_per_client: int = 0  # probe flights one client may have started (0: no bound)
+    max_probes_per_group: int = 0  # ... one client network (/24, /48) (0: no bound)
+    probe_reserve: int = 0  # the last slots, only for clients holding none
     negative_max_entries: int = 100_000
     retry_after: int = 1
     ext_reuse: int = 1  # seconds a nonce-less extended answer may be reused
@@ -158,6 +166,8 @@ class NotaryService:
         self._per_client: dict[str, int] = {}  # flights in progress, by the client that started
         self._ext_signer = ext_signer
         self._ext_answers: OrderedDict[tuple[str, bytes], tuple[int, int, bytes]] = OrderedDict()
+        # told of store failures that do not fail a request (the operator's log)
+        self.store_failed: Callable[[StoreUnavailable], None] = lambda exc: None
 
     @property
     def probes_in_flight(self) -> int:
@@ -181,6 +191,11 @@ class NotaryService:
             decision = self._decide(rec, fp, now)
         if decision is CacheDecision.HIT:
             assert rec is not None
+            if self.store.used(key, now):  # the budget's last use, written in batches
+                try:
+                    await self.store.flush_uses()
+                except StoreUnavailable as exc:  # the hit is still a good answer
+                    self.store_failed(exc)
             # a client-named address is the only one its record was ever probed at
             address = target.ip.compressed if target.ip is not None else None
             return Lookup(rec, CacheOutcome.HIT, None, address, True)
@@ -332,17 +347,8 @@ class NotaryService:
                 self.settings.retry_after,
             )
         client = CLIENT.get()
-        share = self.settings.max_probes_per_client
-        if client is not None and share > 0:
-            if self._per_client.get(client, 0) >= share:
-                raise ProbeCapacityFull(
-                    f"your address already has {share} live probes in flight (its share of "
-                    f"the {self.settings.max_probes} probe slots); retry shortly",
-                    self.settings.retry_after,
-                )
-            self._per_client[client] = self._per_client.get(client, 0) + 1
-        else:
-            client = None
+        if client is not None:
+            self._charge(client)
         # The probe runs as its own task: the request that started it may be cancelled (its
         # client went away, shutdown) without failing the requests that joined it.
         flight = asyncio.ensure_future(self._flight(key, target, client))
@@ -350,6 +356,38 @@ class NotaryService:
         self._flights[key] = flight
         self.probes_started += 1
         return await asyncio.shield(flight)
+
+    def _charge(self, client: str) -> None:
+        """Charge a new flight to ``client`` and its network, or raise ProbeCapacityFull
+        (the hierarchical shares of notary/limits.py)."""
+        s = self.settings
+        held = self._per_client.get(client, 0)
+        group = group_key(client)
+        group_held = self._per_client.get(group, 0) if group != client else 0
+        why = None
+        if 0 < s.max_probes_per_client <= held:
+            why = (f"your address already has {held} live probes in flight (its share of the "
+                   f"{s.max_probes} probe slots)")
+        elif 0 < s.max_probes_per_group <= group_held:
+            why = (f"your network already has {group_held} live probes in flight (its share "
+                   f"of the {s.max_probes} probe slots)")
+        elif held and s.probe_reserve and len(self._flights) >= s.max_probes - s.probe_reserve:
+            why = (f"the last {s.probe_reserve} probe slots are kept for clients with no probe "
+                   "in flight")
+        if why is not None:
+            raise ProbeCapacityFull(why + "; retry shortly", s.retry_after)
+        self._per_client[client] = held + 1
+        if group != client:
+            self._per_client[group] = group_held + 1
+
+    def _release(self, client: str) -> None:
+        group = group_key(client)
+        for key in (client, group) if group != client else (client,):
+            left = self._per_client[key] - 1
+            if left:
+                self._per_client[key] = left
+            else:
+                del self._per_client[key]
 
     async def _flight(
         self, key: str, target: Target, client: str | None
@@ -359,11 +397,7 @@ class NotaryService:
         finally:
             del self._flights[key]
             if client is not None:
-                left = self._per_client[client] - 1
-                if left:
-                    self._per_client[client] = left
-                else:
-                    del self._per_client[client]
+                self._release(client)
 
     async def _probe_and_record(
         self, key: str, target: Target

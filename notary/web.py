@@ -366,7 +366,8 @@ def create_app(
             backend = store
         elif settings.redis:
             redis_store = RedisStore.from_url(
-                settings.redis, prefix=settings.redis_prefix, timeout=settings.redis_timeout
+                settings.redis, prefix=settings.redis_prefix, timeout=settings.redis_timeout,
+                budget=settings.budget(),
             )
             try:
                 dropped = await redis_store.drop_legacy_keys()
@@ -380,6 +381,7 @@ def create_app(
         else:
             backend = await SQLiteStore.open(
                 settings.db_path, driver=settings.sqlite_driver,  # type: ignore[arg-type]
+                budget=settings.budget(),
             )
         cached = CachedStore(backend, settings.lru_entries)
         ca = build_checker(
@@ -397,6 +399,8 @@ def create_app(
                 negative_ttl=settings.negative_ttl,
                 max_probes=settings.max_probes,
                 max_probes_per_client=share(settings.max_probes, settings.client_share),
+                max_probes_per_group=share(settings.max_probes, settings.group_share),
+                probe_reserve=share(settings.max_probes, settings.probe_reserve),
                 ext_reuse=settings.ext_reuse,
             ),
             clock,

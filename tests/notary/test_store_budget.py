@@ -212,3 +212,34 @@ async def test_schema_4_file_gains_the_accounting(tmp_path: Path) -> None:
         assert (await store.get("kept.test:443")) is not None
     finally:
         await store.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("policy", ["volatile-lru", "allkeys-lru"])
+async def test_redis_maxmemory_policy_never_evicts_the_log(
+    tmp_path: Path, policy: str
+) -> None:
+    """A full Redis under the documented ``volatile-lru`` evicts only cache keys (they carry
+    TTLs), never the transparency log's keys (no TTL); the twin, ``allkeys-lru``, loses log
+    keys. Budget off, so only Redis's own eviction bounds the flood."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    store = RedisStore.from_url(server.url, prefix="p:", budget=Budget(0, 0, 90 * 86_400,
+                                                                       0, 0, 86_400))
+    try:
+        r = store._r
+        await r.config_set("maxmemory", str(8 * 1024 * 1024))
+        await r.config_set("maxmemory-policy", policy)
+        log_keys = [f"p:tlog:origin:tile/{i}" for i in range(200)]
+        for key in log_keys:  # stands for the log's tiles: about 8 KB each, no TTL
+            await r.set(key, b"t" * 8192)
+        await _flood(store, 400, named=True, chain=True)  # about 5 MB of cache keys
+        kept = int(await r.exists(*log_keys))
+        evicted = int((await r.info("stats"))["evicted_keys"])
+        if policy == "volatile-lru":
+            assert kept == len(log_keys) and evicted > 0, (kept, evicted)
+        else:
+            assert kept < len(log_keys), (kept, evicted)
+    finally:
+        await store.close()
+        server.stop()

@@ -235,17 +235,25 @@ def flood_then_ask(n: NotaryProcess, silent_port: int, spec: str, fp: str, count
                    ) -> tuple[Reply, float]:
     """Address 127.0.0.1 sends ``count`` requests about distinct silent targets and holds
     them; then 127.0.0.3 asks about ``spec``."""
+    return hold_then_ask(n, silent_port, ["127.0.0.1"], count, spec, fp, "127.0.0.3")
+
+
+def hold_then_ask(n: NotaryProcess, silent_port: int, sources: list[str], each: int,
+                  spec: str, fp: str, asker: str) -> tuple[Reply, float]:
+    """Each address of ``sources`` sends ``each`` requests about distinct silent targets and
+    holds them; then ``asker`` asks about ``spec``: its reply and how long it took."""
     socks = []
     try:
-        for i in range(count):
-            s = socket.create_connection(("127.0.0.1", n.port), timeout=10)
-            s.sendall(_legacy(f"s{i}.test+{silent_port}/127.0.0.1", "00" * 20))
-            socks.append(s)
-        time.sleep(0.5)  # let the notary start their probes
+        for k, source in enumerate(sources):
+            for i in range(each):
+                s = socket.create_connection(("127.0.0.1", n.port), timeout=10,
+                                             source_address=(source, 0))
+                s.sendall(_legacy(f"s{k}-{i}.test+{silent_port}/127.0.0.1", "00" * 20))
+                socks.append(s)
+        time.sleep(0.5 + 0.002 * len(socks))  # let the notary start their probes
         t0 = time.monotonic()
-        b = socket.create_connection(("127.0.0.1", n.port), timeout=10,
-                                     source_address=("127.0.0.3", 0))
-        with b:
+        with socket.create_connection(("127.0.0.1", n.port), timeout=10,
+                                      source_address=(asker, 0)) as b:
             b.sendall(_legacy(spec, fp))
             reply = parse_reply(read_to_eof(b), 0.0)
         return reply, time.monotonic() - t0
@@ -264,7 +272,7 @@ def test_one_address_cannot_take_every_probe_slot(
     args = ["--allow-target", "127.0.0.0/8", "--resolve", "new.test=127.0.0.1",
             "--probe-timeout", "3"]
     if share == "0":
-        args += ["--client-share", "0"]
+        args += ["--client-share", "0", "--group-share", "0", "--probe-reserve", "0"]
     n = NotaryProcess(copy_identity(identity_dir, tmp_path / "data"), args, tls=False)
     try:
         reply, secs = flood_then_ask(n, quiet.port, f"new.test+{target.port}",
@@ -283,6 +291,48 @@ def test_one_address_cannot_take_every_probe_slot(
         assert reply.status == 503 and b"probe slots are busy" in reply.body, reply
         results.add(SUITE, "twin: the same flood with --client-share 0",
                     "B refused 503 (every slot taken by A)", f"B: {reply.status}", secs)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("attackers", "each"), [(4, 70), (16, 20)])
+@pytest.mark.parametrize("hierarchy", ["on", "off"])
+def test_many_addresses_cannot_take_every_probe_slot(
+    identity_dir: Path, tmp_path: Path, ca: trustme.CA, results: Results, hierarchy: str,
+    attackers: int, each: int,
+) -> None:
+    """Hierarchical shares (per address, per /24 or /48, a reserve for clients holding no
+    probe): the new client is answered within the probe timeout; the twin with per-address
+    shares only gets 503."""
+    cert = ca.issue_cert("new.test")
+    target = ThreadServer(tls_handler(server_ctx(cert), hold=0.2))
+    quiet = ThreadServer(silent)
+    args = ["--allow-target", "127.0.0.0/8", "--resolve", "new.test=127.0.0.1",
+            "--probe-timeout", "3"]
+    if hierarchy == "off":
+        args += ["--group-share", "0", "--probe-reserve", "0"]
+    n = NotaryProcess(copy_identity(identity_dir, tmp_path / "data"), args, tls=False)
+    try:
+        # each attacker in its own /24 (127.0.K.1), the new client in another
+        reply, secs = hold_then_ask(
+            n, quiet.port, [f"127.0.{k}.1" for k in range(1, attackers + 1)], each,
+            f"new.test+{target.port}", sha1_colon(leaf_der(cert)), "127.0.200.1")
+    finally:
+        n.stop()
+        quiet.close()
+        target.close()
+    held = attackers * each
+    if hierarchy == "on":
+        assert reply.status == 200 and secs < 3.0, (reply.status, reply.body, secs)
+        results.add(SUITE, f"{attackers} addresses (a /24 each) hold {held} requests to "
+                    "silent targets; a new client asks about a new site (256 slots; shares "
+                    "0.25 per address, 0.5 per /24, 0.25 reserved for clients holding none)",
+                    "new client answered (200) within the probe timeout",
+                    f"{reply.status} in {secs:.2f} s", secs)
+    else:
+        assert reply.status == 503 and b"probe slots are busy" in reply.body, reply
+        results.add(SUITE, f"twin: {attackers} addresses, {held} held requests, per-address "
+                    "share only (--group-share 0 --probe-reserve 0)",
+                    "new client refused 503 (every slot taken)", f"{reply.status}", secs)
 
 
 @pytest.mark.parametrize("share", ["default", "0"])
