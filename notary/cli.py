@@ -8,6 +8,8 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -29,6 +31,7 @@ from notary.tlog.note import COSIGNATURE, NoteError, Signer, Verifier
 from notary.web import build_resolver
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+MAKE_RUN_DATA = Path("var/notary")  # `make run`'s data directory (Makefile DATA)
 
 _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--data-dir", {"type": Path, "help": "directory for key, certificate and database "
@@ -167,18 +170,31 @@ def _parser() -> argparse.ArgumentParser:
                     help="replace only the Ed25519 signing key; the old one stays in bundles "
                     "as retired for the overlap period")
 
+    rl = sub.add_parser("reload", help="make a running notary reload its keys (SIGHUP)",
+                        description="Send SIGHUP to the notary serving DATA (its pid is in "
+                        "DATA/notary.pid): it reads its Ed25519 signing key and its TLS "
+                        "certificate again without dropping connections. See "
+                        "docs/operations.md, \"Rotating keys\".")
+    rl.add_argument("--data-dir", type=Path, default=MAKE_RUN_DATA,
+                    help="the running notary's data directory (default: %(default)s, "
+                    "where make run keeps it)")
+    rl.add_argument("--pid-file", type=Path,
+                    help="pid file to read instead (default: DATA/notary.pid)")
+
     b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary",
                        description="Write the .notary bundle clients import: this notary's "
                        "pinned certificate, host and ports, and its signing keys.")
-    b.add_argument("--data-dir", type=Path, default=Path("notary-data"),
-                   help="directory with notary.pem and signing.key (default: %(default)s)")
+    b.add_argument("--data-dir", type=Path, default=MAKE_RUN_DATA,
+                   help="directory with notary.pem and signing.key (default: %(default)s, "
+                   "where make run keeps them)")
     b.add_argument("--cert", type=Path, help="certificate to pin (default: DATA/notary.pem)")
     b.add_argument("--signing-key", type=Path,
                    help="Ed25519 signing key to advertise (default: DATA/signing.key, if "
                    "present)")
     b.add_argument("--host", required=True, help="public DNS name of this notary (required)")
-    b.add_argument("--ssl-port", type=int, default=443,
-                   help="port of the notary's HTTPS API (default: %(default)s)")
+    b.add_argument("--ssl-port", type=int, default=8443,
+                   help="port of the notary's HTTPS API (default: %(default)s, the port "
+                   "notary serve and make run listen on; 443 for a public notary)")
     b.add_argument("--http-port", type=int, default=80,
                    help="port of its plain-HTTP bounce relay (default: %(default)s)")
     b.add_argument("--name", required=True, help="organisation name (required)")
@@ -328,7 +344,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
         now = int(dt.datetime.now(dt.UTC).timestamp())
         new = keys.rotate_signing_key(signing, now=now)
         print(f"signing key rotated: new key id {extended.key_id(new.public_key())};"
-              f" publish a new bundle (notary bundle) so clients learn it")
+              f" publish a new bundle (notary bundle) so clients learn it, then make the "
+              f"running notary sign with it: notary reload --data-dir {args.data_dir}")
         return EXIT_OK
     if (key.exists() or cert.exists()) and not args.force:
         print(f"notary: {key} or {cert} exists; use --force to replace", file=sys.stderr)
@@ -341,6 +358,26 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     print(f"key:  {key} (mode 600)\ncert: {cert}\npin SHA-1:   {ident.pin_sha1}\n"
           f"pin SHA-256: {ident.pin_sha256}\nsigning key: {signing} (Ed25519, id "
           f"{extended.key_id(sk.public_key())})")
+    return EXIT_OK
+
+
+def _cmd_reload(args: argparse.Namespace) -> int:
+    path = args.pid_file or args.data_dir / "notary.pid"
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"notary: cannot read {path} (is a notary serving {args.data_dir}?): "
+              f"{getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return EXIT_FAIL
+    if not text.isdigit() or int(text) <= 1:
+        raise BadConfig(f"{path} does not hold a process id")
+    try:
+        os.kill(int(text), signal.SIGHUP)
+    except OSError as exc:
+        print(f"notary: cannot signal process {text} from {path}: {exc.strerror}",
+              file=sys.stderr)
+        return EXIT_FAIL
+    print(f"sent SIGHUP to notary process {text}; its log says what it reloaded")
     return EXIT_OK
 
 
@@ -587,6 +624,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
+               "reload": _cmd_reload,
                "check": _cmd_check, "log-key": _cmd_log_key, "witness": _cmd_witness,
                "witness-key": _cmd_witness_key, "monitor": _cmd_monitor}[args.command]
     try:

@@ -123,14 +123,18 @@ def test_bundle_writes_the_v1_shape(tmp_path: Path) -> None:
     assert host["certificate"] == (data / "notary.pem").read_text()
     # to stdout as well
     r2 = run_cli("bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X",
-                 "--bundle-location", "https://n.example/x.notary")
+                 "--ssl-port", "443", "--bundle-location", "https://n.example/x.notary")
     assert r2.returncode == 0
     doc2 = json.loads(r2.stdout)
     check_v1_bundle(doc2)
-    r3 = run_cli("bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X")
+    r3 = run_cli("bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X",
+                 "--ssl-port", "443")
     # twin: on port 443 the default location names no port
     assert json.loads(r3.stdout)["bundle_location"] == "https://n.example/x.notary"
     assert doc2["hosts"][0]["ssl_port"] == 443 and doc2["hosts"][0]["http_port"] == 80
+    # without --ssl-port: the port notary serve and make run listen on
+    r4 = run_cli("bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X")
+    assert json.loads(r4.stdout)["hosts"][0]["ssl_port"] == 8443
 
 
 @pytest.mark.parametrize(
