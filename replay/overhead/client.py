@@ -128,10 +128,12 @@ class Browser:
                 counts[host] += 1
             errors: list[BaseException] = []
             opened: list[http.client.HTTPConnection] = list(idle[page.host])
+            idle_lock = threading.Lock()
 
             def worker(host: str) -> None:
                 q = by_host[host]
-                c = idle[host].pop() if idle[host] else None
+                with idle_lock:
+                    c = idle[host].pop() if idle[host] else None
                 try:
                     while True:
                         try:

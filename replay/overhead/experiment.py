@@ -42,6 +42,7 @@ class OverheadConfig:
     repeats: int = 0  # 0: 3 quick, 15 full
     seed: int = 1
     api_port: int = 0  # toxiproxy's API port; 0: a free one
+    table4: bool = False  # also the study's Table 4 over notary paths (replay/overhead/table4.py)
 
     @property
     def rounds(self) -> int:
@@ -156,6 +157,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     t_start = time.monotonic()
     results: dict[str, Any] = {}
     connections: dict[str, Any] = {}
+    table4: dict[str, Any] | None = None
     try:
         deadline = time.monotonic() + 30
         while not (_tcp_ready(http_port) and _tcp_ready(https_port)):
@@ -193,6 +195,11 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
                     "opened": browser.counters.connections,
                     "tls_resumed": browser.counters.resumed}
             sys.stderr.write("\n")
+            if cfg.table4:
+                from replay.overhead.table4 import run_table4
+
+                sys.stderr.write("overhead: Table 4 (notaries over emulated paths)\n")
+                table4 = run_table4(cfg.out, tp, chain, key, 3 if cfg.quick else 10)
     finally:
         stop_process(server)
         log.close()
@@ -203,5 +210,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
                                "handshake_waves_non_persistent": _waves(page)},
                       "seconds": round(time.monotonic() - t_start, 1)},
            "results": results, "connections": connections}
+    if table4 is not None:
+        doc["table4"] = table4
     write_report(cfg.out, doc)
     return doc

@@ -266,3 +266,21 @@ def test_reproduce_step_puts_the_overhead_tables_beside_the_others(tmp_path: Pat
     assert any(t.startswith("HTTPS overhead (https - http)") for t in titles), titles
     assert all(t.rows for t in st.tables)
     assert (tmp_path / "overhead" / "overhead.md").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_table4_notary_cost_follows_the_notaries_distances(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert main(["overhead", "--out", str(out), "--quick", "--profiles", "lan", "--repeats",
+                 "1", "--table4"]) == 0
+    t4 = json.loads((out / "overhead.json").read_text())["table4"]
+    one, world = t4["one notary"]["legacy"], t4["global (8)"]["legacy"]
+    # a notary hit: at least TLS + request round trips to the slowest notary (toxiproxy
+    # carries both: 2 RTT), a miss one more exchange with the site behind it
+    assert one["hit_ms"] >= 2 * 45 * 0.9 and world["hit_ms"] >= 2 * 300 * 0.9, (one, world)
+    assert world["miss_ms"] >= world["hit_ms"] + 300 * 0.9
+    # the twin: one near notary is far cheaper than waiting for the farthest of eight
+    assert one["hit_ms"] < world["hit_ms"] - 300
+    md = (out / "overhead.md").read_text()
+    assert "Study Table 4" in md and "1,790 ms" in md

@@ -1,0 +1,176 @@
+"""Table 4 of the 2014 study over emulated paths: what one ``converge()`` costs the Python
+client (client-libs/python) when it asks real notaries (``notary serve``) that are tens to
+hundreds of milliseconds away, for a site the notaries have cached (notary hit) or must probe
+(notary miss), with one notary, the study's continental set and a global set of eight.
+
+Every notary sits behind its own toxiproxy proxy with its distance's RTT, and probes the site
+through a second proxy of the same RTT (the site and the client are both in North America, as
+the study's were): notary k resolves the site names to 127.0.0.(20+k), where its proxy to the
+site listens. The client waits for every notary (``early_return`` off), as the study's did,
+and speaks the legacy protocol (the study's) or the extended one (a notary miss then waits
+for the transparency log to sequence the new observation: ``notary serve --log-proof-wait``).
+The distances are a model (chosen here, not measured by the study); the TCP handshakes of
+the client->notary and notary->site connections are not carried by toxiproxy and are added
+to the measured time as one RTT each (the ``+ TCP`` column).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import ssl
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from replay.errors import ReplayIOError
+from replay.overhead.profiles import PathProfile
+from replay.overhead.toxi import Toxiproxy, stop_process
+from replay.services import bin_path, free_port
+
+# RTTs (ms) from a North American client: the study's continental notaries (its Table 4's
+# "Continental") and a global set of eight; a model, not the study's measurements
+SETS: dict[str, tuple[int, ...]] = {
+    "one notary": (45,),
+    "continental (3)": (20, 45, 70),
+    "global (8)": (20, 45, 70, 90, 140, 180, 250, 300),
+}
+STUDY = {"continental (3)": (743, 1508), "global (8)": (1006, 1790)}
+
+
+def _profile(rtt: int) -> PathProfile:
+    return PathProfile(f"notary-{rtt}", rtt, 2, 10_000, 10_000, "Table 4 notary distance")
+
+
+class _Site:
+    """The validated site: a TLS server that completes handshakes and closes."""
+
+    def __init__(self, chain: Path, key: Path) -> None:
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(str(chain), str(key))
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    def _one(self, c: socket.socket) -> None:
+        try:
+            c.settimeout(10)
+            with self.ctx.wrap_socket(c, server_side=True) as s:
+                s.recv(1)
+        except OSError:
+            c.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def run_table4(out: Path, tp: Toxiproxy, chain: Path, key: Path, checks: int) -> dict[str, Any]:
+    from converge import Client, Config, parse_bundle
+    from converge.extended import Mode as ExtMode
+
+    d = out / "table4"
+    d.mkdir(parents=True, exist_ok=True)
+    site = _Site(chain, key)
+    der = ssl.PEM_cert_to_DER_cert(chain.read_text())
+    sha1 = hashlib.sha1(der).hexdigest()
+    site_port = free_port()
+    notary = bin_path("notary")
+    rtts = sorted({r for s in SETS.values() for r in s})
+    procs: list[subprocess.Popen[bytes]] = []
+    bundles: dict[int, Any] = {}
+    names = [f"m{i}.table4.test" for i in range(2 * len(SETS) * (checks + 2) + 2)]
+    try:
+        for k, rtt in enumerate(rtts):
+            addr = f"127.0.0.{20 + k}"
+            hosts = d / f"hosts-{rtt}"
+            hosts.write_text("".join(f"{addr} {n}\n" for n in [*names, "site.table4.test"]))
+            tp.call("POST", "/proxies", {"name": f"t4-site-{rtt}",
+                                         "listen": f"{addr}:{site_port}",
+                                         "upstream": f"127.0.0.1:{site.port}",
+                                         "enabled": True})
+            tp.shape(f"t4-site-{rtt}", _profile(rtt))
+            port = free_port()
+            data = d / f"notary-{rtt}"
+            log = (d / f"notary-{rtt}.log").open("wb")
+            procs.append(subprocess.Popen(
+                [notary, "serve", "--data-dir", str(data), "--listen", f"127.0.0.1:{port}",
+                 "--allow-target", "127.0.0.0/8", "--hosts-file", str(hosts),
+                 "--rate-limit", "0", "--probe-rate-limit", "0"],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            log.close()
+            front = tp.proxy(f"t4-notary-{rtt}", port)
+            tp.shape(f"t4-notary-{rtt}", _profile(rtt))
+            _wait_tls(port, procs[-1])
+            b = d / f"notary-{rtt}.notary"
+            subprocess.run([notary, "bundle", "--data-dir", str(data), "--host", "127.0.0.1",
+                            "--ssl-port", str(front), "--name", f"notary {rtt} ms", "-o",
+                            str(b)], check=True, timeout=60, capture_output=True)
+            bundles[rtt] = parse_bundle(b.read_bytes())
+        fresh = iter(names)
+        results: dict[str, Any] = {}
+        for label, set_rtts in SETS.items():
+            slowest = max(set_rtts)
+            results[label] = {"notary_rtts_ms": list(set_rtts)}
+            modes: tuple[tuple[str, ExtMode], ...] = (("legacy", "off"), ("extended", "prefer"))
+            for proto, mode in modes:
+                client = Client(Config(directory=None, db=None, early_return=False,
+                                       quorum=len(set_rtts), notary_timeout=10.0,
+                                       total_timeout=20.0, extended=mode,
+                                       bundles=tuple(bundles[r] for r in set_rtts)))
+
+                def check(host: str, c: Any = client) -> float:
+                    t0 = time.perf_counter()
+                    v = c.check(host, site_port, sha1)
+                    if not v.trusted:
+                        raise ReplayIOError(f"Table 4: {host} not trusted: {v}")
+                    return (time.perf_counter() - t0) * 1000
+
+                check("site.table4.test")  # the notaries' caches now hold the site
+                hits = [check("site.table4.test") for _ in range(checks)]
+                misses = [check(next(fresh)) for _ in range(checks)]
+                results[label][proto] = {
+                    "n": checks, "hit_ms": statistics.median(hits),
+                    "miss_ms": statistics.median(misses),
+                    "hit_plus_tcp_ms": statistics.median(hits) + slowest,
+                    "miss_plus_tcp_ms": statistics.median(misses) + 2 * slowest,
+                    "hit_samples_ms": hits, "miss_samples_ms": misses}
+        return results
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ReplayIOError(f"Table 4: {exc}") from exc
+    finally:
+        for p in procs:
+            stop_process(p)
+        site.close()
+
+
+def _wait_tls(port: int, proc: subprocess.Popen[bytes]) -> None:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ReplayIOError(f"a notary exited ({proc.returncode}) at start")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as raw, \
+                    ctx.wrap_socket(raw):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise ReplayIOError("a notary did not start within 60 s")
