@@ -23,6 +23,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 LOADS = int(os.environ.get("CONVERGE_BENCH_LOADS", "100"))
+# CONVERGE_XPI: measure another build of the extension (default: the one test.sh builds)
+XPI = Path(os.environ.get("CONVERGE_XPI", EXT / "dist" / "converge-0.1.0.xpi"))
 GOAL = 1.05
 FIRST = int(os.environ.get("CONVERGE_BENCH_FIRST", "10"))
 
@@ -75,7 +77,7 @@ def main() -> int:
         with_ext, uuid = make_profile(w)
         a = firefox(with_ext)
         drivers.append(a)
-        a.install_addon(str(EXT / "dist" / "converge-0.1.0.xpi"), temporary=True)
+        a.install_addon(str(XPI), temporary=True)
         a.switch_to.new_window("tab")
         a.get(f"moz-extension://{uuid}/options.html")
         a.find_element(By.ID, "import-bundle").send_keys(

@@ -98,6 +98,7 @@ async function render(): Promise<void> {
   stats.textContent = `${st.cacheEntries} sites remembered, ${st.blockedEntries} blocked pages kept, ${st.waiting} notary questions waiting; settings read ${st.loads} times.`;
   stats.dataset["loads"] = String(st.loads);
   stats.dataset["cacheEntries"] = String(st.cacheEntries);
+  stats.dataset["waiting"] = String(st.waiting);
   byId<HTMLInputElement>("cache-days").value = settings.cacheLifetime === null ? "3650" : String(Math.round(settings.cacheLifetime / 86400));
 }
 

@@ -60,15 +60,20 @@ export interface BudgetLimits {
 
 interface Waiter {
   start: () => void;
+  cancel: () => void;
   since: number;
 }
+
+/** A queued question dropped because its tab was closed. */
+export class TabClosed extends Error {}
 
 /** The longest a top-level page waits out a notary's pause before asking anyway (ms). */
 export const MAIN_PAUSE_MAX_MS = 5000;
 
 /**
  * Orders notary queries. A top-level page's query goes at once (during a pause a notary
- * asked for, after at most {@link MAIN_PAUSE_MAX_MS}); everything else takes a token
+ * asked for, after at most {@link MAIN_PAUSE_MAX_MS}), and no other starts while it runs;
+ * everything else takes a token
  * (`queryRate` per second, up to `queryBurst` saved), at most `tabConcurrency` per tab at
  * once, tabs served in turn, and waits out pauses. So a page with hundreds of hostnames queues
  * behind itself and spends the notaries' rate limits slowly, and another tab's page still
@@ -81,6 +86,7 @@ export class Budget {
   private readonly main: Waiter[] = [];
   private readonly queues = new Map<number, Waiter[]>();
   private readonly running = new Map<number, number>();
+  private mainRunning = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
 
@@ -91,10 +97,19 @@ export class Budget {
 
   /** Waits for a turn; returns the function that ends it (call it exactly once). */
   acquire(tabId: number, topLevel: boolean): Promise<() => void> {
-    return new Promise((resolve) => {
-      const w: Waiter = { since: this.clock(), start: () => undefined };
+    return new Promise((resolve, reject) => {
+      const w: Waiter = { since: this.clock(), start: () => undefined, cancel: () => reject(new TabClosed("tab closed")) };
       if (topLevel) {
-        w.start = () => resolve(() => undefined);
+        w.start = () => {
+          this.mainRunning++;
+          let ended = false;
+          resolve(() => {
+            if (ended) return;
+            ended = true;
+            this.mainRunning--;
+            this.pump();
+          });
+        };
         this.main.push(w);
       } else {
         w.start = () => {
@@ -117,10 +132,25 @@ export class Budget {
     });
   }
 
+  /** Drops the questions a closed tab still had waiting (they reject with {@link TabClosed}). */
+  dropTab(tabId: number): void {
+    const q = this.queues.get(tabId);
+    this.queues.delete(tabId);
+    for (const w of q ?? []) w.cancel();
+  }
+
   /** A notary asked for no query for `seconds`. */
   pause(seconds: number): void {
     this.pausedUntil = Math.max(this.pausedUntil, this.clock() + seconds * 1000);
     this.pump();
+  }
+
+  /** Subresource queries running or waiting (all tabs). */
+  subresourceLoad(): number {
+    let n = 0;
+    for (const r of this.running.values()) n += r;
+    for (const q of this.queues.values()) n += q.length;
+    return n;
   }
 
   /** Queries waiting (all tabs). */
@@ -160,6 +190,8 @@ export class Budget {
       if (this.queues.size) this.wake(this.pausedUntil);
       return;
     }
+    // while a top-level page's question runs, nothing else starts (its release pumps again)
+    if (this.mainRunning > 0) return;
     const limited = queryRate > 0;
     if (limited) {
       this.tokens = Math.min(Math.max(1, queryBurst), this.tokens + ((now - this.last) / 1000) * queryRate);

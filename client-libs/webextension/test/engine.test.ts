@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { canonicalJson, fromPlain, parseBundle, raceHosts, toBase64Url, type Bundle, type Vote } from "@converge/core";
 import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, retryAfterSeconds, siteKey, type Deps } from "../src/engine.js";
-import { Budget, Lru, MAIN_PAUSE_MAX_MS } from "../src/state.js";
+import { Budget, Lru, MAIN_PAUSE_MAX_MS, TabClosed } from "../src/state.js";
 import { webCrypto } from "../src/webcrypto.js";
 
 const VECTORS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "vectors");
@@ -202,26 +202,30 @@ test("budget: top-level pages first, a rate and a per-tab limit for the rest, pa
   await new Promise((r) => setTimeout(r, 0));
   // tab 1 has one in flight (its limit), tab 2 took the second token; tab 1's second waits
   assert.deepEqual(order, ["t1-a", "t2-a", "main"]);
+  now += 100; // one token back
   (await r1)();
   await new Promise((r) => setTimeout(r, 0));
-  assert.deepEqual(order, ["t1-a", "t2-a", "main"]); // no token left yet
-  now += 100; // one token back
-  (await r3)();
+  assert.deepEqual(order, ["t1-a", "t2-a", "main"]); // the top-level question still runs
+  (await m)();
   await new Promise((r) => setTimeout(r, 0));
   assert.deepEqual(order, ["t1-a", "t2-a", "main", "t1-b"]);
   (await r2)();
-  (await m)();
+  (await r3)();
   // a pause: subresources wait it out; a top-level page waits at most MAIN_PAUSE_MAX_MS
   now += 10_000;
   b.pause(30);
   const sub = started("sub", 1, false);
-  void started("top", 4, true);
+  const top = started("top", 4, true);
+  const closed = b.acquire(9, false);
   await new Promise((r) => setTimeout(r, 0));
   assert.equal(order.length, 4);
-  assert.equal(b.waiting(), 2);
+  assert.equal(b.waiting(), 3);
+  b.dropTab(9); // its tab closed: dropped, not asked
+  await assert.rejects(closed, TabClosed);
   now += MAIN_PAUSE_MAX_MS;
   await new Promise((r) => setTimeout(r, MAIN_PAUSE_MAX_MS + 50)); // the budget's own timer fires
   assert.deepEqual(order.slice(4), ["top"]);
+  (await top)();
   now += 30_000;
   b.pause(0);
   await sub;

@@ -465,6 +465,14 @@ def test_own_cache_writes_do_not_reload(world: World, browser: tuple[Any, str]) 
 def test_replayed_unreachable_cached(world: World, browser: tuple[Any, str]) -> None:
     driver, ext_uuid = browser
     bank, good = urls(world)
+    # no question of the pages before still waiting or running (they would be counted)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        options(driver, ext_uuid)
+        if driver.find_element(By.ID, "stats").get_attribute("data-waiting") == "0":
+            break
+        time.sleep(1)
+    time.sleep(2)
     forget(driver, ext_uuid)
     # a genuine site asks the notaries once; then a cached verdict asks none
     before = sum(n.requests_answered() for n in world.notaries)
