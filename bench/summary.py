@@ -28,17 +28,37 @@ def _notary(d: dict[str, Any]) -> Iterator[Row]:
         yield (f"notary {name}: rate / {sc.get('baseline_title', 'baseline')}",
                _pct(cmp.get("ratio")), _pct(target) if target else "-",
                "-" if target is None else ("yes" if cmp.get("meets_target") else "NO"))
-
-
     for g in (d.get("probe_goals") or {}).get("goals", []):
         at_most = g.get("at_most", True)
         yield (f"notary probes {g['goal']}", _goal_fmt(g["value"], g.get("unit")),
                ("<= " if at_most else ">= ") + _goal_fmt(g["limit"], g.get("unit")),
                "yes" if g["met"] else "NO")
+    for g in d.get("log_goals") or []:
+        yield (f"notary {g['goal']}", _goal_fmt(g["value"], g.get("unit")),
+               ("<= " if g.get("at_most") else ">= ") + _goal_fmt(g["limit"], g.get("unit")),
+               "yes" if g["met"] else "NO")
 
 
 def _goal_fmt(x: float, unit: str | None) -> str:
-    return f"{x:,.0f} us" if unit == "us" else f"{x:.2f}"
+    return f"{x:,.0f} {unit}" if unit in ("us", "ms") else f"{x:.2f}"
+
+
+def _notary_runs(d: dict[str, Any]) -> Iterator[Row]:
+    for cond, c in (d.get("conditions") or {}).items():
+        for f in (c.get("aggregate") or {}).values():
+            if f.get("goal") is None:
+                continue
+            unit = "ms" if f["title"].endswith("(ms)") else None
+            yield (f"notary, median of {len(f['runs'])} runs, {cond}: {f['title']}",
+                   f"{_goal_fmt(f['median'], unit)} ({_goal_fmt(f['min'], unit)}-"
+                   f"{_goal_fmt(f['max'], unit)})",
+                   ("<= " if f["at_most"] else ">= ") + _goal_fmt(f["goal"], unit),
+                   "yes" if f["met"] else "NO")
+    tl = d.get("tlog") or {}
+    rate = (tl.get("sequencing") or {}).get("sequence_entries_per_second")
+    if rate is not None:
+        yield ("tlog: sequencing entries/s on one core", f"{rate:,.0f}", ">= 10,000",
+               "yes" if rate >= 10_000 else "NO")
 
 
 def _client(d: dict[str, Any]) -> Iterator[Row]:
@@ -106,6 +126,7 @@ def _ingest(d: dict[str, Any]) -> Iterator[Row]:
 
 SOURCES: list[tuple[str, Callable[[dict[str, Any]], Iterator[Row]]]] = [
     ("bench/results/notary.json", _notary),
+    ("bench/results/notary-runs.json", _notary_runs),
     ("bench/results/client.json", _client),
     ("bench/results/extended.json", _extended),
     ("bench/results/replay.json", _replay),

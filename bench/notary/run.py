@@ -5,6 +5,16 @@
 Scenarios (see docs/benchmarks.md, "Method"): cached validations over keep-alive, cached
 validations with a new TLS connection per request, and forced live probes; each against a
 baseline measured in the same run, trials interleaved, medians reported.
+
+The transparency log's cost (issue goals: cached answers >= 0.97, forced probes >= 0.95 of
+the rate without the log; a proof's wait for sequencing p99 <= 1.5 s): ``log_cached`` and
+``log_probes`` pair a notary with the log (the default) against one with ``--no-log``;
+``log_proof_wait`` pairs ``/v2/answer`` forced probes with and without
+``"transparency": true`` on the same notary.
+
+``--busy`` runs a CPU burner (a bounded busy loop, one process) beside everything: the
+"busy machine" scenario. The load average is recorded before and after the run and around
+every trial pair.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,6 +74,14 @@ PROBE_SCENARIOS = (
 )
 
 
+LOG_SCENARIOS = ("log_cached", "log_probes", "log_proof_wait")
+LOG_GOALS = {"log_cached": 0.97, "log_probes": 0.95}
+PROOF_WAIT_GOAL_MS = 1500.0
+# One process spinning until its deadline: the other core's load in the busy scenario.
+BURNER = ("import sys, time\nend = time.monotonic() + float(sys.argv[1])\n"
+          "while time.monotonic() < end:\n    pass\n")
+
+
 @dataclass(frozen=True)
 class Options:
     seconds: int = 3
@@ -77,11 +96,14 @@ class Options:
     scenarios: tuple[str, ...] = (
         "cached_keepalive", "cached_tls_per_request", "cached_tls_full_handshake",
         "forced_probes", "forced_probes_64", "forced_probes_thread", "forced_probes_both",
-        "forced_probes_2w",
+        "forced_probes_2w", *LOG_SCENARIOS,
     )
     out_json: Path | None = results_path("bench/results/notary.json")  # var/ unless recording
     out_md: Path | None = results_path("docs/benchmarks.md")
     work_dir: Path | None = None
+    busy: bool = False  # a CPU burner beside the run (the "busy machine" scenario)
+    busy_limit: float = 1800.0  # the burner stops by itself after this many seconds
+    proof_clients: int = 8  # concurrent /v2/answer clients in log_proof_wait
 
 
 def _python() -> str:
@@ -230,6 +252,8 @@ def run(opts: Options) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="converge-bench-") as tmp:
         work = opts.work_dir or Path(tmp)
         with Processes(work / "logs") as ps:
+            if opts.busy:
+                ps.start("burner", [_python(), "-c", BURNER, f"{opts.busy_limit:g}"])
             scenarios = _measure(ps, work, opts)
     machine["loadavg_after"] = _loadavg()
     return {
@@ -251,9 +275,11 @@ def run(opts: Options) -> dict[str, Any]:
             "workers": "1 (forced_probes_2w: 2)",
             "probe_connections_64": opts.probe_connections * 4,
         },
+        "busy_scenario": opts.busy,
         "study": report.STUDY,
         "scenarios": scenarios,
         "probe_goals": report.probe_goals(scenarios),
+        "log_goals": log_goals(scenarios),
     }
 
 
@@ -268,7 +294,7 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
     plans: dict[str, tuple[Trial, Trial]] = {}
     meta: dict[str, dict[str, Any]] = {}
 
-    if want & {"cached_keepalive", "cached_tls_per_request"}:
+    if want & {"cached_keepalive", "cached_tls_per_request", "log_cached"}:
         script_ka = wrk.write_script(work / "cached.lua", target_host=SITE, target_port=tport,
                                      fingerprint=target.sha1)
         script_close = wrk.write_script(work / "cached-close.lua", target_host=SITE,
@@ -295,12 +321,18 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
 
         return go
 
+    def plain_notary(name: str, extra: Sequence[str] = ()) -> tuple[int, int]:
+        """A plain-HTTP notary with the target in its cache: (port, cached body size)."""
+        port = free_port()
+        ps.start(name, notary_argv(work / name, port, tls=False, rate_limit=opts.rate_limit,
+                                   extra=extra))
+        ps.wait_http(name, HOST, port)
+        return port, warm(port, tport, target, tls=False)
+
+    if want & {"cached_keepalive", "log_cached"}:
+        np, size = plain_notary("notary-plain")
+
     if "cached_keepalive" in want:
-        np = free_port()
-        ps.start("notary-plain", notary_argv(work / "notary-plain", np, tls=False,
-                                             rate_limit=opts.rate_limit))
-        ps.wait_http("notary-plain", HOST, np)
-        size = warm(np, tport, target, tls=False)
         bp = free_port()
         ps.start("trivial-plain", trivial_argv(bp, size))
         ps.wait_http("trivial-plain", HOST, bp)
@@ -312,6 +344,19 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             "title": "Cached, keep-alive (HTTP)",
             "baseline_title": "trivial aiohttp+uvloop app",
             "target": 0.60, "body_bytes": size,
+        }
+
+    if "log_cached" in want:
+        nlp, _ = plain_notary("notary-plain-nolog", ["--no-log"])
+        plans["log_cached"] = (
+            wrk_trial("notary-plain", np, script_ka, False, opts.connections, "200", HIT),
+            wrk_trial("notary-plain-nolog", nlp, script_ka, False, opts.connections, "200",
+                      HIT),
+        )
+        meta["log_cached"] = {
+            "title": "Cached, keep-alive (HTTP), transparency log on",
+            "baseline_title": "the same notary with --no-log",
+            "target": LOG_GOALS["log_cached"], "body_bytes": size,
         }
 
     if want & {"cached_tls_per_request", "cached_tls_full_handshake"}:
@@ -368,7 +413,7 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
         }
 
     probe_plans = [p for p in PROBE_SCENARIOS if p.key in want]
-    if probe_plans:
+    if probe_plans or "log_probes" in want:
         names = wrk.probe_host_names(opts.threads, opts.distinct_hosts)
         hosts_file = work / "probe-hosts"
         hosts_file.write_text("".join(f"{HOST} {n}\n" for n in names))
@@ -425,6 +470,55 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             "connections": conns,
         }
 
+    def probe_notary(name: str, extra: Sequence[str] = (), workers: int = 1,
+                     hosts: Path | None = None) -> tuple[int, int]:
+        pp = free_port()
+        metrics = free_port()
+        ps.start(name, notary_argv(
+            work / name, pp, tls=False, rate_limit=opts.rate_limit, workers=workers,
+            extra=["--hosts-file", str(hosts or hosts_file), "--negative-ttl", "0",
+                   "--metrics-listen", f"{HOST}:{metrics}", *extra],
+        ))
+        ps.wait_http(name, HOST, pp)
+        ps.wait_http(name, HOST, metrics)
+        return pp, metrics
+
+    if "log_probes" in want:
+        lp, _ = probe_notary("notary-log-probes")
+        nlp2, _ = probe_notary("notary-nolog-probes", ["--no-log"])
+        conns = opts.probe_connections
+        plans["log_probes"] = (
+            wrk_trial("notary-log-probes", lp, script_probe, False, conns, "409", MISS),
+            wrk_trial("notary-nolog-probes", nlp2, script_probe, False, conns, "409", MISS),
+        )
+        meta["log_probes"] = {
+            "title": f"Forced live probes, 1 worker, {conns} connections, transparency log on",
+            "baseline_title": "the same notary with --no-log",
+            "target": LOG_GOALS["log_probes"], "connections": conns,
+        }
+
+    if "log_proof_wait" in want:
+        proof_hosts = work / "proof-hosts"
+        proof_hosts.write_text("".join(f"{HOST} t{i}.site.test\n" for i in range(20000)))
+        wp, _ = probe_notary("notary-proof", hosts=proof_hosts)
+        fresh = iter(range(20000))
+        fresh_lock = threading.Lock()
+
+        def proof_trial(transparency: bool) -> Trial:
+            def go() -> dict[str, Any]:
+                return answer_trial(wp, tport, target.sha1, transparency, fresh, fresh_lock,
+                                    seconds=max(opts.seconds, 3), clients=opts.proof_clients)
+
+            return go
+
+        plans["log_proof_wait"] = (proof_trial(True), proof_trial(False))
+        meta["log_proof_wait"] = {
+            "title": "/v2/answer forced probes asking for the log's proof "
+                     "(\"transparency\": true), default --log-interval 1 s",
+            "baseline_title": "the same requests without \"transparency\"",
+            "target": None, "connections": opts.proof_clients,
+        }
+
     # A short warm-up of every side (first connections, caches, page faults), not recorded.
     warmups = list(plans.items()) if opts.warmup else []
     for name, (subject, baseline) in warmups:
@@ -440,11 +534,14 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
             order = [("notary", subject), ("baseline", baseline)]
             if i % 2:
                 order.reverse()
+            load_before = _loadavg()
             for side, fn in order:
                 results[name][side].append(fn())
+            results[name]["notary"][-1]["loadavg_around"] = [load_before, _loadavg()]
             n, b = results[name]["notary"][-1], results[name]["baseline"][-1]
             _log(f"trial {i + 1}/{opts.trials} {name}: notary {n['rate']:,.0f}/s, "
-                 f"baseline {b['rate']:,.0f}/s, ratio {n['rate'] / b['rate']:.2f}")
+                 f"baseline {b['rate']:,.0f}/s, ratio "
+                 f"{n['rate'] / b['rate'] if b['rate'] else float('nan'):.2f}")
 
     out: dict[str, Any] = {}
     for name in plans:
@@ -480,7 +577,109 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
                     c for c in counted if c is not None) >= answered else
                 "probe count unavailable or below the request count",
             }
+        if name == "log_proof_wait":
+            entry["proof_wait"] = proof_wait_figures(n_trials, b_trials)
         out[name] = entry
+    return out
+
+
+def answer_trial(port: int, target_port: int, sha1: str, transparency: bool,
+                 fresh: Any, lock: threading.Lock, *, seconds: float,
+                 clients: int) -> dict[str, Any]:
+    """``clients`` threads sending ``/v2/answer`` for never-asked names (each a cache miss
+    and a live probe) for ``seconds``; latencies of the 200 answers that match."""
+    latencies: list[float] = []
+    counts = {"requests": 0, "proofs": 0, "unexpected": 0}
+    deadline = time.monotonic() + seconds
+
+    def client() -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                i = next(fresh, None)
+            if i is None:
+                return
+            doc: dict[str, Any] = {"host": f"t{i}.site.test", "port": target_port,
+                                   "fingerprint": sha1}
+            if transparency:
+                doc["transparency"] = True
+            t0 = time.perf_counter()
+            try:
+                status, _, data = http_request(HOST, port, "POST", "/v2/answer",
+                                               body=json.dumps(doc).encode(), timeout=10,
+                                               headers={"Content-Type": "application/json"})
+            except OSError:
+                status, data = 0, b""
+            ms = (time.perf_counter() - t0) * 1000
+            with lock:
+                counts["requests"] += 1
+                if status != 200 or (transparency and b'"transparency":' not in data):
+                    counts["unexpected"] += 1
+                    continue
+                counts["proofs"] += b'"transparency":' in data
+                latencies.append(ms)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds + 30)
+    wall = time.monotonic() - t0
+    lat = sorted(latencies)
+    return {
+        "rate": len(lat) / wall if wall > 0 else 0.0,
+        "p50_ms": _quantile(lat, 0.50), "p99_ms": _quantile(lat, 0.99),
+        "mean_ms": sum(lat) / len(lat) if lat else None,
+        "max_ms": lat[-1] if lat else None,
+        "latencies_ms": [round(x, 2) for x in lat],
+        **counts,
+    }
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    i = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
+    return sorted_values[i]
+
+
+def proof_wait_figures(with_proof: Sequence[dict[str, Any]],
+                       without: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What waiting for sequencing adds, over every trial's answers pooled: the p99 of the
+    answers with a proof minus the median of those without (the probe's own latency); also
+    p99 minus p99."""
+    w = sorted(x for t in with_proof for x in t.get("latencies_ms", []))
+    o = sorted(x for t in without for x in t.get("latencies_ms", []))
+    p99w, p50w, p99o, p50o = (_quantile(w, 0.99), _quantile(w, 0.5), _quantile(o, 0.99),
+                              _quantile(o, 0.5))
+    added = None if p99w is None or p50o is None else p99w - p50o
+    return {
+        "answers_with_proof": len(w), "answers_without": len(o),
+        "proofs": sum(int(t.get("proofs", 0)) for t in with_proof),
+        "p50_ms_with": p50w, "p99_ms_with": p99w, "p50_ms_without": p50o,
+        "p99_ms_without": p99o,
+        "added_p50_ms": None if p50w is None or p50o is None else p50w - p50o,
+        "added_p99_ms": added,
+        "added_p99_minus_p99_ms": None if p99w is None or p99o is None else p99w - p99o,
+        "goal_ms": PROOF_WAIT_GOAL_MS,
+        "met": None if added is None else added <= PROOF_WAIT_GOAL_MS,
+    }
+
+
+def log_goals(sc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The transparency log's performance goals from one run's scenarios."""
+    out: list[dict[str, Any]] = []
+    for key, limit in LOG_GOALS.items():
+        if key in sc:
+            c = sc[key]["compare"]
+            out.append({"goal": f"{key}: rate with the log / --no-log", "value": c["ratio"],
+                        "min": c["ratio_min"], "max": c["ratio_max"], "limit": limit,
+                        "at_most": False, "unit": "x", "met": c["ratio"] >= limit})
+    pw = (sc.get("log_proof_wait") or {}).get("proof_wait")
+    if pw and pw.get("added_p99_ms") is not None:
+        out.append({"goal": "log_proof_wait: p99 added by waiting for sequencing",
+                    "value": pw["added_p99_ms"], "limit": PROOF_WAIT_GOAL_MS,
+                    "at_most": True, "unit": "ms", "met": pw["met"]})
     return out
 
 
@@ -519,6 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=Options.out_json, help="results file")
     p.add_argument("--markdown", type=Path, default=Options.out_md, help="table file")
     p.add_argument("--work-dir", type=Path, help="keep logs and scripts here")
+    p.add_argument("--busy", action="store_true",
+                   help="run a CPU burner beside the benchmark (the busy-machine scenario)")
     args = p.parse_args(argv)
     if not 1 <= args.seconds <= 60 or not 1 <= args.trials <= 50:
         p.error("--seconds must be 1..60 and --trials 1..50")
@@ -531,6 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_json=None if args.no_write else args.json,
         out_md=None if args.no_write else args.markdown,
         work_dir=args.work_dir,
+        busy=args.busy,
     )
     t0 = time.monotonic()
     try:

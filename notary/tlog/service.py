@@ -108,6 +108,11 @@ class TransparencyLog:
         self._sequenced = asyncio.Event()
         self._known: OrderedDict[str, int] = OrderedDict()  # entry key -> index (memo)
         self._queued: set[str] = set()
+        # keys the store holds (queued or logged): a re-probe that sees the same certificate
+        # again costs no store round trip (bounded like _known)
+        self._stored: OrderedDict[str, None] = OrderedDict()
+        self._batch: list[tuple[str, bytes]] = []  # queued by record(), not yet written
+        self._flushing = False
         self._checkpoint: bytes | None = None  # latest, with cosignatures
         self._size = 0
         self._proofs: OrderedDict[tuple[int, int], tuple[list[bytes], bytes]] = OrderedDict()
@@ -163,27 +168,49 @@ class TransparencyLog:
     # ------------------------------------------------------------------ queueing
 
     def record(self, entry: Entry) -> None:
-        """Queue an observation (fire and forget; never raises)."""
+        """Queue an observation (fire and forget; never raises).
+
+        Entries recorded while a write is in flight go to the store together in the next
+        one (one transaction, one hand-off to the log's thread), so a busy notary pays one
+        store round trip per batch rather than per probe."""
         key = entry.key
-        if key in self._known or key in self._queued or self._log is None:
+        if (key in self._known or key in self._queued or key in self._stored
+                or self._log is None):
             return
         self._queued.add(key)
-        fut = asyncio.ensure_future(self._enqueue(key, entry.encode()))
-        self._pending_tasks.add(fut)
-        fut.add_done_callback(self._pending_tasks.discard)
+        self._batch.append((key, entry.encode()))
+        if not self._flushing:
+            self._flushing = True
+            fut = asyncio.ensure_future(self._flush())
+            self._pending_tasks.add(fut)
+            fut.add_done_callback(self._pending_tasks.discard)
 
-    async def _enqueue(self, key: str, data: bytes) -> None:
+    async def _flush(self) -> None:
+        try:
+            while self._batch and self._log is not None:
+                items, self._batch = self._batch, []
+                await self._enqueue(items)
+        finally:
+            self._flushing = False
+
+    async def _enqueue(self, items: list[tuple[str, bytes]]) -> None:
         assert self._log is not None
         try:
-            await self._run(self._log.enqueue, key, data)
+            await self._run(self._log.enqueue_many, items)
             self.db_errors.ok()
         except LogFull as exc:
-            self.dropped += 1
-            self._queued.discard(key)
+            self.dropped += len(items)
+            self._queued.difference_update(k for k, _ in items)
             self.db_errors.failed(exc)
+            return
         except DB_ERRORS as exc:  # the log degrades
-            self._queued.discard(key)
+            self._queued.difference_update(k for k, _ in items)
             self.db_errors.failed(exc)
+            return
+        for k, _ in items:
+            self._stored[k] = None
+        while len(self._stored) > 100_000:
+            self._stored.popitem(last=False)
 
     # ------------------------------------------------------------------ sequencing
 
@@ -324,6 +351,7 @@ class TransparencyLog:
             if idx is not None and idx < self._size:
                 break
             if idx is None:
+                self._stored.pop(key, None)  # not logged yet: ask the store again
                 self.record(entry)
             left = deadline - loop.time()
             if left <= 0:
