@@ -23,6 +23,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from notary.ca.verify import VERDICTS
 from notary.core.target import Target
 from notary.errors import (
     NotaryError,
@@ -64,6 +65,11 @@ class Metrics:
         self.capacity_refusals = Counter("notary_probe_capacity_refusals",
                                          "Requests refused because every probe slot was busy",
                                          registry=r)
+        self.ca_verdicts = Counter("notary_ca_verdicts", "CA verifier verdicts on the "
+                                   "certificates in question, by verdict (not logged one by one)",
+                                   ["verdict"], registry=r)
+        for verdict in VERDICTS:
+            self.ca_verdicts.labels(verdict)
         self.malformed_requests = Counter("notary_malformed_requests",
                                           "Requests the HTTP parser rejected (not logged one "
                                           "by one)", registry=r)

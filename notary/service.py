@@ -167,7 +167,8 @@ class NotaryService:
         self._ext_signer = ext_signer
         self._ext_answers: OrderedDict[tuple[str, bytes], tuple[int, int, bytes]] = OrderedDict()
         # told of store failures that do not fail a request (the operator's log)
-        self.store_failed: Callable[[StoreUnavailable], None] = lambda exc: None
+        self.store_failed: Callable[[StoreUnavailable], None] = store.health_failed
+        self.on_ca_verdict: Callable[[str], None] = lambda verdict: None  # metrics, if any
 
     @property
     def probes_in_flight(self) -> int:
@@ -251,8 +252,9 @@ class NotaryService:
         if not chain:
             chain = await self.store.get_chain(key, sha256) or ()
         verdict = ca.check(target.host, key, sha256, chain, now)
-        # no target name at INFO: the default log must not say what clients ask about
-        log.info("ca verdict=%s store=%s", verdict.verdict, verdict.store)
+        # counted, not logged per probe (a line per probe grew the log by gigabytes a day);
+        # the target only at DEBUG: the default log must not say what clients ask about
+        self.on_ca_verdict(verdict.verdict)
         log.debug("ca %s sha256=%s verdict=%s store=%s reason=%s", key, sha256.hex()[:16],
                   verdict.verdict, verdict.store, verdict.reason)
         return verdict

@@ -86,6 +86,9 @@ CS_BAD_REQUEST = "converge-notary; fwd=bypass"
 CS_RATE_LIMITED = "converge-notary; fwd=bypass; detail=rate-limited"
 CS_OVERLOADED = "converge-notary; fwd=bypass; detail=overloaded"
 CS_STORE = "converge-notary; fwd=miss; detail=store-unavailable"
+# what clients are told of a store failure: nothing internal (paths, addresses, library
+# messages); the operator's log has the text (notary/store/health.py)
+STORE_TEXT = "the notary's store is unavailable; retry shortly"
 
 _ALLOW = "GET, POST"
 
@@ -113,8 +116,9 @@ def error_response(exc: NotaryError) -> web.Response:
         headers["Cache-Status"] = CS_REFUSED
     elif isinstance(exc, BadInput):
         headers["Cache-Status"] = CS_BAD_REQUEST
+    text = STORE_TEXT if isinstance(exc, StoreUnavailable) else exc.message
     resp = web.Response(
-        status=exc.status, text=exc.message + "\n", content_type="text/plain", headers=headers
+        status=exc.status, text=text + "\n", content_type="text/plain", headers=headers
     )
     if isinstance(exc, TooManyConnections):
         resp.force_close()  # shed the connection so the count falls
@@ -429,6 +433,7 @@ def create_app(
             service = app[SERVICE]
             metrics.probes_in_flight.set_function(lambda: service.probes_in_flight)
             metrics.lru_entries.set_function(lambda: len(cached))
+            service.on_ca_verdict = lambda verdict: metrics.ca_verdicts.labels(verdict).inc()
             metrics.open_connections.set_function(lambda: app[CONNS].open)
         try:
             yield

@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import replace
+from typing import TypeVar
 
 from notary.core.fingerprint import CertDigests
+from notary.errors import StoreUnavailable
 from notary.store.base import BudgetStore, ChainStore, Store, StoredChain, TargetRecord
+from notary.store.health import FailureLog
+
+T = TypeVar("T")
 
 USES_BATCH = 256  # cache hits remembered before they are written to the durable store
 USES_EVERY = 1.0  # seconds between such writes
@@ -27,6 +33,25 @@ class CachedStore:
         self._lru: OrderedDict[str, TargetRecord] = OrderedDict()
         self._uses: dict[str, int] = {}  # location -> last hit, not yet written
         self._uses_at = time.monotonic()
+        # every backend failure and recovery, for the operator; reads and writes apart (a
+        # full disk fails writes while reads work: a read is no sign of recovery)
+        self.reads = FailureLog("store reads")
+        self.writes = FailureLog("store writes")
+
+    def health_failed(self, exc: StoreUnavailable) -> None:
+        """A failure the caller handled itself (it did not fail a request)."""
+        self.writes.failed(exc.message)
+
+    @staticmethod
+    async def _b(call: Awaitable[T], health: FailureLog) -> T:
+        """A backend call, its failure or success told to ``health``."""
+        try:
+            out = await call
+        except StoreUnavailable as exc:
+            health.failed(exc.message)
+            raise
+        health.ok()
+        return out
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -47,18 +72,18 @@ class CachedStore:
             if rec is not None:
                 self._lru.move_to_end(location)
                 return rec
-        rec = await self.backend.get(location)
+        rec = await self._b(self.backend.get(location), self.reads)
         if rec is not None:
             self._put(rec)
         return rec
 
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
-        rec = await self.backend.observe(location, seen, now)
+        rec = await self._b(self.backend.observe(location, seen, now), self.writes)
         self._put(rec)
         return rec
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
-        await self.backend.save_body(location, version, body)
+        await self._b(self.backend.save_body(location, version, body), self.writes)
         rec = self._lru.get(location)
         if rec is not None and rec.version == version:
             self._lru[location] = replace(rec, body=body)
@@ -78,18 +103,18 @@ class CachedStore:
         uses, self._uses = self._uses, {}
         self._uses_at = time.monotonic()
         if uses and isinstance(self.backend, BudgetStore):
-            await self.backend.touch(list(uses), max(uses.values()))
+            await self._b(self.backend.touch(list(uses), max(uses.values())), self.writes)
 
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
         """Pass through to the backend when it keeps chains; otherwise do nothing."""
         if isinstance(self.backend, ChainStore):
-            await self.backend.save_chain(location, sha256, chain, now)
+            await self._b(self.backend.save_chain(location, sha256, chain, now), self.writes)
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
         if isinstance(self.backend, ChainStore):
-            return await self.backend.get_chain(location, sha256)
+            return await self._b(self.backend.get_chain(location, sha256), self.reads)
         return None
 
     async def chains(self, limit: int) -> list[StoredChain]:
