@@ -149,5 +149,16 @@ def write_report(out: Path, doc: dict[str, Any]) -> None:
         + "\n\n".join(markdown(t) for t in ts) + "\n", encoding="utf-8")
 
 
+def compact(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document without the per-load samples (what ``--record`` keeps in bench/results)."""
+    def strip(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items()
+                    if k not in ("http_s", "https_s", "hit_samples_ms", "miss_samples_ms")}
+        return x
+
+    return {k: strip(v) for k, v in doc.items() if k != "tables"}
+
+
 def summary(doc: dict[str, Any]) -> str:
     return "\n\n".join(text(t) for t in tables(doc))

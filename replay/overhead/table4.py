@@ -16,8 +16,10 @@ to the measured time as one RTT each (the ``+ TCP`` column).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
+import socketserver
 import ssl
 import statistics
 import subprocess
@@ -49,35 +51,24 @@ class _Site:
     """The validated site: a TLS server that completes handshakes and closes."""
 
     def __init__(self, chain: Path, key: Path) -> None:
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(str(chain), str(key))
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = int(self.sock.getsockname()[1])
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(chain), str(key))
 
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.settimeout(10)
+                with contextlib.suppress(OSError), \
+                        ctx.wrap_socket(self.request, server_side=True) as s:
+                    s.recv(1)
 
-    def _one(self, c: socket.socket) -> None:
-        try:
-            c.settimeout(10)
-            with self.ctx.wrap_socket(c, server_side=True) as s:
-                s.recv(1)
-        except OSError:
-            c.close()
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = int(self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        self.sock.close()
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def run_table4(out: Path, tp: Toxiproxy, chain: Path, key: Path, checks: int) -> dict[str, Any]:
