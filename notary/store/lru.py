@@ -78,6 +78,8 @@ class CachedStore:
         return rec
 
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
+        if self._uses and time.monotonic() - self._uses_at >= USES_EVERY:
+            await self.flush_uses()  # before the write whose budget check may evict
         rec = await self._b(self.backend.observe(location, seen, now), self.writes)
         self._put(rec)
         return rec

@@ -11,6 +11,7 @@ are answered 200 and log no store line.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable
@@ -149,3 +150,52 @@ def test_full_disk_logged_once_and_recovery(
     finally:
         n.stop()
         target.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("budget", [True, False])
+def test_flood_of_names_stays_under_the_store_cap(
+    identity_dir: Path, tmp_path: Path, site_cert: trustme.LeafCert, results: Results,
+    budget: bool,
+) -> None:
+    """One address asks about 1,000 distinct names (a hosts file maps them all to one real
+    TLS site): with ``--store-max-records 200`` the store keeps at most 200 records and the
+    honest target asked before (twice) keeps its history; the twin without a cap keeps all."""
+    flood, cap = 1000, 200
+    target = ThreadServer(tls_handler(server_ctx(site_cert)))
+    fp = sha1_colon(leaf_der(site_cert))
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 bank.test " + " ".join(f"f{i}.test" for i in range(flood))
+                     + "\n", encoding="ascii")
+    data = copy_identity(identity_dir, tmp_path / "data")
+    args = ["--allow-target", "127.0.0.0/8", "--no-log", "--hosts-file", str(hosts),
+            "--store-max-records", str(cap if budget else 0)]
+    n = NotaryProcess(data, args, tls=False)
+    try:
+        assert query(n.port, f"bank.test+{target.port}", fp, tls=False).status == 200
+        assert query(n.port, f"bank.test+{target.port}", fp, tls=False).status == 200  # hit
+        time.sleep(1.1)  # the hit is written as a use within a second
+        t0 = time.monotonic()
+        statuses = [query(n.port, f"f{i}.test+{target.port}", fp, tls=False).status
+                    for i in range(flood)]
+        secs = time.monotonic() - t0
+        assert statuses == [200] * flood
+    finally:
+        n.stop()
+        target.close()
+    with sqlite3.connect(data / "notary.sqlite3") as db:
+        records = db.execute("SELECT count(*) FROM targets").fetchone()[0]
+        bank = db.execute("SELECT count(*) FROM observations WHERE location = ?",
+                          (f"bank.test:{target.port}",)).fetchone()[0]
+    size = (data / "notary.sqlite3").stat().st_size
+    if budget:
+        assert records <= cap and bank == 1, (records, bank)
+        results.add(SUITE, f"one address asks about {flood} distinct names after an honest "
+                    f"site (--store-max-records {cap})",
+                    f"at most {cap} records kept; the honest site's history kept",
+                    f"{records} records ({size // 1024} KiB file); honest history kept", secs)
+    else:
+        assert records == flood + 1, records
+        results.add(SUITE, f"twin: the same {flood} names without a store cap",
+                    "every record kept (over the cap)", f"{records} records "
+                    f"({size // 1024} KiB file)", secs)
