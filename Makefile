@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 DATA    ?= var/notary
 LISTEN  ?= 127.0.0.1:8443
 
-.PHONY: setup run test test-fast lint bench bench-record security security-record fuzz clean \
+.PHONY: setup run demo test test-fast lint bench bench-record security security-record fuzz clean \
 	system-deps
 
 $(STAMP): pyproject.toml $(wildcard client-libs/python/pyproject.toml)
@@ -24,6 +24,10 @@ system-deps:
 ## Run a notary on https://$(LISTEN) with an embedded SQLite store (key and cert made on first run).
 run: setup
 	$(BIN)/notary serve --data-dir $(DATA) --listen $(LISTEN)
+
+## A notary and a local TLS site to ask it about, offline (README, "Try it").
+demo: setup
+	$(BIN)/notary demo
 
 ## Every test suite (installs the system packages the tests need).
 test: setup system-deps

@@ -181,6 +181,19 @@ def _parser() -> argparse.ArgumentParser:
     rl.add_argument("--pid-file", type=Path,
                     help="pid file to read instead (default: DATA/notary.pid)")
 
+    d = sub.add_parser("demo", help="a notary and a local TLS site to try it offline",
+                       description="Serve a notary on loopback and a TLS site, site.test, on "
+                       "another loopback port, with the notary allowed to probe it; print the "
+                       "commands to try (README, \"Try it\"). Not for a public notary: it "
+                       "probes loopback addresses.")
+    d.add_argument("--data-dir", type=Path, default=Path("var/demo"),
+                   help="directory for the notary's and the site's keys (default: "
+                   "%(default)s)")
+    d.add_argument("--port", type=int, default=8443,
+                   help="the notary's port on 127.0.0.1 (default: %(default)s)")
+    d.add_argument("--site-port", type=int, default=9443,
+                   help="the site's port on 127.0.0.1 (default: %(default)s)")
+
     b = sub.add_parser("bundle", help="write a v1 .notary bundle for this notary",
                        description="Write the .notary bundle clients import: this notary's "
                        "pinned certificate, host and ports, and its signing keys.")
@@ -379,6 +392,13 @@ def _cmd_reload(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     print(f"sent SIGHUP to notary process {text}; its log says what it reloaded")
     return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from notary.demo import run_demo
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    return run_demo(args.data_dir, args.port, args.site_port)
 
 
 def make_bundle(
@@ -624,7 +644,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"serve": _cmd_serve, "keygen": _cmd_keygen, "bundle": _cmd_bundle,
-               "reload": _cmd_reload,
+               "reload": _cmd_reload, "demo": _cmd_demo,
                "check": _cmd_check, "log-key": _cmd_log_key, "witness": _cmd_witness,
                "witness-key": _cmd_witness_key, "monitor": _cmd_monitor}[args.command]
     try:

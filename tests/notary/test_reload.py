@@ -26,6 +26,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+from loopback import free_port
 
 from notary import keys
 from notary.core import extended
@@ -34,12 +35,6 @@ from notary.core.canonical import canonical_json
 BIN = Path(sys.executable).parent
 NOTARY = str(BIN / "notary")
 REQUEST = json.dumps({"host": "127.0.0.1", "port": 443, "fingerprint": "00" * 20}).encode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ctx() -> ssl.SSLContext:

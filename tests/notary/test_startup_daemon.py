@@ -14,15 +14,10 @@ from pathlib import Path
 
 import pytest
 import trustme
+from loopback import free_port
 from test_startup_failures import NOTARY, one_line_exit_2, serve
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def base(tmp_path: Path, workers: str) -> list[str]:
