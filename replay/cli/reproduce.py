@@ -34,9 +34,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(a: argparse.Namespace) -> int:
+    from replay.errors import ReplayInputError
     from replay.reproduce import WORLD_MODELS, ReproduceConfig, reproduce
+    from replay.rootstore.world import root_weights
 
     worlds = tuple(m.strip() for m in a.worlds.split(",") if m.strip()) if a.worlds else ()
+    for model in worlds:  # before any work: a bad model raises ReplayInputError (exit 2)
+        root_weights(1, model)
+    if a.world_sites < 1:
+        raise ReplayInputError(f"--world-sites must be at least 1, got {a.world_sites}")
     cfg = ReproduceConfig(out=a.out, scale=a.scale, duration=a.duration, speed=a.speed,
                           seed=a.seed, world_sites=a.world_sites,
                           worlds=worlds if a.worlds is not None else WORLD_MODELS,
