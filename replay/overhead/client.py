@@ -33,11 +33,14 @@ class Mode:
     persistent: bool
     tls: str = ""  # "1.2" or "1.3" (https)
     resume: bool = False
+    h2: bool = False  # HTTP/2 (TLS 1.3, one multiplexed connection per host)
 
     @property
     def label(self) -> str:
         if self.scheme == "http":
             return "http"
+        if self.h2:
+            return f"h2+tls{self.tls}"
         return f"tls{self.tls}" + ("+resume" if self.resume else "")
 
     @property
@@ -66,6 +69,7 @@ class Browser:
         self.ports = ports
         self.profile = profile
         self.handshake_rtt = handshake_rtt
+        self.cafile = cafile
         self.rng = random.Random(seed)
         self.rng_lock = threading.Lock()
         self.ctx: dict[str, ssl.SSLContext] = {}
@@ -80,10 +84,7 @@ class Browser:
         port = self.ports[(mode.scheme, host)]
         sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.handshake_rtt:
-            with self.rng_lock:
-                delay = handshake_delay(self.profile, self.rng)
-            time.sleep(delay)
+        time.sleep(self._delay())
         if mode.scheme == "https":
             session = self.sessions.get((mode.tls, host)) if mode.resume else None
             tls = self.ctx[mode.tls].wrap_socket(sock, server_hostname=host, session=session)
@@ -110,8 +111,21 @@ class Browser:
             raise ReplayIOError(f"GET {mode.scheme}://{host}{path}: HTTP {r.status}")
         return body
 
+    def _delay(self) -> float:
+        if not self.handshake_rtt:
+            return 0.0
+        with self.rng_lock:
+            return handshake_delay(self.profile, self.rng)
+
     def load(self, page: Page, mode: Mode) -> float:
         """Seconds from the page's request to the last byte of its last object."""
+        if mode.h2:
+            from replay.overhead.client_h2 import load_h2
+
+            ports = {h: p for (s, h), p in self.ports.items() if s == "h2"}
+            ctx = ssl.create_default_context(cafile=self.cafile)
+            ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+            return load_h2(page, ports, ctx, self._delay, lambda: self.counters.add(False))
         t0 = time.perf_counter()
         try:
             conn = self.connect(mode, page.host)

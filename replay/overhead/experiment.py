@@ -108,8 +108,10 @@ def stats(http: list[float], https: list[float]) -> dict[str, Any]:
 
 def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: bool,
              variants: tuple[tuple[str, bool], ...], rounds: int, rng: random.Random,
-             progress: Any) -> dict[str, Any]:
+             progress: Any, h2: bool) -> dict[str, Any]:
     modes = [Mode("http", persistent)] + [Mode("https", persistent, v, r) for v, r in variants]
+    if persistent and h2:
+        modes.append(Mode("https", True, "1.3", h2=True))
     times: dict[str, list[float]] = {m.label: [] for m in modes}
     for i in range(rounds + 1):
         order = list(modes)
@@ -120,6 +122,14 @@ def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: boo
                 times[m.label].append(t)
         progress()
     out: dict[str, Any] = {}
+    if persistent and h2:
+        s = stats(times["http"], times["h2+tls1.3"])
+        # TLS 1.3: one round trip on the page's connection, one on the other hosts'; and no
+        # six-connection limit (every request of a host at once, against HTTP/1.1's waves)
+        s["model_ms"] = 2 * profile.rtt_ms
+        s["model_round_trips"] = 2
+        s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms else None
+        out["h2+tls1.3"] = s
     for v, r in variants:
         label = Mode("https", persistent, v, r).label
         s = stats(times["http"], times[label])
@@ -147,12 +157,16 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     cafile, chain, key = _pki(cfg.out, page)
     variants = VARIANTS
     api_port = cfg.api_port or free_port()
+    from replay.overhead.client_h2 import available
+
+    h2 = available()
     http_port, https_port = free_port(), free_port()
+    h2_port = free_port() if h2 else 0
     log = (cfg.out / "server.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "replay.overhead.server", "--page", str(cfg.out / "page.json"),
          "--cert", str(chain), "--key", str(key), "--http-port", str(http_port),
-         "--https-port", str(https_port), "--seconds", "3600"],
+         "--https-port", str(https_port), "--h2-port", str(h2_port), "--seconds", "3600"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     t_start = time.monotonic()
     results: dict[str, Any] = {}
@@ -160,7 +174,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     table4: dict[str, Any] | None = None
     try:
         deadline = time.monotonic() + 30
-        while not (_tcp_ready(http_port) and _tcp_ready(https_port)):
+        while not all(_tcp_ready(p) for p in (http_port, https_port, h2_port) if p):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise ReplayIOError(f"the page server did not start (see "
                                     f"{cfg.out / 'server.log'})")
@@ -168,7 +182,10 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
         with Toxiproxy(exe, api_port, cfg.out / "toxiproxy.log") as tp:
             ports: dict[tuple[str, str], int] = {}
             names = []
-            for scheme, upstream in (("http", http_port), ("https", https_port)):
+            for scheme, upstream in (("http", http_port), ("https", https_port),
+                                     ("h2", h2_port)):
+                if not upstream:
+                    continue
                 for h in page.hosts:
                     name = f"{scheme}-{h}"
                     ports[(scheme, h)] = tp.proxy(name, upstream)
@@ -189,7 +206,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
                 browser = Browser(ports, profile, str(cafile), cfg.seed)
                 results[profile.name] = {
                     conn: _measure(browser, page, profile, conn == "persistent", variants,
-                                   cfg.rounds, rng, progress)
+                                   cfg.rounds, rng, progress, h2)
                     for conn in ("non-persistent", "persistent")}
                 connections[profile.name] = {
                     "opened": browser.counters.connections,
@@ -203,7 +220,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     finally:
         stop_process(server)
         log.close()
-    doc = {"config": {"quick": cfg.quick, "rounds": cfg.rounds, "seed": cfg.seed,
+    doc = {"config": {"quick": cfg.quick, "rounds": cfg.rounds, "seed": cfg.seed, "http2": h2,
                       "profiles": {p.name: asdict(p) for p in cfg.profiles},
                       "page": {"objects": len(page.objects), "hosts": len(page.hosts),
                                "bytes": page.total_bytes(), "html_bytes": page.html_bytes,

@@ -1,6 +1,7 @@
 """The page server: aiohttp (a maintained server, already the notary's) serving one
 synthetic page and its objects over http and https (TLS 1.2 and 1.3, session tickets on:
-OpenSSL's defaults) on two loopback ports. Run as
+OpenSSL's defaults) on two loopback ports, and with ``--h2-port`` hypercorn serving it over
+HTTP/2 (TLS, ALPN h2) on a third. Run as
 ``python -m replay.overhead.server --page P --cert C --key K --http-port A --https-port B``.
 """
 
@@ -10,6 +11,7 @@ import argparse
 import asyncio
 import ssl
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -40,6 +42,48 @@ def app(page_file: Path) -> web.Application:
     return a
 
 
+def asgi(page_file: Path) -> Any:
+    """The same page as an ASGI application, for hypercorn's HTTP/2 (h2 over TLS, ALPN)."""
+    page = load(page_file)
+    doc = html(page)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        path = scope["path"]
+        status, ctype, body = 404, b"text/plain", b"not found"
+        if path == "/":
+            status, ctype, body = 200, b"text/html", doc
+        elif path.startswith("/obj/"):
+            size = object_size(path[5:])
+            status, ctype = 200, b"application/octet-stream"
+            body = (CHUNK * (size // len(CHUNK) + 1))[:size]
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", ctype),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+async def _h2(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    from hypercorn.asyncio import serve as hserve
+    from hypercorn.config import Config
+
+    cfg = Config()
+    cfg.bind = [f"127.0.0.1:{args.h2_port}"]
+    cfg.certfile, cfg.keyfile = args.cert, args.key
+    cfg.alpn_protocols = ["h2"]
+    cfg.accesslog = None
+    await hserve(asgi(args.page), cfg, shutdown_trigger=stop.wait)
+
+
 async def serve(args: argparse.Namespace) -> None:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -48,7 +92,12 @@ async def serve(args: argparse.Namespace) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", args.http_port).start()
     await web.TCPSite(runner, "127.0.0.1", args.https_port, ssl_context=ctx).start()
+    stop = asyncio.Event()
+    h2 = asyncio.create_task(_h2(args, stop)) if args.h2_port else None
     await asyncio.sleep(args.seconds)
+    stop.set()
+    if h2 is not None:
+        await h2
     await runner.cleanup()
 
 
@@ -59,6 +108,8 @@ def main() -> None:
     p.add_argument("--key", required=True)
     p.add_argument("--http-port", type=int, required=True)
     p.add_argument("--https-port", type=int, required=True)
+    p.add_argument("--h2-port", type=int, default=0,
+                   help="also serve HTTP/2 over TLS with hypercorn on this port")
     p.add_argument("--seconds", type=float, default=1800.0)
     asyncio.run(serve(p.parse_args()))
 

@@ -121,16 +121,25 @@ def _up_kbit(port: int, nbytes: int, rtt_ms: float) -> float:
     return nbytes * 8 / 1000 / secs
 
 
+def _measure_path(port: int) -> tuple[float, float, float]:
+    rtt = _ping_ms(port, 15)
+    # medians of three transfers of ~0.6 s each
+    down = statistics.median(_down_kbit(port, 375_000, rtt) for _ in range(3))
+    up = statistics.median(_up_kbit(port, 75_000, rtt) for _ in range(3))
+    return rtt, down, up
+
+
 def test_thesis_profile_rtt_and_bandwidth_match_settings(tp: Toxiproxy,
                                                          upstream: Upstream) -> None:
     port = _path(tp, upstream, "check-thesis", THESIS)
-    rtt = _ping_ms(port)
-    assert within(rtt, THESIS.rtt_ms), rtt
-    # medians of three transfers of ~0.6 s each (the machine is shared)
-    down = statistics.median(_down_kbit(port, 375_000, rtt) for _ in range(3))
-    assert within(down, THESIS.down_kbit), down
-    up = statistics.median(_up_kbit(port, 75_000, rtt) for _ in range(3))
-    assert within(up, THESIS.up_kbit), up
+    settings = (THESIS.rtt_ms, THESIS.down_kbit, THESIS.up_kbit)
+    # the machine is shared by many jobs: a second measurement when a burst of load
+    # delayed the first (each figure must still be within 10% of its setting)
+    for _ in range(2):
+        got = _measure_path(port)
+        if all(within(g, want) for g, want in zip(got, settings, strict=True)):
+            break
+    assert all(within(g, want) for g, want in zip(got, settings, strict=True)), got
 
 
 def test_unshaped_path_fails_the_same_check(tp: Toxiproxy, upstream: Upstream) -> None:
@@ -230,12 +239,17 @@ def test_quick_run_overhead_is_the_handshakes_round_trips(
                     assert isinstance(s[k], float), (prof, conn, v, k)
                 assert s["n"] == 2
     np12 = doc["results"]["thesis"]["non-persistent"]["tls1.2"]
-    np13 = doc["results"]["thesis"]["non-persistent"]["tls1.3"]
+    resumed = doc["results"]["thesis"]["non-persistent"]["tls1.2+resume"]
     # TLS 1.2 non-persistent: about 2 RTT per connection wave on the critical path
     assert 0.75 * np12["model_ms"] <= np12["mean_ms"] <= 1.4 * np12["model_ms"], np12
-    # the twin: TLS 1.3's one round trip per handshake is measurably less
-    assert np12["mean_ms"] - np13["mean_ms"] >= 0.5 * (np12["model_ms"] - np13["model_ms"])
+    # the twin: a resumed TLS 1.2 session's one round trip per handshake is measurably less
+    # (same TLS stack; the machine's load only adds)
+    assert (np12["mean_ms"] - resumed["mean_ms"]
+            >= 0.5 * (np12["model_ms"] - resumed["model_ms"])), (np12, resumed)
     assert doc["connections"]["thesis"]["tls_resumed"] > 0
+    assert doc["config"]["http2"]  # httpcore[http2] and hypercorn: the replay extra
+    h2 = doc["results"]["thesis"]["persistent"]["h2+tls1.3"]
+    assert h2["n"] == 2 and isinstance(h2["median_ms"], float)
     md = (out / "overhead.md").read_text()
     assert "436 ms" in md and "16.1%" in md and "| measured |" in md and "| model" in md
 

@@ -1,0 +1,65 @@
+"""The HTTP/2 page load: httpcore's connection pool with h2 (httpcore[http2], the stack
+under httpx), one TLS 1.3 connection per host with every request multiplexed on it, as a
+browser does over HTTP/2. Connections go to the host's toxiproxy proxy and wait the TCP
+handshake's round trip after connect, as the HTTP/1.1 loads do."""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from replay.errors import ReplayIOError
+from replay.overhead.pages import Page, embedded
+
+
+def available() -> bool:
+    try:
+        import h2  # noqa: F401
+        import httpcore  # noqa: F401
+        import hypercorn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def load_h2(page: Page, ports: dict[str, int], ctx: ssl.SSLContext,
+            delay: Callable[[], float], opened: Callable[[], None]) -> float:
+    """Seconds from the page's request to the last byte of its last object over HTTP/2."""
+    import httpcore
+
+    class Backend(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                        local_address: str | None = None,
+                        socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+            stream = super().connect_tcp("127.0.0.1", ports[host], timeout, local_address,
+                                         socket_options)
+            opened()
+            time.sleep(delay())
+            return stream
+
+    pool = httpcore.ConnectionPool(ssl_context=ctx, http1=False, http2=True,
+                                   network_backend=Backend(), max_connections=None)
+
+    def get(host: str, path: str) -> bytes:
+        r = pool.request("GET", f"https://{host}{path}", extensions={"timeout": {
+            "connect": 30.0, "read": 30.0, "write": 30.0, "pool": 30.0}})
+        if r.status != 200:
+            raise ReplayIOError(f"GET https://{host}{path} over HTTP/2: HTTP {r.status}")
+        return r.content
+
+    t0 = time.perf_counter()
+    try:
+        doc = get(page.host, "/")
+        objs = embedded(doc)
+        with ThreadPoolExecutor(max_workers=max(1, min(len(objs), 64))) as ex:
+            list(ex.map(lambda o: get(*o), objs))
+        elapsed = time.perf_counter() - t0
+    except (OSError, httpcore.NetworkError, httpcore.ProtocolError,
+            httpcore.TimeoutException) as exc:
+        raise ReplayIOError(f"page load over HTTP/2 failed: {exc}") from exc
+    finally:
+        pool.close()
+    return elapsed
