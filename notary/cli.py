@@ -108,6 +108,12 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
                                "help": "close a tunnel idle this long (default 60)"}),
     ("--tunnel-max-bytes", {"type": int, "metavar": "BYTES",
                             "help": "bytes per tunnel, both directions (default 16777216)"}),
+    ("--relay-rate-limit", {"type": float, "metavar": "RPS",
+                            "help": "relay CONNECTs per second per client address, 503 "
+                            "beyond (default 20; 0 turns it off)"}),
+    ("--relay-rate-burst", {"type": int, "metavar": "N",
+                            "help": "relay CONNECT token-bucket size per client address "
+                            "(default 200)"}),
     ("--verifier", {"choices": ["perspective", "ca", "both"], "help": "perspective (default; "
                     "legacy answers unchanged), ca or both: see docs/rootstore.md"}),
     ("--ca-roots", {"action": "append", "metavar": "PEM", "help": "more roots for the CA "

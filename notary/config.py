@@ -74,6 +74,8 @@ class Settings:
     tunnel_idle_timeout: float = 60.0  # seconds without a byte either way
     tunnel_max_bytes: int = 16 * 1024 * 1024  # bytes per tunnel, both directions
     relay_head_timeout: float = 10.0  # seconds to send the CONNECT head
+    relay_rate_limit: float = 20.0  # relay CONNECTs per second per client address (0: off)
+    relay_rate_burst: int = 200
     verifier: str = "perspective"  # perspective | ca | both (docs/rootstore.md)
     ca_roots: list[str] = field(default_factory=list)  # PEM files added to Mozilla's roots
     ca_trust: Path | None = None  # SHA-256 root list: restrict the CA verifier to these
@@ -163,6 +165,9 @@ class Settings:
             raise BadConfig(
                 "rate_limit, probe_rate_limit and max_connections must not be negative"
             )
+        if self.relay_rate_limit < 0 or self.relay_rate_burst < 1:
+            raise BadConfig("relay_rate_limit must not be negative and relay_rate_burst must "
+                            "be positive")
         if (self.rate_burst < 1 or self.probe_rate_burst < 1 or self.rate_clients < 1
                 or self.redis_timeout <= 0):
             raise BadConfig("rate_burst, probe_rate_burst, rate_clients and redis_timeout "

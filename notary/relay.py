@@ -20,7 +20,11 @@ Rules:
   is checked and the relay connects to an address literal that passed.
 * All destinations (at most :data:`MAX_DESTINATIONS`, each at most
   :data:`~notary.probe.MAX_ADDRESSES` addresses) are dialled in parallel within the connect
-  timeout; the first to connect is kept and the others are closed.
+  timeout, at most :data:`MAX_DIALS` connections per CONNECT in all; the first to connect is
+  kept and the others are closed.
+* Each client address may start at most ``connect_rate`` CONNECTs per second (token bucket
+  of ``connect_burst``; the answer beyond is ``503`` with ``Retry-After``), so one client
+  cannot make the relay dial other hosts at the rate of its own requests.
 * Bounds: open relay connections (``max_tunnels``, counting those still sending their head;
   one client address may hold at most ``max_tunnels_per_client`` of them, from
   ``client_share``),
@@ -41,14 +45,22 @@ from dataclasses import dataclass, field
 
 from notary.core.addrpolicy import AddressPolicy
 from notary.core.target import IPAddress, normalise_host, parse_ip, parse_port
-from notary.errors import BadConfig, BadInput, BadTarget, TargetRefused, TargetUnreachable
-from notary.limits import client_key, share
+from notary.errors import (
+    BadConfig,
+    BadInput,
+    BadTarget,
+    RateLimited,
+    TargetRefused,
+    TargetUnreachable,
+)
+from notary.limits import RateLimiter, client_key, share
 from notary.probe import MAX_ADDRESSES
 from notary.proxyproto import Network, ProxyHeaderError, is_trusted, read_header_stream
 from notary.resolve import Resolver
 
 LEGACY_PORT = 4242
 MAX_DESTINATIONS = 8
+MAX_DIALS = 8  # connections one CONNECT may open, over all its destinations and addresses
 MAX_HEADER_LINES = 32
 CHUNK = 64 * 1024
 
@@ -176,9 +188,11 @@ class Relay:
         *,
         reuse_port: bool = False,
         trusted_proxies: Sequence[Network] = (),
+        connect_rate: RateLimiter | None = None,
     ) -> None:
         self.settings = settings
         self._trusted = list(trusted_proxies)
+        self._rate = connect_rate
         self._resolver = resolver
         self._policy = policy
         self._listen = listen
@@ -244,6 +258,14 @@ class Relay:
                 self.stats.note(503)
                 writer.write(BUSY)
                 return
+            if self._rate is not None:
+                try:
+                    self._rate.check(client, time.monotonic())
+                except RateLimited:
+                    self.stats.busy += 1
+                    self.stats.note(503)
+                    writer.write(BUSY)
+                    return
             await self._serve(reader, writer)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client went away, was too slow, or sent an over-long head
@@ -337,7 +359,8 @@ class Relay:
                     any_refused = any_refused or bool(refused)
                     for addr in allowed:
                         any_allowed = True
-                        pending.add(asyncio.create_task(self._connect(dest, addr)))
+                        if len(pending) < MAX_DIALS:
+                            pending.add(asyncio.create_task(self._connect(dest, addr)))
                 if not any_allowed:
                     if any_refused:
                         raise TargetRefused("every relay destination is refused by policy")

@@ -34,6 +34,7 @@ from notary.config import Settings, parse_listen
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.errors import BadConfig, StoreUnavailable
 from notary.keys import Identity
+from notary.limits import RateLimiter
 from notary.metrics import Metrics, create_metrics_app
 from notary.metrics_aggregate import AggregateServer
 from notary.proxyproto import ProxySite, parse_trusted
@@ -203,6 +204,9 @@ async def serve(
                     relay_addrs,
                     reuse_port=settings.workers > 1,
                     trusted_proxies=trusted,
+                    connect_rate=RateLimiter(settings.relay_rate_limit,
+                                             settings.relay_rate_burst, settings.rate_clients,
+                                             what="relay connections"),
                 ).start()
             except OSError as exc:
                 raise _cannot_listen("the bounce relay", *relay_addrs[0], exc) from exc
