@@ -2,7 +2,7 @@
 
     converge [--config-dir DIR] check HOST[:PORT] [--fingerprint FP] [--json]
                                       [--save-answers DIR]
-    converge verify-answer FILE --bundle B.notary [--host H --port P] [--fingerprint FP]
+    converge verify-answer FILE --bundle B.notary [--host H --port P [--ip IP]] [--fingerprint FP]
                                       [--nonce N] [--now T] [--max-skew S] [--json]
     converge [--config-dir DIR] init
     converge [--config-dir DIR] notary add FILE|URL [--disabled] [--cafile PEM]
@@ -218,6 +218,8 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
     """Check a saved extended answer offline and print what it proves."""
     if (args.host is None) != (args.port is None):
         raise UsageError("--host and --port go together")
+    if args.ip is not None and args.host is None:
+        raise UsageError("--ip goes with --host and --port")
     try:
         raw = Path(args.file).read_bytes()[: MAX_ANSWER_FILE + 1]
         bundle_bytes = Path(args.bundle).read_bytes()[: MAX_BUNDLE_DOWNLOAD + 1]
@@ -240,6 +242,10 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
             nonce=args.nonce,
             now=now if check_time else None,
             max_skew=max_skew,
+            # with --host, an answer about an address someone named is refused unless --ip
+            # names the same address: the notary probed that address, not the host's own
+            ip=args.ip,
+            bind_ip=args.host is not None,
         )
         logged = _check_logged(v, bundle, fp)
     except AnswerRejected as e:
@@ -253,7 +259,7 @@ def cmd_verify_answer(args: argparse.Namespace, out: TextIO) -> int:
     proven["transparency"] = logged.to_json() if logged else None
     checked = ["signature", "canonical bytes"]
     if args.host is not None:
-        checked.append("target")
+        checked.append("target" if args.ip is None else "target and address")
     if fp is not None:
         checked.append("fingerprint")
     if args.nonce is not None:
@@ -474,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     va.add_argument("--bundle", required=True, help="the notary's .notary bundle")
     va.add_argument("--host", help="the target the answer must be about")
     va.add_argument("--port", type=int, help="the target's port (with --host)")
+    va.add_argument("--ip", help="the address the answer's probe must have been made to, "
+                    "when the client named one (with --host; default: none, and an answer "
+                    "about a client-named address is wrong-target)")
     va.add_argument("--fingerprint", help="the fingerprint the answer must be about")
     va.add_argument("--nonce", help="the nonce the answer must echo")
     va.add_argument(
