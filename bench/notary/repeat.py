@@ -105,6 +105,10 @@ def _run_summary(doc: dict[str, Any]) -> dict[str, Any]:
             "figures": {k: get(doc) for k, _, get, _, _ in FIGURES}}
 
 
+def _load(xs: Sequence[float] | None) -> str:
+    return "-" if not xs else "[" + ", ".join(f"{x:.2f}" for x in xs) + "]"
+
+
 def _fmt(x: float, key: str) -> str:
     if key.endswith("_us") or key.endswith("_ms"):
         return f"{x:,.0f}"
@@ -140,7 +144,21 @@ def render(doc: dict[str, Any]) -> str:
             cells.append("-" if f["met"] is None else ("yes" if f["met"] else "**no**"))
         g = "-" if goal is None else ("≤ " if at_most else "≥ ") + _fmt(goal, key)
         lines.append(f"| {title} | {g} | {' | '.join(cells)} |")
-    lines += ["", "Load average (1, 5, 15 min) before / after each run:", ""]
+    lines += [
+        "",
+        "Rate ratios are medians of paired trials (notary next to its baseline, order "
+        "flipping); CPU ratios are the baseline's CPU per request over the notary's, from "
+        "`/proc`, and move much less with other load than rates do. *Quiet* means nothing of "
+        "this benchmark's beside it; other work on the machine is not controlled: read the "
+        "load averages below. The log's figures pair a notary with the log (the default) "
+        "against the same configuration with `--no-log`. The proof wait: 8 clients each "
+        "sending `/v2/answer` for never-asked names (every answer a live probe), half the "
+        "trials with `\"transparency\": true`; the figure is the p99 of the answers with a "
+        "proof minus the median without. The clients are closed-loop, so each new request "
+        "starts just after the batch that released the previous one and waits nearly a "
+        "whole `--log-interval`: the worst case, not the average.",
+        "",
+        "Load average (1, 5, 15 min) before / after each run:", ""]
     for c in ("quiet", "busy"):
         for i, r in enumerate((conds.get(c) or {}).get("runs", []), 1):
             lines.append(f"* {c} run {i}: {r['loadavg_before']} / {r['loadavg_after']}")
@@ -157,8 +175,8 @@ def render(doc: dict[str, Any]) -> str:
                   f"{big.get('write_seconds', 0):.1f} s and verified end to end in "
                   f"{big.get('verify_seconds', 0):.1f} s, "
                   f"{big.get('bytes_per_entry', 0):.0f} bytes per entry on disk; load "
-                  f"{tl.get('machine', {}).get('load_before')} / "
-                  f"{tl.get('machine', {}).get('load_after')}."]
+                  f"{_load(tl.get('machine', {}).get('load_before'))} / "
+                  f"{_load(tl.get('machine', {}).get('load_after'))}."]
     return "\n".join(lines) + "\n"
 
 
@@ -171,7 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tlog-json", help="a bench.tlog.run result to quote (default: the "
                    "results path's bench/results/tlog.json, if any)")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--render", type=Path, metavar="JSON",
+                   help="only rewrite the docs section from an earlier run's results file")
     args = p.parse_args(argv)
+    if args.render is not None:
+        doc = json.loads(args.render.read_text())
+        write_section(results_path("docs/benchmarks.md"), "notary-runs",
+                      "bench/notary/repeat.py", render(doc))
+        return 0
     if not 1 <= args.runs <= 9 or not 1 <= args.seconds <= 30 or not 1 <= args.trials <= 20:
         p.error("--runs 1..9, --seconds 1..30, --trials 1..20")
     t0 = time.monotonic()
