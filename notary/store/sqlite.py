@@ -26,7 +26,9 @@ address). Before it, observations made at an address a client named were stored 
 one drops every cached record (targets, observations, chains) in the same transaction that
 records the new version, and logs how many. The cache refills from live probes; the signing
 keys are not in the database and are unaffected. 4 added the triggers; a version 3 file
-keeps its records.
+keeps its records. 5 added the budget (notary/store/budget.py): ``named``, ``useful`` and
+``last_used`` on targets, the ``usage`` table kept by triggers (records and accounted bytes
+per class) and the eviction indexes; older files gain them and their counts on first open.
 """
 
 from __future__ import annotations
