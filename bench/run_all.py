@@ -3,7 +3,8 @@
 * ``bench.notary.run``: the notary (always; results in ``bench/results/notary.json`` and
   ``docs/benchmarks.md``), then ``bench.notary.repeat``: its headline figures and the
   transparency log's cost as the median of 3 separate runs, quiet and with a CPU burner
-  beside (``bench/results/notary-runs.json`` and a section of ``docs/benchmarks.md``).
+  beside (``bench/results/notary-runs.json`` and a section of ``docs/benchmarks.md``), and
+  ``bench.notary.syscalls``: system calls per forced probe, log on and off (needs strace).
 * ``bench/client/bench_client.py`` and the replay benchmark (``python -m bench.replay`` if
   ``bench/replay/__main__.py`` exists, else ``bench/replay/bench_replayer.py``) when
   present; a missing one is skipped with a message.
@@ -44,6 +45,7 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     out: list[tuple[str, list[str] | None, str]] = [
         ("notary", [py, "-m", "bench.notary.run"], ""),
         ("notary-runs", [py, "-m", "bench.notary.repeat"], ""),
+        ("notary-syscalls", [py, "-m", "bench.notary.syscalls"], ""),
     ]
     client = root / "bench" / "client" / "bench_client.py"
     out.append(("client", [py, str(client)] if client.is_file() else None,

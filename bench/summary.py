@@ -124,9 +124,17 @@ def _ingest(d: dict[str, Any]) -> Iterator[Row]:
                f"{big['peak_rss_mb']:.0f} MB", "< 2048 MB", "yes" if big["met"] else "NO")
 
 
+def _syscalls(d: dict[str, Any]) -> Iterator[Row]:
+    for side in ("log", "no_log"):
+        if side in d:
+            yield (f"notary: system calls per forced probe, {side.replace('_', ' ')}",
+                   f"{d[side]['total_per_probe']:.0f}", "-", "-")
+
+
 SOURCES: list[tuple[str, Callable[[dict[str, Any]], Iterator[Row]]]] = [
     ("bench/results/notary.json", _notary),
     ("bench/results/notary-runs.json", _notary_runs),
+    ("bench/results/notary-syscalls.json", _syscalls),
     ("bench/results/client.json", _client),
     ("bench/results/extended.json", _extended),
     ("bench/results/replay.json", _replay),
