@@ -422,7 +422,7 @@ browser.runtime.onMessage.addListener(async (msg: BackgroundMessage, sender) => 
       await write({ cache: [] });
       return { ok: true };
     case "stats":
-      return { loads, cacheEntries: cache.size, blockedEntries: blocked.size, waiting: budget.waiting() };
+      return { loads, cacheEntries: cache.size, blockedEntries: blocked.size, waiting: budget.waiting() + pending.size };
     default:
       return undefined;
   }

@@ -95,7 +95,7 @@ async function render(): Promise<void> {
   byId("private-windows").textContent = privateWindowsText(await browser.extension.isAllowedIncognitoAccess());
   const st = (await browser.runtime.sendMessage({ type: "stats" })) as { loads: number; cacheEntries: number; blockedEntries: number; waiting: number };
   const stats = byId("stats");
-  stats.textContent = `${st.cacheEntries} sites remembered, ${st.blockedEntries} blocked pages kept, ${st.waiting} notary questions waiting; settings read ${st.loads} times.`;
+  stats.textContent = `${st.cacheEntries} sites remembered, ${st.blockedEntries} blocked pages kept, ${st.waiting} notary questions waiting or running; settings read ${st.loads} times.`;
   stats.dataset["loads"] = String(st.loads);
   stats.dataset["cacheEntries"] = String(st.cacheEntries);
   stats.dataset["waiting"] = String(st.waiting);

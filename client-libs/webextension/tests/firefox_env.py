@@ -100,6 +100,7 @@ class _Site(http.server.BaseHTTPRequestHandler):
     body = b""
     hits: list[Hit]
     many: str = ""
+    files: dict[str, bytes]
 
     def setup(self) -> None:
         # the TLS handshake in this connection's own thread, not in the accept loop (where one
@@ -176,6 +177,8 @@ class _Site(http.server.BaseHTTPRequestHandler):
             self._send(302, "text/plain", b"", {"Location": urllib.parse.unquote(query)})
         elif path == "/sw.js":
             self._send(200, "application/javascript", SW_JS)
+        elif path in self.files:
+            self._send(200, "application/json", self.files[path])
         elif path == "/img.gif":
             self._send(200, "image/gif", GIF)
         elif path == "/many" and self.many:
@@ -209,6 +212,7 @@ class Site:
     server: http.server.ThreadingHTTPServer
     hits: list[Hit] = field(default_factory=list)
     context: ssl.SSLContext | None = None
+    files: dict[str, bytes] = field(default_factory=dict)
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -224,8 +228,9 @@ def start_site(
     host: str, port: int, cert: trustme.LeafCert, text: str, tmp: Path, many: str = ""
 ) -> Site:
     hits: list[Hit] = []
+    files: dict[str, bytes] = {}
     body = f"<!doctype html><title>{text}</title><p id='page'>{text}</p>".encode()
-    handler = type("H", (_Site,), {"body": body, "hits": hits, "many": many})
+    handler = type("H", (_Site,), {"body": body, "hits": hits, "many": many, "files": files})
     server = _QuietServer((host, port), handler)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     # no session resumption: a certificate changed by serve() is shown on the next handshake
@@ -234,7 +239,7 @@ def start_site(
     cert.configure_cert(ctx)
     server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return Site(host, port, text, server, hits, ctx)
+    return Site(host, port, text, server, hits, ctx, files)
 
 
 @dataclass
@@ -586,6 +591,14 @@ def start_world() -> World:
     doc["hosts"][0]["ssl_port"] = free_port()
     dead_bundle = tmp / "Org-Dead.notary"
     dead_bundle.write_text(json.dumps(doc))
+    # an operator's bundle list on good.test, naming both notaries' bundles (and a plain-HTTP
+    # URL, which is ignored)
+    base = f"https://good.test:{good.port}"
+    for n in notaries:
+        good.files[f"/{n.bundle.name}"] = n.bundle.read_bytes()
+    good.files["/notaries.json"] = json.dumps(
+        {"bundles": [f"{base}/{n.bundle.name}" for n in notaries] + ["http://good.test/x.notary"]}
+    ).encode()
     proxy = start_proxy({"bank.test": "127.0.0.1", "good.test": "127.0.0.1"})
     # HTTP/2: a forged bank.test (the notaries reach a genuine one at 127.0.0.2) and a
     # genuine good.test

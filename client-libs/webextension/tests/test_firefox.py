@@ -113,6 +113,17 @@ def stats(driver: Any, ext_uuid: str) -> tuple[int, int]:
     return int(el.get_attribute("data-loads")), int(el.get_attribute("data-cache-entries"))
 
 
+def settle(driver: Any, ext_uuid: str) -> None:
+    """Waits until no notary question of the pages before is waiting or running."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        options(driver, ext_uuid)
+        if driver.find_element(By.ID, "stats").get_attribute("data-waiting") == "0":
+            return
+        time.sleep(1)
+    raise AssertionError("notary questions still running after 60 s")
+
+
 def popup(driver: Any, ext_uuid: str, site: str, expect: str | None = None) -> str:
     """The popup's view of the tab showing `site`, in a tab of its own."""
     driver.switch_to.new_window("tab")
@@ -273,7 +284,14 @@ def test_forged_bank_at_a_private_address_gets_no_cookie_and_no_form(
 ) -> None:
     driver, ext_uuid = browser
     bank, good = urls(world)
-    import_bundles(driver, ext_uuid, [n.bundle for n in world.notaries])
+    # the operator's bundle list, by URL, as the first-run page suggests
+    options(driver, ext_uuid)
+    driver.find_element(By.ID, "import-url").send_keys(good + "notaries.json")
+    driver.find_element(By.ID, "import-url-button").click()
+    WebDriverWait(driver, 20).until(
+        lambda d: "imported Org A; imported Org B" in d.find_element(By.ID, "import-status").text
+    )
+    time.sleep(0.5)
     # the twin of "not configured": now the popup reports a verdict
     visit(driver, good)
     assert "trusted" in popup(driver, ext_uuid, good)
@@ -450,6 +468,7 @@ def test_a_page_with_200_host_names_does_not_fail_a_genuine_site(
 def test_own_cache_writes_do_not_reload(world: World, browser: tuple[Any, str]) -> None:
     driver, ext_uuid = browser
     _, good = urls(world)
+    settle(driver, ext_uuid)
     forget(driver, ext_uuid)
     loads, entries = stats(driver, ext_uuid)
     visit(driver, good + "?cache-write")
@@ -465,14 +484,7 @@ def test_own_cache_writes_do_not_reload(world: World, browser: tuple[Any, str]) 
 def test_replayed_unreachable_cached(world: World, browser: tuple[Any, str]) -> None:
     driver, ext_uuid = browser
     bank, good = urls(world)
-    # no question of the pages before still waiting or running (they would be counted)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        options(driver, ext_uuid)
-        if driver.find_element(By.ID, "stats").get_attribute("data-waiting") == "0":
-            break
-        time.sleep(1)
-    time.sleep(2)
+    settle(driver, ext_uuid)
     forget(driver, ext_uuid)
     # a genuine site asks the notaries once; then a cached verdict asks none
     before = sum(n.requests_answered() for n in world.notaries)
