@@ -12,6 +12,7 @@ import functools
 import html
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -116,13 +117,34 @@ def error_response(exc: NotaryError) -> web.Response:
         headers["Cache-Status"] = CS_REFUSED
     elif isinstance(exc, BadInput):
         headers["Cache-Status"] = CS_BAD_REQUEST
-    text = STORE_TEXT if isinstance(exc, StoreUnavailable) else exc.message
+    text = STORE_TEXT if isinstance(exc, StoreUnavailable) else _client_text(exc)
     resp = web.Response(
         status=exc.status, text=text + "\n", content_type="text/plain", headers=headers
     )
     if isinstance(exc, TooManyConnections):
         resp.force_close()  # shed the connection so the count falls
     return resp
+
+
+# A failed probe's own text names the address the notary's resolver chose and the TLS
+# library's reason: a map of the operator's network for anyone who asks. The client is told
+# what kind of failure it was, never where or the library's words.
+_PROBE_DETAILS = (
+    (re.compile(r"TLS handshake with \S+ failed \(.*?\)(?= \(remembered|$)"),
+     "the TLS handshake failed"),
+    (re.compile(r"cannot connect to \S+ \(.*?\)(?= \(remembered|$)"),
+     "cannot connect to the target"),
+    (re.compile(r"(?<=: )\S+ refused the connection"), "the target refused the connection"),
+)
+
+
+def _client_text(exc: NotaryError) -> str:
+    """What a client is told (see :data:`_PROBE_DETAILS`)."""
+    text = exc.message
+    if isinstance(exc, TargetUnreachable):
+        for pattern, neutral in _PROBE_DETAILS:
+            text = pattern.sub(neutral, text)
+    return text
 
 
 def _admit(request: web.Request) -> None:
