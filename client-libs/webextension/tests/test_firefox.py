@@ -24,7 +24,15 @@ from typing import Any
 import pytest
 
 pytest.importorskip("selenium")
-from firefox_env import ARTIFACTS, EXT, World, firefox, make_profile, start_world  # noqa: E402
+from firefox_env import (  # noqa: E402
+    ADDON_ID,
+    ARTIFACTS,
+    EXT,
+    World,
+    firefox,
+    make_profile,
+    start_world,
+)
 from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -195,6 +203,28 @@ def set_prefs(driver: Any, prefs: dict[str, Any]) -> None:
             )
 
 
+def allow_private_windows(driver: Any) -> None:
+    """What about:addons -> "Run in Private Windows" -> Allow does, then the add-on reloaded."""
+    fresh_tab(driver)
+    driver.get("about:blank")
+    with driver.context(driver.CONTEXT_CHROME):
+        driver.set_script_timeout(20)
+        said = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "const { ExtensionPermissions } = ChromeUtils.importESModule("
+            "  'resource://gre/modules/ExtensionPermissions.sys.mjs');"
+            "const { AddonManager } = ChromeUtils.importESModule("
+            "  'resource://gre/modules/AddonManager.sys.mjs');"
+            "ExtensionPermissions.add(arguments[0],"
+            "  { permissions: ['internal:privateBrowsingAllowed'], origins: [] })"
+            "  .then(() => AddonManager.getAddonByID(arguments[0]))"
+            "  .then((a) => { done('ok'); a.reload(); }, (e) => done('error ' + e));",
+            ADDON_ID,
+        )
+    assert said == "ok", said
+    time.sleep(3)
+
+
 def post_form(driver: Any, action: str) -> None:
     """Submits a login form (a password in the body) as a top-level POST to `action`."""
     driver.execute_script(
@@ -275,8 +305,15 @@ def test_fresh_install_not_configured_first_run(world: World, browser: tuple[Any
     visit(driver, good)
     assert "genuine good.test" in page_text(driver)
     assert "not configured" in popup(driver, ext_uuid, good, expect="not configured")
-    assert "Private windows" in driver.find_element(By.ID, "popup-private").text
+    assert "Private windows: NOT checked" in driver.find_element(By.ID, "popup-private").text
     driver.save_screenshot(str(ARTIFACTS / "popup-not-configured.png"))
+    # twin: once the user allows private windows (about:addons; here through the add-on
+    # manager, then the add-on reloaded), options and popup say they are checked
+    allow_private_windows(driver)
+    options(driver, ext_uuid)
+    assert "Private windows: checked" in driver.find_element(By.ID, "private-windows").text
+    popup(driver, ext_uuid, good, expect="not configured")
+    assert "Private windows: checked" in driver.find_element(By.ID, "popup-private").text
 
 
 def test_forged_bank_at_a_private_address_gets_no_cookie_and_no_form(
