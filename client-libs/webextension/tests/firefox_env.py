@@ -633,8 +633,9 @@ def start_world() -> World:
     return w
 
 
-def make_profile(w: World) -> tuple[Path, str]:
-    """A fresh Firefox profile trusting both CAs; returns it and the extension's UUID."""
+def make_profile(w: World, extra: dict[str, Any] | None = None) -> tuple[Path, str]:
+    """A fresh Firefox profile trusting both CAs (and `extra` preferences); returns it and
+    the extension's UUID."""
     profile = w.tmp / f"profile-{uuid.uuid4().hex[:8]}"
     profile.mkdir()
     subprocess.run(
@@ -670,6 +671,7 @@ def make_profile(w: World) -> tuple[Path, str]:
         "extensions.getAddons.cache.enabled": False,
         "security.enterprise_roots.enabled": False,
         "network.http.http3.enable": False,
+        **(extra or {}),
     }
     with (profile / "user.js").open("w") as fh:
         for k, v in prefs.items():

@@ -562,3 +562,22 @@ def test_replayed_unreachable_cached(world: World, browser: tuple[Any, str]) -> 
     set_enabled(driver, ext_uuid, {"Org A", "Org B"})
     visit(driver, good)
     assert "genuine good.test" in page_text(driver)
+
+
+def test_readme_install_on_a_fresh_profile(world: World) -> None:
+    """The README's install: the .xpi installed for good (not temporarily) in Firefox ESR with
+    xpinstall.signatures.required false; twin: refused while signatures are required."""
+    profile, _ = make_profile(world, {"xpinstall.signatures.required": True})
+    driver = firefox(profile)
+    try:
+        with pytest.raises(WebDriverException):
+            driver.install_addon(str(XPI))
+        set_prefs(driver, {"xpinstall.signatures.required": False})
+        before = set(driver.window_handles)
+        driver.install_addon(str(XPI))
+        WebDriverWait(driver, 15).until(lambda d: len(set(d.window_handles) - before) >= 1)
+        driver.switch_to.window(next(iter(set(driver.window_handles) - before)))
+        WebDriverWait(driver, 10).until(lambda d: "first-run" in d.current_url)
+        WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "first-run").is_displayed())
+    finally:
+        driver.quit()
