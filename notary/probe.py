@@ -9,6 +9,9 @@
   address (an IP-literal host or the ``ip`` segment); for a name the notary resolved, it
   says only that the name resolves to no address it may probe (the details go to the debug
   log), so a public notary does not reveal its operator's internal DNS answers.
+* A failed connection or handshake says what kind of failure it was (the legacy 503 text and
+  the signed v2 ``detail``); the address only when the client named it, the TLS library's
+  reason never (both go to the debug log).
 * Foreign exceptions (``OSError``, ``ssl.SSLError``, ``TimeoutError``) become
   :class:`~notary.errors.TargetUnreachable` here and nowhere else.
 """
@@ -76,6 +79,16 @@ def client_context() -> ssl.SSLContext:
     ctx.verify_mode = ssl.CERT_NONE
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     return ctx
+
+
+def _failed(target: Target, addr: IPAddress, kind: str, internal: str) -> TargetUnreachable:
+    """A failed connection or handshake. Its text (the legacy 503 and the signed v2
+    ``detail``) names the kind of failure only; the address is named only when the client
+    named it, the TLS library's reason never. The full text goes to the debug log."""
+    log.debug("%s: %s", target.location, internal)
+    if target.ip is not None or target.host_is_ip:
+        return TargetUnreachable(f"{target.location}: {kind} (at {addr})")
+    return TargetUnreachable(f"{target.location}: {kind}")
 
 
 class _Quiet(asyncio.Protocol):
@@ -156,15 +169,14 @@ class TLSProber:
                 ssl_shutdown_timeout=1.0,
             )
         except ssl.SSLError as exc:
-            raise TargetUnreachable(
-                f"{target.location}: TLS handshake with {addr} failed ({exc.reason or exc})"
-            ) from exc
+            raise _failed(target, addr, "the TLS handshake failed",
+                          f"TLS handshake with {addr} failed ({exc.reason or exc})") from exc
         except ConnectionRefusedError as exc:
-            raise TargetUnreachable(f"{target.location}: {addr} refused the connection") from exc
+            raise _failed(target, addr, "the target refused the connection",
+                          f"{addr} refused the connection") from exc
         except OSError as exc:
-            raise TargetUnreachable(
-                f"{target.location}: cannot connect to {addr} ({exc.strerror or exc})"
-            ) from exc
+            raise _failed(target, addr, "cannot connect to the target",
+                          f"cannot connect to {addr} ({exc.strerror or exc})") from exc
         chain: tuple[bytes, ...] = ()
         try:
             ssl_obj = transport.get_extra_info("ssl_object")
