@@ -98,6 +98,8 @@ def tables(doc: dict[str, Any]) -> list[Table]:
     for prof, by_conn in res.items():
         for conn in ("non-persistent", "persistent"):
             for label, s in by_conn[conn].items():
+                if label.startswith("_"):
+                    continue
                 rows.append(Row(
                     f"{prof}, {conn}, {label}",
                     f"median {_ms(s['median_ms'])} ({_pc(s['median_pct'])}), mean "
