@@ -28,7 +28,7 @@ from notary.core.addrpolicy import AddressPolicy
 from notary.core.fingerprint import CertDigests
 from notary.core.target import IPAddress, Target
 from notary.errors import TargetRefused, TargetUnreachable
-from notary.resolve import Resolver
+from notary.resolve import Resolver, ResolverBusy
 
 log = logging.getLogger("notary.probe")
 
@@ -81,6 +81,15 @@ def client_context() -> ssl.SSLContext:
     return ctx
 
 
+def _no_address(target: Target) -> TargetRefused:
+    """A name that resolves to no address this notary may probe, or does not resolve: one
+    status (403) and one text for both (see docs/THREAT_MODEL.md)."""
+    return TargetRefused(
+        f"{target.location}: refused by the notary's address policy (the name does not "
+        "resolve to an address this notary may probe)"
+    )
+
+
 def _failed(target: Target, addr: IPAddress, kind: str, internal: str) -> TargetUnreachable:
     """A failed connection or handshake. Its text (the legacy 503 and the signed v2
     ``detail``) names the kind of failure only; the address is named only when the client
@@ -122,9 +131,18 @@ class TLSProber:
             ) from exc
 
     async def _probe(self, target: Target) -> ProbeResult:
-        addrs = [target.ip] if target.ip is not None else await self._resolver.resolve(
-            target.host
-        )
+        client_named = target.ip is not None or target.host_is_ip
+        try:
+            addrs = [target.ip] if target.ip is not None else await self._resolver.resolve(
+                target.host
+            )
+        except ResolverBusy:
+            raise
+        except TargetUnreachable as exc:
+            # A name that does not resolve gets the same answer as one resolving only to
+            # refused addresses: otherwise 403 against 503 tells which internal names exist.
+            log.debug("%s: %s", target.location, exc.message)
+            raise _no_address(target) from exc
         allowed: list[IPAddress] = []
         refusals: list[str] = []
         for addr in addrs:
@@ -134,14 +152,11 @@ class TLSProber:
             else:
                 refusals.append(why)
         if not allowed:
-            if target.ip is None and not target.host_is_ip:
+            if not client_named:
                 # The addresses came from the notary's own resolver: naming them (or their
                 # kind) would map the operator's internal DNS for anyone who asks.
                 log.debug("%s refused: %s", target.location, "; ".join(refusals))
-                raise TargetRefused(
-                    f"{target.location}: refused by the notary's address policy (the name "
-                    "does not resolve to an address this notary may probe)"
-                )
+                raise _no_address(target)
             raise TargetRefused(
                 f"{target.location}: refused by the notary's address policy ({refusals[0]})"
             )

@@ -64,6 +64,11 @@ def load_hosts_file(path: str | Path) -> dict[str, list[IPAddress]]:
     return parse_hosts_text(text, str(p))
 
 
+class ResolverBusy(TargetUnreachable):
+    """The resolver could not answer for now (``EAI_AGAIN``): a failure of the notary's own
+    network, not an answer about the name, so it stays a 503 the client may retry."""
+
+
 class Resolver:
     """Static map first, then the system resolver (``getaddrinfo``)."""
 
@@ -93,7 +98,11 @@ class Resolver:
         loop = asyncio.get_running_loop()
         try:
             infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
+        except socket.gaierror as exc:
+            if exc.errno == socket.EAI_AGAIN:
+                raise ResolverBusy(f"{host}: name resolution failed for now") from exc
+            raise TargetUnreachable(f"{host} does not resolve") from exc
+        except UnicodeError as exc:
             raise TargetUnreachable(f"{host} does not resolve") from exc
         out: list[IPAddress] = []
         for info in infos:
@@ -105,4 +114,6 @@ class Resolver:
         return out
 
 
-__all__ = ["Resolver", "load_hosts_file", "parse_hosts_text", "parse_resolve_option"]
+__all__ = [
+    "Resolver", "ResolverBusy", "load_hosts_file", "parse_hosts_text", "parse_resolve_option",
+]
