@@ -116,7 +116,7 @@ class Settings:
         """The bounce relay's bounds (raises :class:`BadConfig` when out of range)."""
         return relay_settings_from(
             self.relay_port, self.max_tunnels, self.tunnel_idle_timeout, self.tunnel_max_bytes,
-            self.probe_timeout, self.relay_head_timeout, self.client_share,
+            self.probe_timeout, self.relay_head_timeout, self.client_share, self.group_share,
         )
 
     def log_witnesses(self) -> list[tuple[str, str]]:

@@ -27,7 +27,8 @@ Rules:
   cannot make the relay dial other hosts at the rate of its own requests.
 * Bounds: open relay connections (``max_tunnels``, counting those still sending their head;
   one client address may hold at most ``max_tunnels_per_client`` of them, from
-  ``client_share``),
+  ``client_share``, and one network, an IPv4 /24 or IPv6 /48, at most
+  ``max_tunnels_per_group``, from ``group_share``, as for probe slots),
   head bytes (``max_head``) and head time (``head_timeout``), connect time, idle time of a
   tunnel (no byte in either direction for ``idle_timeout``) and total bytes per tunnel in both
   directions (``max_bytes``). The relay does not vote and keeps no log of destinations.
@@ -53,7 +54,7 @@ from notary.errors import (
     TargetRefused,
     TargetUnreachable,
 )
-from notary.limits import RateLimiter, client_key, share
+from notary.limits import RateLimiter, client_key, group_key, share
 from notary.probe import MAX_ADDRESSES
 from notary.proxyproto import Network, ProxyHeaderError, is_trusted, read_header_stream
 from notary.resolve import Resolver
@@ -91,6 +92,7 @@ class RelaySettings:
     max_bytes: int = 16 * 1024 * 1024
     max_head: int = 8192
     max_tunnels_per_client: int = 0  # open relay connections of one client address (0: off)
+    max_tunnels_per_group: int = 0  # open relay connections of one /24 or /48 (0: off)
 
 
 def _destination(text: str, sep: str, relay_port: int) -> Destination:
@@ -176,6 +178,20 @@ class RelayStats:
         del self.statuses[:-100]
 
 
+def _hold(counts: dict[str, int], key: str) -> int:
+    """Count one more connection of ``key``: the new count."""
+    n = counts[key] = counts.get(key, 0) + 1
+    return n
+
+
+def _release(counts: dict[str, int], key: str) -> None:
+    left = counts[key] - 1
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+
+
 class Relay:
     """The relay's listeners and tunnels. ``await start()``, then ``await close()``."""
 
@@ -200,6 +216,7 @@ class Relay:
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._per_client: dict[str, int] = {}  # open relay connections by client address
+        self._per_group: dict[str, int] = {}  # open relay connections by client network
         self.stats = RelayStats()
 
     @property
@@ -249,11 +266,13 @@ class Relay:
             if announced is not None:
                 address = announced[0]
         client = client_key(address)
-        mine = self._per_client.get(client, 0) + 1
-        self._per_client[client] = mine
+        group = group_key(client)
+        mine = _hold(self._per_client, client)
+        ours = _hold(self._per_group, group)
         try:
-            per_client = self.settings.max_tunnels_per_client
-            if self.stats.open > self.settings.max_tunnels or 0 < per_client < mine:
+            s = self.settings
+            if (self.stats.open > s.max_tunnels or 0 < s.max_tunnels_per_client < mine
+                    or 0 < s.max_tunnels_per_group < ours):
                 self.stats.busy += 1
                 self.stats.note(503)
                 writer.write(BUSY)
@@ -271,11 +290,8 @@ class Relay:
             pass  # the client went away, was too slow, or sent an over-long head
         finally:
             self.stats.open -= 1
-            left = self._per_client[client] - 1
-            if left:
-                self._per_client[client] = left
-            else:
-                del self._per_client[client]
+            _release(self._per_client, client)
+            _release(self._per_group, group)
             self._tasks.discard(task)
             writer.close()
             with contextlib.suppress(OSError, TimeoutError):
@@ -459,6 +475,7 @@ def relay_settings_from(
     connect_timeout: float,
     head_timeout: float = 10.0,
     client_share: float = 0.0,
+    group_share: float = 0.0,
 ) -> RelaySettings:
     """Validated :class:`RelaySettings` (raises :class:`~notary.errors.BadConfig`)."""
     if not 1 <= relay_port <= 65535:
@@ -480,6 +497,7 @@ def relay_settings_from(
         idle_timeout=idle_timeout,
         max_bytes=max_bytes,
         max_tunnels_per_client=share(max_tunnels, client_share),
+        max_tunnels_per_group=share(max_tunnels, group_share),
     )
 
 

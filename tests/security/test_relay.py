@@ -252,7 +252,8 @@ def limited(identity_dir: Path, tmp_path_factory: pytest.TempPathFactory
         "--config", str(cfg), "--allow-target", "127.0.0.0/8",
         "--relay-listen", f"127.0.0.1:{relay_port}", "--relay-port", str(server.port),
         "--max-tunnels", "3", "--tunnel-idle-timeout", "1", "--tunnel-max-bytes",
-        str(MAX_BYTES), "--client-share", "0"], tls=False)  # the process-wide cap, alone
+        str(MAX_BYTES), "--client-share", "0", "--group-share", "0"],
+        tls=False)  # the process-wide cap, alone
     yield relay, relay_port, server.port
     relay.stop()
     server.close()
