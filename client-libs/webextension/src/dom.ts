@@ -25,7 +25,6 @@ export function describe(kind: string, vote: string): string {
     "legacy-only": "does not sign its answers for browsers",
     settled: "not needed (decided without it)",
     malformed: "sent a malformed answer (not counted)",
-    "non-canonical": "sent an altered answer (not counted)",
     "unknown-key": "answer signed by an unknown key (not counted)",
     "bad-signature": "answer with a bad signature (not counted)",
     "wrong-target": "answer about another site or certificate (not counted)",
@@ -33,6 +32,11 @@ export function describe(kind: string, vote: string): string {
     stale: "an old answer (not counted)",
     response: "answer that contradicts itself (not counted)",
     status: "no signed answer",
+    "log-missing": "answer without the proof its transparency log requires (not counted)",
+    "log-proof": "answer with an invalid transparency log proof (not counted)",
+    "log-checkpoint": "answer with a log checkpoint not signed by its log (not counted)",
+    "log-witness": "answer with a log checkpoint its witnesses did not cosign (not counted)",
+    "log-entry": "answer whose log entry is about another site or certificate (not counted)",
   };
   return words[kind] ?? `${vote} (${kind})`;
 }

@@ -190,7 +190,8 @@ export async function askNotary(
     const nonce = newNonce(deps.crypto);
     try {
       const res = await deps.fetch(`https://${urlHost(h.host)}:${h.sslPort}${ANSWER_PATH}`, {
-        method: "POST", body: extendedRequestBody(host, port, fp, nonce),
+        // a bundle naming a transparency log asks for a proof of inclusion with every answer
+        method: "POST", body: extendedRequestBody(host, port, fp, nonce, undefined, bundle.transparency !== undefined),
         headers: { "Content-Type": "application/json", Accept: ANSWER_MEDIA_TYPE },
         signal: sig, cache: "no-store", credentials: "omit", redirect: "error", referrerPolicy: "no-referrer",
       });
@@ -205,7 +206,7 @@ export async function askNotary(
       const now = Math.trunc(deps.now());
       const o = await evaluateExtended(deps.crypto, resp, trustedKeys(bundle.signingKeys, now), {
         host, port, fingerprint: fp, nonce, now, maxSkew: s.maxSkew, bindIp: true, ip: "",
-      });
+      }, bundle.transparency); // with a log, a match without a valid proof is a log-* failure
       return { ...base, vote: o.vote, kind: o.kind, status: o.status, detail: o.detail, observations: observationsOf(o.answer) };
     } catch (err) {
       const timedOut = limit.timedOut();

@@ -23,7 +23,14 @@ interface Fake {
   answer: (req: Record<string, unknown>) => { status: number; body: string };
 }
 
-async function notary(name: string, sees: string, tweak?: (stmt: Record<string, unknown>) => void, extended = true): Promise<Fake> {
+/** A notary's transparency log: the bundle's member, and the member its answers carry (none: undefined). */
+interface Log {
+  policy?: Record<string, unknown>;
+  member?: Record<string, unknown>;
+  asked?: unknown[];
+}
+
+async function notary(name: string, sees: string, tweak?: (stmt: Record<string, unknown>) => void, extended = true, log: Log = {}): Promise<Fake> {
   const { privateKey, publicKey } = generateKeyPairSync("ed25519");
   const raw = publicKey.export({ format: "der", type: "spki" }).subarray(12);
   const kid = createHash("sha256").update(raw).digest().subarray(0, 8).toString("hex");
@@ -32,6 +39,7 @@ async function notary(name: string, sees: string, tweak?: (stmt: Record<string, 
     doc["protocols"] = ["converge-answer/1"];
     doc["signing_keys"] = [{ alg: "ed25519", key_id: kid, public_key: toBase64Url(raw), status: "current" }];
   }
+  if (log.policy !== undefined) doc["transparency"] = log.policy;
   const bundle = await parseBundle(crypto, JSON.stringify(doc));
   return {
     bundle,
@@ -45,7 +53,11 @@ async function notary(name: string, sees: string, tweak?: (stmt: Record<string, 
       };
       tweak?.(stmt);
       const value = toBase64Url(sign(null, Buffer.from(canonicalJson(fromPlain(stmt))!), privateKey));
-      return { status: verdict === "match" ? 200 : 409, body: canonicalJson(fromPlain({ statement: stmt, signature: { alg: "ed25519", key_id: kid, value } }))! };
+      const body = canonicalJson(fromPlain({ statement: stmt, signature: { alg: "ed25519", key_id: kid, value } }))!;
+      log.asked?.push(req["transparency"]);
+      // the unsigned member follows the statement's bytes (docs/transparency.md, "Clients")
+      const member = log.member === undefined ? "" : `,"transparency":${JSON.stringify(log.member)}`;
+      return { status: verdict === "match" ? 200 : 409, body: body.slice(0, -1) + member + "}" };
     },
   };
 }
@@ -239,4 +251,44 @@ test("cache rules and site keys", () => {
   assert.equal(cacheHit({ [SEEN]: now - 100 }, "", OTHER, now, null), false);
   assert.equal(siteKey("Bank.TEST", 443), "bank.test:443");
   assert.equal(siteKey("[::1]", 8443), "[::1]:8443");
+});
+
+// The shared vectors' valid proof (transparency.json): its entry is www.example.org:443 (no
+// address) showing the certificate whose SHA-256 is `sha256`, in a log cosigned by one witness.
+const TLOG = (JSON.parse(readFileSync(join(VECTORS, "transparency.json"), "utf8")) as {
+  tests: { type: string; result?: string; transparency: Record<string, unknown>; expect: Record<string, unknown>; bundle: Record<string, unknown> }[];
+}).tests.find((c) => c.type === "answer" && c.result === "valid")!;
+const LOGGED = TLOG.expect["sha256"] as string;
+const LOGGED_HOST = TLOG.expect["host"] as string;
+
+async function logged(member: Record<string, unknown> | undefined, policy: Record<string, unknown> | null = TLOG.bundle): Promise<{ kind: string; trusted: boolean; asked: unknown[] }> {
+  const asked: unknown[] = [];
+  const f = await notary("Org Log", LOGGED, undefined, true, { ...(policy === null ? {} : { policy }), ...(member === undefined ? {} : { member }), asked });
+  const v = await checkWithNotaries([f.bundle], LOGGED_HOST, 443, "", LOGGED, { ...S, quorum: 1 }, deps([f]));
+  return { kind: v.results[0]!.kind, trusted: v.trusted, asked };
+}
+
+test("a bundle naming a log: answers are asked with a proof, and one with a valid proof is trusted", async () => {
+  const ok = await logged(TLOG.transparency);
+  assert.deepEqual(ok, { kind: "match", trusted: true, asked: [true] });
+});
+
+test("a bundle naming a log: a match whose proof is missing or altered is that notary's failure", async () => {
+  const missing = await logged(undefined);
+  assert.deepEqual(missing, { kind: "log-missing", trusted: false, asked: [true] });
+  const proof = [...(TLOG.transparency["proof"] as string[])];
+  const h = Buffer.from(proof[0]!, "base64");
+  h[0]! ^= 1;
+  proof[0] = h.toString("base64");
+  const altered = await logged({ ...TLOG.transparency, proof });
+  assert.deepEqual(altered, { kind: "log-proof", trusted: false, asked: [true] });
+  // the entry is bound to the asked certificate: a match for another one with this proof is refused
+  const f = await notary("Org Log", SEEN, undefined, true, { policy: TLOG.bundle, member: TLOG.transparency });
+  const v = await checkWithNotaries([f.bundle], LOGGED_HOST, 443, "", SEEN, { ...S, quorum: 1 }, deps([f]));
+  assert.deepEqual([v.results[0]!.kind, v.trusted], ["log-entry", false]);
+});
+
+test("a bundle without a log: no proof asked, and an answer without one is trusted", async () => {
+  const plain = await logged(undefined, null);
+  assert.deepEqual(plain, { kind: "match", trusted: true, asked: [undefined] });
 });
