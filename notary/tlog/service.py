@@ -64,6 +64,7 @@ class LogSettings:
     witnesses: list[Witness] = field(default_factory=list)
     witness_timeout: float = 5.0
     cosign_wait: float = 1.0  # seconds a batch waits for cosignatures before it is served
+    coalesce: float = 0.05  # seconds answers waiting for proofs gather before a batch
     lease_ttl: float = 5.0
 
 
@@ -106,6 +107,7 @@ class TransparencyLog:
         self._task: asyncio.Task[None] | None = None
         self._holder = f"{os.getpid()}-{id(self):x}"
         self._sequenced = asyncio.Event()
+        self._kick = asyncio.Event()  # an answer waits for its proof: sequence soon
         self._known: OrderedDict[str, int] = OrderedDict()  # entry key -> index (memo)
         self._queued: set[str] = set()
         # keys the store holds (queued or logged): a re-probe that sees the same certificate
@@ -216,7 +218,14 @@ class TransparencyLog:
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.interval)
+            # a batch every interval, or sooner when an answer waits for its proof: the
+            # answers waiting within ``coalesce`` seconds share one batch (at most
+            # 1 / coalesce fsynced batches a second however many answers wait)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self.settings.interval)
+            if self._kick.is_set():
+                await asyncio.sleep(self.settings.coalesce)
+                self._kick.clear()
             if self._log is None:
                 await self._open()
             if self._log is not None:
@@ -356,6 +365,7 @@ class TransparencyLog:
             left = deadline - loop.time()
             if left <= 0:
                 return None
+            self._kick.set()
             try:
                 await asyncio.wait_for(self._sequenced.wait(), left)
             except TimeoutError:
