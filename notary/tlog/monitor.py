@@ -164,7 +164,14 @@ class Fetcher:
                     kind = "bad-checkpoint" if path == "checkpoint" else "bad-tile"
                     raise MonitorError(kind, f"{url}: HTTP {resp.status} for a resource the "
                                        "checkpoint implies")
-                data = await resp.content.read(limit + 1)
+                # read to the end (a single read returns what has arrived so far, which on
+                # a busy machine is a part of the body), at most one byte past the bound
+                body = bytearray()
+                async for chunk in resp.content.iter_chunked(65536):
+                    body += chunk
+                    if len(body) > limit:
+                        break
+                data = bytes(body)
         except TimeoutError as exc:
             raise LogUnreachable(f"{url}: no answer in time") from exc
         except aiohttp.ClientError as exc:

@@ -58,7 +58,10 @@ def load_h2(page: Page, ports: dict[str, int], ctx: ssl.SSLContext,
             list(ex.map(lambda o: get(*o), objs))
         elapsed = time.perf_counter() - t0
     except (OSError, httpcore.NetworkError, httpcore.ProtocolError,
-            httpcore.TimeoutException) as exc:
+            httpcore.TimeoutException, RuntimeError) as exc:
+        # RuntimeError: hpack's header table is not safe when threads send headers on one
+        # connection at the same instant ("deque mutated during iteration"); the load is
+        # counted as failed and retried like a dropped connection
         raise ReplayIOError(f"page load over HTTP/2 failed: {exc}") from exc
     finally:
         pool.close()

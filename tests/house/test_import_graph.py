@@ -41,6 +41,7 @@ NOTARY_LAYERS: tuple[tuple[str, ...], ...] = (
     ("notary.service",),
     ("notary.web",),
     ("notary.server",),
+    ("notary.demo",),
     ("notary.cli",),
 )
 NOT_IN_NOTARY = ("replay", "matplotlib", "polars", "publicsuffixlist")

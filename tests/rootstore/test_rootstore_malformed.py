@@ -180,9 +180,12 @@ async def test_notary_answers_every_malformed_target(
         await runner.cleanup()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not errors, [r.getMessage() for r in errors]
-    infos = [r for r in caplog.records if r.name == "notary.ca" and r.levelno == logging.INFO]
-    assert len(infos) == len(SERVED)  # one INFO line per target, no target name in it
-    assert not any(d.host in r.getMessage() for r in infos for d in SERVED)
+    # verdicts are counted (notary_ca_verdicts_total), not logged per probe: nothing at INFO,
+    # one DEBUG line per target computed
+    infos = [r for r in caplog.records if r.name == "notary.ca" and r.levelno >= logging.INFO]
+    assert infos == []
+    debugs = [r for r in caplog.records if r.name == "notary.ca" and r.levelno == logging.DEBUG]
+    assert len(debugs) >= len(SERVED)
 
 
 # -- batch tools ---------------------------------------------------------------------------

@@ -35,7 +35,6 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "client-libs" / "conformance"))
-from conformance_env import _read_request as read_request  # noqa: E402
 from conformance_env import _tls_server as tls_server  # noqa: E402
 from log_relays import LogRelay, asks_for_proof, start_log_relay  # noqa: E402
 
@@ -99,7 +98,7 @@ def main() -> None:
             relays = {}
             for mode in ("record", "strip", "alter"):
                 relay = LogRelay(mode, port)
-                servers.append(start_log_relay(relay, data, read_request, tls_server))
+                servers.append(start_log_relay(relay, data))
                 relays[mode] = (relay, servers[-1].server_address[1])
             witness = absent_witness()
             notaries = []
