@@ -31,7 +31,9 @@
   client is told to trust (so plain CA validation would accept either); a CONNECT proxy
   routing the name to the genuine server, an attacker's proxy routing it to the forged one;
   every notary resolves ``hook.test`` to the genuine server. "Org Hanging": B's bundle at a
-  port that accepts connections and never answers.
+  port that accepts connections and never answers. The attacker's own site, which the
+  notaries honestly vouch for (``hook.test:R`` and ``site.test:Q``, on one TLS context with
+  the forged server), starts the redirect and session-resumption cases.
 
 Bundles: ``notary bundle`` advertises the extended format (``protocols`` and
 ``signing_keys``). The legacy cases use each bundle without those two fields (``Org A``);
@@ -89,6 +91,8 @@ BOUNCE_IPS = ("127.0.0.11", "127.0.0.12", "127.0.0.13")
 # cases instead of skipping them.
 REQUIRE_ALL = "CONVERGE_CONFORMANCE_REQUIRE_ALL"
 HOOK_HOST = "hook.test"
+ATTACKER_HOST = "site.test"  # the attacker's own site in the hook cases
+ATTACKER_IP = "127.0.0.3"
 
 
 def common_free_port(hosts: tuple[str, ...]) -> int:
@@ -201,24 +205,40 @@ class HookScene:
     hanging_port: int
     switching_proxy: ConnectProxy
     reset_port: int
+    attacker: RecordingServer  # the attacker's own site (body ``attacker``), see _hook_scene
+    attacker_port: int
 
 
 @dataclass
 class RecordingServer:
-    """An HTTPS server answering every request with ``body``; ``heads`` holds the request
-    heads it received (none when every client refused its certificate first)."""
+    """An HTTPS server answering with ``body``; ``heads`` holds the request heads it received
+    (none when every client refused its certificate first). Paths: ``/go/<host>/<port>``
+    answers ``302`` to ``https://<host>:<port>/``; ``/keep`` keeps the connection open for
+    further requests (keep-alive, at most 20 on one connection); anything else closes it."""
 
     body: bytes
     heads: list[bytes] = field(default_factory=list)
     server: socketserver.TCPServer | None = None
 
     def handle(self, s: ssl.SSLSocket) -> None:
-        head = _read_request(s)
-        if not head:
-            return
-        self.heads.append(head.split(b"\r\n\r\n")[0])
-        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
-                  + str(len(self.body)).encode() + b"\r\nConnection: close\r\n\r\n" + self.body)
+        for _ in range(20):
+            head = _read_request(s)
+            if not head:
+                return
+            self.heads.append(head.split(b"\r\n\r\n")[0])
+            path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
+            keep = path.startswith(b"/keep")
+            if path.startswith(b"/go/") and path.count(b"/") == 3:
+                _, _, host, port = path.split(b"/")
+                s.sendall(b"HTTP/1.1 302 Found\r\nLocation: https://" + host + b":" + port
+                          + b"/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
+                      + str(len(self.body)).encode()
+                      + (b"\r\nConnection: keep-alive" if keep else b"\r\nConnection: close")
+                      + b"\r\n\r\n" + self.body)
+            if not keep:
+                return
 
 
 def _wait_ready(n: Notary) -> None:
@@ -345,6 +365,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
                         f"split.test={split_ip}",
                         "--resolve",
                         f"{HOOK_HOST}=127.0.0.1",
+                        "--resolve",
+                        f"{ATTACKER_HOST}={ATTACKER_IP}",
                         "--probe-timeout",
                         "2",
                         "--negative-ttl",
@@ -529,34 +551,48 @@ def _hook_scene(
     servers: list[socketserver.TCPServer],
     proxies: list[ConnectProxy],
 ) -> HookScene:
+    """The hook cases' world. Besides the genuine and forged servers on port Q, the attacker's
+    own site (body ``attacker``) serves ``hook.test:R`` (127.0.0.1:R and 127.0.0.2:R) and
+    ``site.test:Q`` (127.0.0.3:Q) with the forged server's certificate, honestly: the
+    notaries see that certificate there too and vouch for it. All of the attacker's servers
+    share one TLS context, so a TLS session from his site resumes at his forged server: the
+    redirect and resumption cases start at his site and end at ``hook.test:Q``."""
     genuine = RecordingServer(b"genuine")
     forged = RecordingServer(b"forged")
+    attacker = RecordingServer(b"attacker")
     forged_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert(HOOK_HOST, "127.0.0.1").configure_cert(forged_ctx)
-    forged.server = _tls_server(("127.0.0.2", 0), forged_ctx, forged.handle)
+    ca.issue_cert(HOOK_HOST, ATTACKER_HOST, "127.0.0.1").configure_cert(forged_ctx)
+    port = common_free_port(("127.0.0.2", "127.0.0.1", ATTACKER_IP))
+    forged.server = _tls_server(("127.0.0.2", port), forged_ctx, forged.handle)
     servers.append(forged.server)
-    port = int(forged.server.server_address[1])
     genuine_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ca.issue_cert(HOOK_HOST, "127.0.0.1").configure_cert(genuine_ctx)
     genuine.server = _tls_server(("127.0.0.1", port), genuine_ctx, genuine.handle)
     servers.append(genuine.server)
+    attacker_port = common_free_port(("127.0.0.1", "127.0.0.2"))
+    for addr in (("127.0.0.1", attacker_port), ("127.0.0.2", attacker_port),
+                 (ATTACKER_IP, port)):
+        servers.append(_tls_server(addr, forged_ctx, attacker.handle))
     ca_file = tmp / "hook-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     hanging = _Threaded(("127.0.0.1", 0), _Hang)
     threading.Thread(target=hanging.serve_forever, kwargs={"poll_interval": 0.05},
                      daemon=True).start()
     servers.append(hanging)
-    proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.1"}).start())
-    proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.2"}).start())
+    site = {ATTACKER_HOST: ATTACKER_IP}
+    proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.1", **site}).start())
+    proxies.append(ConnectProxy({HOOK_HOST: "127.0.0.2", **site}).start())
     proxies.append(
-        ConnectProxy({HOOK_HOST: "127.0.0.1"}, later_routes={HOOK_HOST: "127.0.0.2"}).start()
+        ConnectProxy({HOOK_HOST: "127.0.0.1", **site},
+                     later_routes={HOOK_HOST: "127.0.0.2", **site}).start()
     )
     reset_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ca.issue_cert(HOOK_HOST, "127.0.0.1").configure_cert(reset_ctx)
     reset = _tls_server(("127.0.0.1", 0), reset_ctx, _reset_after_handshake)
     servers.append(reset)
     return HookScene(port, ca_file, genuine, forged, proxies[-3], proxies[-2],
-                     int(hanging.server_address[1]), proxies[-1], int(reset.server_address[1]))
+                     int(hanging.server_address[1]), proxies[-1], int(reset.server_address[1]),
+                     attacker, attacker_port)
 
 
 def _reset_after_handshake(s: ssl.SSLSocket) -> None:
@@ -674,6 +710,6 @@ def make_config_dir(
 
 
 __all__ = [
-    "CLIENTS", "HOOK_HOST", "REQUIRE_ALL", "ClientCli", "Environment", "HookScene", "env",
-    "make_config_dir",
+    "ATTACKER_HOST", "CLIENTS", "HOOK_HOST", "REQUIRE_ALL", "ClientCli", "Environment",
+    "HookScene", "env", "make_config_dir",
 ]

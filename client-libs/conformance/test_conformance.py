@@ -4,6 +4,8 @@ same vector files. See CLIENT-CLI.md. Expected failures are strict: one that pas
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 from conformance_env import (
+    ATTACKER_HOST,
     CLIENTS,
     HOOK_HOST,
     REQUIRE_ALL,
@@ -541,6 +544,12 @@ class HookCase:
     server: str = "genuine"  # "reset": the server that resets during the check
     errors: tuple[str, ...] = ()  # other acceptable errors besides ``error``
     refusal_ok: bool = False  # a refusal ("untrusted", nothing written) passes too
+    path: str = "/"  # "{q}" is replaced by the port Q
+    port: str = "q"  # "q" (hook.test's genuine port) or "r" (the attacker's site's port)
+    follow: bool = False  # --follow-redirects
+    first: str | None = None  # --first URL ("{q}", "{r}" replaced)
+    unhooked_first: bool = False  # --unhooked-first
+    forged_requests: int = 0  # requests the forged server may get (the unhooked one)
 
 
 HOOK_CASES = [
@@ -576,6 +585,51 @@ HOOK_CASES = [
              "over the connection that was checked (or the hook refuses); the forged server never "
              "gets a request", ("Org A", "Org B", "Org C"), "switching", HOOK_HOST, True,
              body="genuine", refusal_ok=True),
+    HookCase("hook-redirect-other-host", "the attacker's own site (which the notaries vouch "
+             "for) redirects to https://hook.test:Q/, which his proxy routes to his forged "
+             "server: the hop is checked for its own origin and refused",
+             ("Org A", "Org B", "Org C"), "evil", ATTACKER_HOST, False, error="untrusted",
+             path="/go/hook.test/{q}", follow=True),
+    HookCase("hook-redirect-other-host-genuine", "twin: the same redirect reaching the genuine "
+             "server", ("Org A", "Org B", "Org C"), "good", ATTACKER_HOST, True, body="genuine",
+             path="/go/hook.test/{q}", follow=True),
+    HookCase("hook-redirect-other-port", "hook.test:R (the attacker's site) redirects to "
+             "hook.test:Q, his forged server: the hop is checked for port Q, not R",
+             ("Org A", "Org B", "Org C"), "evil", HOOK_HOST, False, error="untrusted",
+             path="/go/hook.test/{q}", port="r", follow=True),
+    HookCase("hook-redirect-other-port-genuine", "twin: the same redirect reaching the genuine "
+             "server on port Q", ("Org A", "Org B", "Org C"), "good", HOOK_HOST, True,
+             body="genuine", path="/go/hook.test/{q}", port="r", follow=True),
+    HookCase("hook-redirect-same-origin-intercepted", "the genuine server answers with an "
+             "absolute redirect to its own origin; the proxy routes the next connection to the "
+             "forged server: the new connection is checked too", ("Org A", "Org B", "Org C"),
+             "switching", HOOK_HOST, False, error="untrusted", path="/go/hook.test/{q}",
+             follow=True),
+    HookCase("hook-redirect-same-origin-genuine", "twin: the same redirect, the next "
+             "connection reaching the genuine server", ("Org A", "Org B", "Org C"), "good",
+             HOOK_HOST, True, body="genuine", path="/go/hook.test/{q}", follow=True),
+    HookCase("hook-resume-other-port", "a TLS session from the attacker's site at hook.test:R "
+             "is offered to (and resumed by) his forged server at hook.test:Q: the resumed "
+             "connection is checked for hook.test:Q, or not resumed", ("Org A", "Org B", "Org C"),
+             "evil", HOOK_HOST, False, error="untrusted", first="https://hook.test:{r}/"),
+    HookCase("hook-resume-other-port-genuine", "twin: after the attacker's site, the genuine "
+             "hook.test:Q", ("Org A", "Org B", "Org C"), "good", HOOK_HOST, True,
+             body="genuine", first="https://hook.test:{r}/"),
+    HookCase("hook-resume-other-name", "a TLS session from site.test:Q (the attacker's site) "
+             "resumed by his forged server at hook.test:Q: checked for hook.test, or not "
+             "resumed", ("Org A", "Org B", "Org C"), "evil", HOOK_HOST, False, error="untrusted",
+             first="https://site.test:{q}/"),
+    HookCase("hook-resume-other-name-genuine", "twin: after site.test:Q, the genuine "
+             "hook.test:Q", ("Org A", "Org B", "Org C"), "good", HOOK_HOST, True, body="genuine",
+             first="https://site.test:{q}/"),
+    HookCase("hook-unhooked-keepalive", "code without the hook fetches hook.test:Q/keep over "
+             "the attacker's proxy (CA validation only) and its keep-alive connection stays "
+             "open: the hooked request that follows must not use it unchecked",
+             ("Org A", "Org B", "Org C"), "evil", HOOK_HOST, False, error="untrusted",
+             path="/keep", unhooked_first=True, forged_requests=1),
+    HookCase("hook-unhooked-keepalive-genuine", "twin: the same through the honest proxy",
+             ("Org A", "Org B", "Org C"), "good", HOOK_HOST, True, body="genuine", path="/keep",
+             unhooked_first=True),
     HookCase("hook-reset-during-check", "the server resets the connection while the notaries "
              "are asked (one answers, one hangs until its timeout): a clean refusal, the CLI "
              "neither crashes nor hangs", ("Org A", "Org Hanging"), None, "127.0.0.1", False,
@@ -594,21 +648,36 @@ def _run_hook(client: ClientCli, env: Environment, case: HookCase, cfg: Path) ->
              "switching": scene.switching_proxy}.get(case.proxy or "")
     if proxy is not None:
         args += ["--proxy", proxy.url]
+    ports = {"q": scene.port, "r": scene.attacker_port}
+    if case.path != "/":
+        args += ["--path", case.path.format(**ports)]
+    if case.follow:
+        args.append("--follow-redirects")
+    first_connect: tuple[str, int] | None = None
+    if case.first is not None:
+        first_url = case.first.format(**ports)
+        args += ["--first", first_url]
+        origin = first_url.removeprefix("https://").rstrip("/").rpartition(":")
+        first_connect = (origin[0], int(origin[2]))
+    if case.unhooked_first:
+        args.append("--unhooked-first")
     heads_before = (len(scene.genuine.heads), len(scene.forged.heads))
     if case.proxy == "switching":
         scene.switching_proxy.connects.clear()  # its first CONNECT goes to the genuine server
     connects_before = len(proxy.connects) if proxy else 0
-    port = scene.reset_port if case.server == "reset" else scene.port
+    port = scene.reset_port if case.server == "reset" else ports[case.port]
     t0 = time.monotonic()
     code, lines, stderr = client.run(*args, case.host, str(port))
     took = time.monotonic() - t0
     problems: list[str] = []
+    forged_got = len(scene.forged.heads) - heads_before[1]
     if case.refusal_ok and code == 1 and lines and lines[0].get("error") == "untrusted":
-        if len(scene.forged.heads) != heads_before[1]:
+        if forged_got:
             problems.append("the request was written to the forged server")
         return problems
-    if len(scene.forged.heads) != heads_before[1] and case.body == "genuine":
-        problems.append("a request was written to the forged server")
+    if forged_got > case.forged_requests:
+        problems.append(f"{forged_got} request(s) written to the forged server, at most "
+                        f"{case.forged_requests} expected (unhooked)")
     want_exit = 0 if case.connected else 1
     if code != want_exit:
         problems.append(f"exit {code}, expected {want_exit} (stderr: {stderr[-300:]})")
@@ -623,12 +692,13 @@ def _run_hook(client: ClientCli, env: Environment, case: HookCase, cfg: Path) ->
         problems.append(f"error {out.get('error')!r}, expected {case.error!r}: {out}")
     if case.within is not None and took > case.within:
         problems.append(f"answered after {took:.1f} s, expected within {case.within:g} s")
-    if proxy is not None and proxy.connects[connects_before:][:1] != [(case.host, port)]:
+    want_connect = first_connect or (case.host, port)
+    if proxy is not None and proxy.connects[connects_before:][:1] != [want_connect]:
         problems.append(f"the proxy saw {proxy.connects[connects_before:]}, expected "
-                        f"CONNECT {case.host}:{scene.port}")
-    if not case.connected:
+                        f"CONNECT {want_connect[0]}:{want_connect[1]} first")
+    if not case.connected and case.forged_requests == 0:
         got = (len(scene.genuine.heads), len(scene.forged.heads))
-        if got != heads_before:
+        if got[1] != heads_before[1] or (got[0] != heads_before[0] and not case.follow):
             problems.append("the request was written to a server the hook refused")
     return problems
 
@@ -648,19 +718,63 @@ def test_hook(client: ClientCli, case: HookCase, env: Environment, tmp_path: Pat
     _strict(client, f"hook:{case.id}", _run_hook(client, env, case, cfg))
 
 
-@pytest.mark.parametrize("mode,case_id", [("check-then-use", "hook-check-then-use"),
-                                          ("crash", "hook-reset-during-check")])
+UNSAFE_CAUGHT = [("check-then-use", "hook-check-then-use"), ("crash", "hook-reset-during-check")] + [
+    ("first-only", c.id) for c in HOOK_CASES
+    if (c.follow or c.first or c.unhooked_first) and not c.connected
+]
+
+
+@pytest.mark.parametrize("mode,case_id", UNSAFE_CAUGHT, ids=[f"{m}-{c}" for m, c in UNSAFE_CAUGHT])
 def test_hook_cases_catch_an_unsafe_hook(
     mode: str, case_id: str, env: Environment, tmp_path: Path
 ) -> None:
-    """The must-fail twins: a hook that checks one connection and uses another, and one that
-    crashes on a reset, are caught by the cases above."""
+    """The must-fail twins: a hook that checks one connection and uses another, one that
+    crashes on a reset, and one that checks only the first connection it makes (redirect hops,
+    resumed sessions and reused keep-alive sockets go unchecked) are caught by the cases
+    above."""
     (case,) = [c for c in HOOK_CASES if c.id == case_id]
     unsafe = ClientCli("unsafe", [sys.executable, str(Path(__file__).with_name(
         "unsafe_hook.py")), mode], set())
     cfg = make_config_dir(tmp_path / "cfg", env, list(case.notaries),
                           {"cache-lifetime": 0, **case.settings})
     assert _run_hook(unsafe, env, case, cfg), f"{mode} was not caught by {case_id}"
+
+
+@pytest.mark.parametrize("mode", ["first-only"])
+def test_the_unsafe_hook_passes_the_genuine_twins(
+    mode: str, env: Environment, tmp_path: Path
+) -> None:
+    """The first-only hook really checks its first connection and follows redirects, resumes
+    and reuses: it fetches every genuine twin, so the cases above catch what it skips, not a
+    broken CLI."""
+    unsafe = ClientCli("unsafe", [sys.executable, str(Path(__file__).with_name(
+        "unsafe_hook.py")), mode], set())
+    for case in HOOK_CASES:
+        if not (case.follow or case.first or case.unhooked_first) or not case.connected:
+            continue
+        cfg = make_config_dir(tmp_path / case.id, env, list(case.notaries),
+                              {"cache-lifetime": 0, **case.settings})
+        assert _run_hook(unsafe, env, case, cfg) == [], case.id
+
+
+def test_the_attackers_servers_resume_across_ports_and_names(env: Environment) -> None:
+    """The resumption cases test something: a TLS session from the attacker's site
+    (hook.test:R, site.test:Q) is resumed by his forged server at hook.test:Q."""
+    scene = _scene(env)
+    ctx = ssl.create_default_context(cafile=str(scene.ca_file))
+    for first_host, first_addr in (("hook.test", ("127.0.0.1", scene.attacker_port)),
+                                   ("site.test", ("127.0.0.3", scene.port))):
+        session = None
+        for host, addr in ((first_host, first_addr), ("hook.test", ("127.0.0.2", scene.port))):
+            with socket.create_connection(addr, timeout=10) as raw, ctx.wrap_socket(
+                raw, server_hostname=host, session=session
+            ) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while s.recv(4096):
+                    pass
+                if session is not None:
+                    assert s.session_reused, f"{first_host} -> hook.test not resumed"
+                session = s.session
 
 
 # canonical-json.json pins the notary's signer; clients verify bytes and never re-serialise

@@ -3,8 +3,9 @@
 Implements ``client-libs/conformance/CLIENT-CLI.md``:
 
     check --config-dir DIR HOST PORT FINGERPRINT   one JSON line; exit 0 trusted, 1 not, 2 error
-    hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
-                                                   GET https://HOST:PORT/ through the TLS hook
+    hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P] [--follow-redirects]
+         [--first URL] [--unhooked-first] HOST PORT
+                                                   GET https://HOST:PORT/P through the TLS hook
     vector FILE                                    one JSON line per case
     info                                           one JSON line naming the implementation
 """
@@ -23,7 +24,8 @@ from .vectors import SCHEMAS, run_case
 
 USAGE = (
     "usage: conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
-    "       conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
+    "       conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]\n"
+    "                        [--follow-redirects] [--first URL] [--unhooked-first] HOST PORT\n"
     "       conformance vector FILE\n"
     "       conformance info\n"
 )
@@ -117,18 +119,26 @@ def _caused_by(exc: BaseException, cls: type[BaseException]) -> bool:
     return False
 
 
+HOOK_FLAGS = {"--proxy": 1, "--ca-file": 1, "--path": 1, "--first": 1,
+              "--follow-redirects": 0, "--unhooked-first": 0}
+
+
 def _hook(config_dir: str, rest: list[str], out: TextIO) -> int:
-    """``hook``: GET https://HOST:PORT/ with :func:`converge.tls.requests_session`."""
+    """``hook``: GET https://HOST:PORT/PATH with :func:`converge.tls.requests_session`
+    (redirects followed by requests itself with ``--follow-redirects``; ``--first`` on the
+    same session; ``--unhooked-first`` on a plain session, the only way code without the hook
+    reaches the network here: a hooked session's adapters are all hooked)."""
     import requests
 
     from .errors import NotTrusted
     from .tls import requests_session
 
     opts: dict[str, str] = {}
-    while rest[:1] in (["--proxy"], ["--ca-file"]) and len(rest) >= 2:
-        opts[rest[0]] = rest[1]
-        rest = rest[2:]
-    if len(rest) != 2 or not rest[1].isdigit():
+    while rest[:1] and rest[0] in HOOK_FLAGS and len(rest) > HOOK_FLAGS[rest[0]]:
+        opts[rest[0]] = rest[1] if HOOK_FLAGS[rest[0]] else ""
+        rest = rest[1 + HOOK_FLAGS[rest[0]]:]
+    path = opts.get("--path", "/")
+    if len(rest) != 2 or not rest[1].isdigit() or not path.startswith("/"):
         sys.stderr.write(USAGE)
         return 2
     host, port = rest[0], int(rest[1])
@@ -138,20 +148,27 @@ def _hook(config_dir: str, rest: list[str], out: TextIO) -> int:
         _emit({"error": e.kind, "message": str(e)}, out)
         return 2
     authority = f"[{host}]" if ":" in host else host
-    with client, requests_session(client) as session:
-        session.trust_env = False  # no environment proxies: --proxy only
-        if "--ca-file" in opts:
-            session.verify = opts["--ca-file"]
-        proxy = opts.get("--proxy")
+    url = f"https://{authority}:{port}{path}"
+    proxy = opts.get("--proxy")
+    proxies = {"https": proxy} if proxy else None
+    verify: str | bool = opts.get("--ca-file", True)
+    timeout = client.config.total_timeout + 10
+    with client, requests_session(client) as session, requests.Session() as plain:
+        session.trust_env = plain.trust_env = False  # no environment proxies: --proxy only
+        session.verify = plain.verify = verify
+        step = "first request: "
         try:
-            r = session.get(
-                f"https://{authority}:{port}/",
-                proxies={"https": proxy} if proxy else None,
-                timeout=client.config.total_timeout + 10,
-            )
+            if "--unhooked-first" in opts:
+                plain.get(url, proxies=proxies, timeout=timeout).close()
+            if "--first" in opts:
+                session.get(opts["--first"], proxies=proxies, timeout=timeout,
+                            allow_redirects=False).close()
+            step = ""
+            r = session.get(url, proxies=proxies, timeout=timeout,
+                            allow_redirects="--follow-redirects" in opts)
         except requests.exceptions.RequestException as e:
             kind = "untrusted" if _caused_by(e, NotTrusted) else "io"
-            _emit({"connected": False, "error": kind, "message": str(e)}, out)
+            _emit({"connected": False, "error": kind, "message": step + str(e)}, out)
             return 1
         except ConvergeError as e:
             _emit({"error": e.kind, "message": str(e)}, out)
