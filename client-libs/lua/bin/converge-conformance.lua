@@ -7,7 +7,8 @@ local vectors = require "converge.vectors"
 
 local USAGE = "usage: converge-conformance info\n"
   .. "       converge-conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
-  .. "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
+  .. "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]\n"
+  .. "           [--follow-redirects] [--first URL] [--unhooked-first] HOST PORT\n"
   .. "       converge-conformance vector FILE\n"
 
 local json = require "converge.json"
@@ -56,36 +57,96 @@ local function check(dir, host, port_text, fp)
   return v.trusted and 0 or 1
 end
 
--- Fetches https://HOST:PORT/ with converge.https.request (the README's hook).
+local HOOK_FLAGS = { ["--proxy"] = 1, ["--ca-file"] = 1, ["--path"] = 1, ["--first"] = 1,
+  ["--follow-redirects"] = 0, ["--unhooked-first"] = 0 }
+
+-- GET `u` the way code of the application without the hook would: socket.http over a LuaSec
+-- connection that validates the CA chain against `cafile` only, through the same proxy (a
+-- CONNECT tunnel: LuaSec's own https has no proxy), asking for keep-alive and leaving the
+-- connection open (socket.http's close is a no-op here). Returns socket.http's results.
+local kept = {}
+local function unhooked_get(u, proxy, cafile, timeout)
+  local socket = require "socket"
+  local ssl = require "ssl"
+  local http = require "socket.http"
+  local tls = require "converge.tls"
+  local ctx = assert(ssl.newcontext({ mode = "client", protocol = "any", verify = { "peer", "fail_if_no_peer_cert" },
+    cafile = cafile or tls.SYSTEM_CA_FILE, options = { "all", "no_sslv2", "no_sslv3" } }))
+  local function create()
+    local conn = {}
+    conn.settimeout = function() return 1 end
+    function conn:connect(host, port)
+      local sock = socket.try(tls.tcp(host, port, proxy, timeout))
+      local c = socket.try(ssl.wrap(sock, ctx))
+      if not host:match("^[%d.]+$") and not host:find(":", 1, true) then c:sni(host) end
+      c:settimeout(timeout)
+      socket.try(c:dohandshake())
+      self.sock = c
+      kept[#kept + 1] = c
+      return 1
+    end
+    for _, name in ipairs({ "send", "receive", "getfd", "dirty" }) do
+      conn[name] = function(self, ...) return self.sock[name](self.sock, ...) end
+    end
+    conn.close = function() return 1 end -- kept alive, as a pooling client of the application would
+    return conn
+  end
+  local saved = http.PROXY
+  http.PROXY = nil
+  local ok, res, code = pcall(http.request, { url = u, create = create, redirect = false,
+    headers = { connection = "keep-alive" }, sink = function() return 1 end })
+  http.PROXY = saved
+  if not ok then return nil, res end
+  return res, code
+end
+
+-- Fetches https://HOST:PORT/P with converge.https.request (the README's hook), following
+-- redirects with its own redirect handling (`redirect`) when asked; `--first` goes through the
+-- same request function and converge client first (LuaSec keeps no client TLS session: there is
+-- no cache to turn on), `--unhooked-first` through plain socket.http beside it (converge.https
+-- keeps no connection that unhooked code could share).
 local function hook(dir, rest)
   local opt = {}
-  while #rest >= 2 and (rest[1] == "--proxy" or rest[1] == "--ca-file") do
-    opt[rest[1]] = rest[2]
-    table.remove(rest, 1); table.remove(rest, 1)
+  while rest[1] and HOOK_FLAGS[rest[1]] and #rest > HOOK_FLAGS[rest[1]] do
+    local flag = table.remove(rest, 1)
+    opt[flag] = HOOK_FLAGS[flag] == 0 or table.remove(rest, 1)
   end
+  local path = opt["--path"] or "/"
   local port = rest[2] and rest[2]:match("^%d%d?%d?%d?%d?$") and math.tointeger(tonumber(rest[2]))
-  if #rest ~= 2 or not port or port < 1 or port > 65535 then io.stderr:write(USAGE); return 2 end
+  if #rest ~= 2 or not port or port < 1 or port > 65535 or path:sub(1, 1) ~= "/" then io.stderr:write(USAGE); return 2 end
   local okc, client = pcall(converge.client.load, dir)
   if not okc then
     if errors.is(client) then emit({ error = client.kind, message = client.message }); return 2 end
     error(client, 0)
   end
   local host = rest[1]
-  local url = "https://" .. (host:find(":", 1, true) and ("[" .. host .. "]") or host) .. ":" .. port .. "/"
+  local url = "https://" .. (host:find(":", 1, true) and ("[" .. host .. "]") or host) .. ":" .. port .. path
   local https = require "converge.https"
+  local timeout = client.config.total_timeout + 10
+  local function failed(status, err, step)
+    if errors.is_not_trusted(status) then
+      emit({ connected = false, error = "untrusted", message = step .. status.message })
+    else
+      emit({ connected = false, error = "io", message = step .. tostring(status or err) })
+    end
+    client:close()
+    return 1
+  end
+  if opt["--unhooked-first"] then
+    local ok, err = unhooked_get(url, opt["--proxy"], opt["--ca-file"], timeout)
+    if not ok then return failed(err, nil, "first request: ") end
+  end
+  if opt["--first"] then
+    local ok, status, _, _, err = https.request({ url = opt["--first"], sink = function() return 1 end, client = client,
+      proxy = opt["--proxy"], timeout = timeout, redirect = false })
+    if not ok then return failed(status, err, "first request: ") end
+  end
   local chunks = {}
   local sink = function(chunk) if chunk then chunks[#chunks + 1] = chunk end return 1 end
   local ok, status, _, _, err = https.request({ url = url, sink = sink, client = client, proxy = opt["--proxy"],
-    timeout = client.config.total_timeout + 10 })
+    timeout = timeout, redirect = opt["--follow-redirects"] == true })
+  if not ok then return failed(status, err, "") end
   client:close()
-  if not ok then
-    if errors.is_not_trusted(status) then
-      emit({ connected = false, error = "untrusted", message = status.message })
-    else
-      emit({ connected = false, error = "io", message = tostring(status or err) })
-    end
-    return 1
-  end
   local body = table.concat(chunks):sub(1, 1024)
   emit({ connected = true, status = status, body = body })
   return 0
