@@ -99,7 +99,8 @@ public final class ConformanceCli {
             }
         }
         System.err.print("usage: converge-conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
-                + "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
+                + "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]\n"
+                + "           [--follow-redirects] [--first URL] [--unhooked-first] HOST PORT\n"
                 + "       converge-conformance vector FILE\n"
                 + "       converge-conformance info\n");
         return 2;
