@@ -341,6 +341,37 @@ test("checkServerIdentity: only on connections it checks; keep-alive reuse and r
   }
 });
 
+test("ConvergeAgent with keep-alive: requests made without any hook option get a checked socket or none; only checked sockets are reused", async () => {
+  const { pki, good, evil, remote, c2 } = await caWorld();
+  const ca = pki.ca;
+  let handshakes = 0;
+  good.server.on("secureConnection", () => handshakes++);
+  const agent = new ConvergeAgent({ client: c2, keepAlive: true });
+  const plain = new HttpsAgent({ keepAlive: true });
+  try {
+    // twin: on a plain keep-alive agent, code that only asks for CA validation keeps the forged
+    // socket open, and the next request on that agent gets it (issue 37, row 4)
+    assert.equal((await fetchWith({ port: evil.port, ca, agent: plain })).body, "forged");
+    assert.equal((await fetchWith({ port: evil.port, ca, agent: plain })).body, "forged");
+    assert.equal(evil.requests, 2);
+    // the same code on the ConvergeAgent (its own CA validation and checkServerIdentity): refused,
+    // nothing pooled, and the request after it is refused again before a byte is written
+    await assert.rejects(fetchWith({ port: evil.port, ca, agent, checkServerIdentity: () => undefined }), NotTrustedError);
+    await assert.rejects(fetchWith({ port: evil.port, ca, agent, rejectUnauthorized: true }), NotTrustedError);
+    await assert.rejects(fetchWith({ port: evil.port, ca, agent }), NotTrustedError);
+    assert.equal(evil.requests, 2);
+    // the genuine site: a socket opened for such code was checked, and is the one reused
+    assert.equal((await fetchWith({ port: good.port, ca, agent, checkServerIdentity: () => undefined })).body, "genuine");
+    assert.equal((await fetchWith({ port: good.port, ca, agent })).body, "genuine");
+    assert.equal(handshakes, 1);
+  } finally {
+    agent.destroy();
+    plain.destroy();
+    c2.close();
+    await stopAll([good, evil, remote]);
+  }
+});
+
 test("undici ProxyAgent: a connect option is ignored by undici (twin); requestTls: undiciProxyTls() checks the origin behind the proxy", async () => {
   const { pki, good, evil, remote, c2 } = await caWorld();
   const via = await proxy();
