@@ -8,6 +8,7 @@ At most :data:`~notary.ca.verify.MAX_CHAIN_CERTS` certificates and
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Sequence
 
@@ -15,6 +16,7 @@ from notary.ca.verify import MAX_CHAIN_BYTES, MAX_CHAIN_CERTS
 from notary.errors import BadData
 
 MAGIC = b"C1"
+DIGEST = 32  # bytes of a certificate's SHA-256, the key of a deduplicated certificate
 _LEN = struct.Struct(">I")
 
 
@@ -44,4 +46,9 @@ def decode_chain(raw: bytes) -> tuple[bytes, ...]:
     return tuple(out)
 
 
-__all__ = ["decode_chain", "encode_chain"]
+def chain_digests(chain: Sequence[bytes]) -> list[bytes]:
+    """Each certificate's SHA-256 (leaf first): the deduplicated store's keys."""
+    return [hashlib.sha256(c).digest() for c in chain]
+
+
+__all__ = ["DIGEST", "chain_digests", "decode_chain", "encode_chain"]

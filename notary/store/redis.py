@@ -22,7 +22,10 @@ Several notary processes on one or more machines share one Redis. Rules:
   socket and connect timeouts. The connection pool reconnects by itself when Redis returns.
 * Chains (optional, :class:`~notary.store.base.ChainStore`): one hash per record, key
   ``<prefix>chain:<record key>``, field = leaf SHA-256 hex, value = 8-byte big-endian time
-  seen then :func:`notary.store.chain.encode_chain`. Last write wins; no transaction.
+  seen then :func:`notary.store.chain.encode_chain`. Last write wins; no transaction. Each
+  chain is stored whole (unlike SQLite's deduplicated certificates: shared certificates
+  would need reference counts across keys that also expire on their own); the budget
+  charges its whole DER in both stores.
 * Upgrade: releases before the record key kept every observation under ``<prefix>t:`` and
   ``<prefix>c:`` keyed by ``host:port``, including observations made at addresses clients
   named. Those keys are never read; :meth:`RedisStore.drop_legacy_keys` (run once at start)

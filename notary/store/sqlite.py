@@ -29,12 +29,22 @@ keys are not in the database and are unaffected. 4 added the triggers; a version
 keeps its records. 5 added the budget (notary/store/budget.py): ``named``, ``useful`` and
 ``last_used`` on targets, the ``usage`` table kept by triggers (records and accounted bytes
 per class) and the eviction indexes; older files gain them and their counts on first open.
+6 deduplicated chain certificates: each certificate's DER is stored once in ``certs``, keyed
+by its SHA-256, with the number of chains that refer to it; a chain row holds its
+certificates' digests (32 bytes each, leaf first) and how many DER bytes it stands for.
+Triggers keep the reference counts; certificates no chain refers to any more are deleted by
+the periodic sweep of :meth:`SQLiteStore.enforce` once a grace period has passed (saving a
+chain writes its certificates first, then the chain, so a sweep between the two must not
+take them). The budget charges every chain its whole DER, as if it were stored alone, so
+the accounted bytes stay an upper bound of the stored ones and a shared certificate never
+moves bytes between the two classes. Older files are converted on first open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import sqlite3
 from collections.abc import Sequence
@@ -44,6 +54,7 @@ from typing import Any, Literal, Protocol
 
 import aiosqlite
 
+from notary.ca.verify import MAX_CHAIN_CERTS
 from notary.core.fingerprint import CertDigests
 from notary.core.history import MAX_HISTORY, History, Observation, ordered
 from notary.errors import BadData, StoreUnavailable
@@ -56,9 +67,10 @@ from notary.store.budget import (
     UNBOUNDED,
     Budget,
 )
-from notary.store.chain import decode_chain, encode_chain
+from notary.store.chain import DIGEST, chain_digests, decode_chain, encode_chain
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+CERT_GRACE = 60  # seconds an unreferenced certificate is kept (see module)
 Driver = Literal["aiosqlite", "thread"]
 DRIVERS: tuple[Driver, ...] = ("aiosqlite", "thread")
 log = logging.getLogger("notary.store")
@@ -87,8 +99,17 @@ _TABLES = (
     sha256 BLOB NOT NULL,
     chain BLOB NOT NULL,
     seen INTEGER NOT NULL,
+    der_bytes INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (location, sha256)
 ) WITHOUT ROWID""",
+    # each chain certificate once (schema 6); refs: chains referring to it, kept by triggers
+    """CREATE TABLE IF NOT EXISTS certs (
+    sha256 BLOB PRIMARY KEY,
+    der BLOB NOT NULL,
+    refs INTEGER NOT NULL DEFAULT 0,
+    seen INTEGER NOT NULL
+) WITHOUT ROWID""",
+    "CREATE TABLE IF NOT EXISTS seq (n INTEGER PRIMARY KEY)",  # 0 .. MAX_CHAIN_CERTS - 1
     # the budget's accounting, per class (0: own records, 1: client-named), kept by triggers
     """CREATE TABLE IF NOT EXISTS usage (
     named INTEGER PRIMARY KEY,
@@ -103,6 +124,9 @@ _TARGET_COLUMNS = {
     "last_used": "INTEGER NOT NULL DEFAULT 0",
 }
 _NAMED = "(instr({0}.location, '/') > 0)"  # budget.is_named, in SQL
+# the digests of a chain row's certificates, one per row of seq (no WITH inside triggers)
+_DIGESTS = (f"SELECT substr({{0}}.chain, n * {DIGEST} + 1, {DIGEST}) FROM seq"
+            f" WHERE n < length({{0}}.chain) / {DIGEST}")
 _R = ROW_OVERHEAD
 _TRIGGERS = (
     # Every upsert of an observation is a change of the record: new version, body unsigned,
@@ -154,17 +178,22 @@ END""",
         WHERE named = {_NAMED.format("OLD")};
 END""",
     f"""CREATE TRIGGER IF NOT EXISTS usage_chain_in AFTER INSERT ON chains BEGIN
-    UPDATE usage SET bytes = bytes + {_R} + length(NEW.location) + length(NEW.chain)
+    UPDATE usage SET bytes = bytes + {_R} + length(NEW.location) + NEW.der_bytes
         WHERE named = {_NAMED.format("NEW")};
+    UPDATE certs SET refs = refs + 1 WHERE sha256 IN ({_DIGESTS.format("NEW")});
 END""",
-    """CREATE TRIGGER IF NOT EXISTS usage_chain_change AFTER UPDATE OF chain ON chains BEGIN
-    UPDATE usage SET bytes = bytes + length(NEW.chain) - length(OLD.chain)
+    f"""CREATE TRIGGER IF NOT EXISTS usage_chain_change AFTER UPDATE OF chain ON chains BEGIN
+    UPDATE usage SET bytes = bytes + NEW.der_bytes - OLD.der_bytes
         WHERE named = (instr(NEW.location, '/') > 0);
+    UPDATE certs SET refs = refs - 1 WHERE sha256 IN ({_DIGESTS.format("OLD")});
+    UPDATE certs SET refs = refs + 1 WHERE sha256 IN ({_DIGESTS.format("NEW")});
 END""",
     f"""CREATE TRIGGER IF NOT EXISTS usage_chain_out AFTER DELETE ON chains BEGIN
-    UPDATE usage SET bytes = bytes - {_R} - length(OLD.location) - length(OLD.chain)
+    UPDATE usage SET bytes = bytes - {_R} - length(OLD.location) - OLD.der_bytes
         WHERE named = {_NAMED.format("OLD")};
+    UPDATE certs SET refs = refs - 1 WHERE sha256 IN ({_DIGESTS.format("OLD")});
 END""",
+    "CREATE INDEX IF NOT EXISTS certs_unreferenced ON certs(seen) WHERE refs <= 0",
     "CREATE INDEX IF NOT EXISTS targets_eviction ON targets(named, useful, last_used)",
     "CREATE INDEX IF NOT EXISTS targets_last_used ON targets(named, last_used)",
 )
@@ -177,7 +206,7 @@ SELECT c.named,
               FROM targets t WHERE t.named = c.named), 0)
   + coalesce((SELECT sum({_R + OBSERVATION_BYTES} + length(location)) FROM observations o
               WHERE {_NAMED.format("o")} = c.named), 0)
-  + coalesce((SELECT sum({_R} + length(location) + length(chain)) FROM chains h
+  + coalesce((SELECT sum({_R} + length(location) + der_bytes) FROM chains h
               WHERE {_NAMED.format("h")} = c.named), 0)
 FROM (SELECT 0 AS named UNION ALL SELECT 1) c
 """
@@ -203,12 +232,30 @@ RETURNING
            WHERE observations.location = ?1 ORDER BY {_ORDER} LIMIT {MAX_HISTORY}))
 """
 _SAVE_BODY = "UPDATE targets SET body = ? WHERE location = ? AND version = ?"
-_SAVE_CHAIN = (
-    "INSERT INTO chains(location, sha256, chain, seen) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain, seen = excluded.seen"
+_SAVE_CERTS = (  # + one "(?, ?, 0, ?)" per certificate
+    "INSERT INTO certs(sha256, der, refs, seen) VALUES {}"
+    " ON CONFLICT(sha256) DO UPDATE SET seen = max(seen, excluded.seen)"
 )
-_GET_CHAIN = "SELECT chain FROM chains WHERE location = ? AND sha256 = ?"
-_CHAINS = "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256 LIMIT ?"
+_SAVE_CHAIN = (
+    "INSERT INTO chains(location, sha256, chain, seen, der_bytes) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain, seen = excluded.seen,"
+    " der_bytes = excluded.der_bytes"
+)
+# a chain's certificates in order, with how many it names (a missing one: corrupt)
+_CHAIN_ROWS = f"""
+SELECT h.location, h.sha256, h.seen, length(h.chain) / {DIGEST}, length(h.chain) % {DIGEST},
+    s.n, c.der
+FROM ({{}}) h LEFT JOIN seq s ON s.n < length(h.chain) / {DIGEST}
+LEFT JOIN certs c ON c.sha256 = substr(h.chain, s.n * {DIGEST} + 1, {DIGEST})
+ORDER BY h.location, h.sha256, s.n
+"""
+_GET_CHAIN = _CHAIN_ROWS.format(
+    "SELECT location, sha256, chain, seen FROM chains WHERE location = ? AND sha256 = ?")
+_CHAINS = _CHAIN_ROWS.format(
+    "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256 LIMIT ?")
+_SWEEP_CERTS = "DELETE FROM certs WHERE refs <= 0 AND seen < ?"
+_SEQ = "INSERT OR IGNORE INTO seq(n) VALUES " + ",".join(
+    f"({i})" for i in range(MAX_CHAIN_CERTS))
 
 Rows = list[Any]
 
@@ -308,6 +355,9 @@ async def _migrate(db: _Conn, path: str) -> None:
         for column, decl in _TARGET_COLUMNS.items():
             if column not in have:
                 await db.fetchall(f"ALTER TABLE targets ADD COLUMN {column} {decl}")
+        await db.fetchall(_SEQ)
+        if version is not None and version < 6:
+            await _dedupe_chains(db)
         if version is not None and version < 5:  # the trigger schema 5 changed
             await db.fetchall("DROP TRIGGER IF EXISTS observation_bumps_version")
             await db.fetchall(
@@ -323,7 +373,7 @@ async def _migrate(db: _Conn, path: str) -> None:
                 for table in ("chains", "observations", "targets"):
                     await db.fetchall(f"DELETE FROM {table}")
         counted = await db.fetchall("SELECT count(*) FROM usage")
-        if version is None or version < 5 or int(counted[0][0]) != 2:
+        if version is None or version < 6 or int(counted[0][0]) != 2:
             await db.fetchall(_RECOUNT)
         if version is None or version < SCHEMA_VERSION:
             await db.fetchall(
@@ -427,6 +477,7 @@ class SQLiteStore:
         budget, gone = self.budget, 0
         if now - self._expired_at >= EXPIRE_EVERY:
             self._expired_at = now
+            await self._run("write", _SWEEP_CERTS, (now - CERT_GRACE,))
             for named in (False, True):
                 ttl = budget.ttl_of(named)
                 if ttl:
@@ -457,23 +508,75 @@ class SQLiteStore:
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
-        await self._run("write", _SAVE_CHAIN, (location, sha256, encode_chain(chain), now))
+        """Two statements: the certificates (each once, whoever stored it first), then the
+        chain naming them by digest, whose triggers count the references."""
+        encode_chain(chain)  # the bounds, as BadData before anything is written
+        digests = chain_digests(chain)
+        certs = dict(zip(digests, chain, strict=True))
+        params: list[object] = []
+        for d, der in certs.items():
+            params += [d, der, int(now)]
+        await self._run("write", _SAVE_CERTS.format(",".join(["(?, ?, 0, ?)"] * len(certs))),
+                        params)
+        await self._run("write", _SAVE_CHAIN, (location, sha256, b"".join(digests), int(now),
+                                               sum(map(len, chain))))
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
-        rows = await self._run("read", _GET_CHAIN, (location, sha256))
-        return _decode(location, rows[0][0]) if rows else None
+        chains = _assemble(await self._run("read", _GET_CHAIN, (location, sha256)))
+        return chains[0].chain if chains else None
 
     async def chains(self, limit: int) -> list[StoredChain]:
-        rows = await self._run("read", _CHAINS, (max(0, limit),))
-        return [StoredChain(str(r[0]), bytes(r[1]), _decode(str(r[0]), r[2]), int(r[3]))
-                for r in rows]
+        return _assemble(await self._run("read", _CHAINS, (max(0, limit),)))
+
+    async def stored_certificates(self) -> tuple[int, int]:
+        """(certificates, DER bytes) stored once each in the deduplicated table."""
+        rows = await self._run(
+            "read", "SELECT count(*), coalesce(sum(length(der)), 0) FROM certs", ())
+        return int(rows[0][0]), int(rows[0][1])
 
 
-def _decode(location: str, raw: bytes) -> tuple[bytes, ...]:
-    try:
-        return decode_chain(bytes(raw))
-    except BadData as exc:
-        raise StoreUnavailable(f"{location}: stored chain is corrupt ({exc.message})") from exc
+def _assemble(rows: Rows) -> list[StoredChain]:
+    """Chains from :data:`_CHAIN_ROWS` rows; a chain naming a certificate that is not there,
+    or with a digest list of the wrong length, is a corrupt store."""
+    out: list[StoredChain] = []
+    for (location, sha256), group in itertools.groupby(
+            rows, key=lambda r: (str(r[0]), bytes(r[1]))):
+        items = list(group)
+        seen, count, rest = int(items[0][2]), int(items[0][3]), int(items[0][4])
+        ders = [bytes(r[6]) for r in items if r[5] is not None and r[6] is not None]
+        if rest or not count or len(ders) != count:
+            raise StoreUnavailable(f"{location}: stored chain is corrupt (it names "
+                                   f"{count} certificates, {len(ders)} are stored)")
+        out.append(StoredChain(location, sha256, tuple(ders), seen))
+    return out
+
+
+async def _dedupe_chains(db: _Conn) -> None:
+    """Schema 6: chains of an older file (each a whole ``C1`` blob) become digest lists over
+    the ``certs`` table, with their reference counts. A blob that does not decode is dropped
+    (the next probe stores the chain again)."""
+    for trigger in ("usage_chain_in", "usage_chain_change", "usage_chain_out"):
+        await db.fetchall(f"DROP TRIGGER IF EXISTS {trigger}")
+    have = {str(r[1]) for r in await db.fetchall("PRAGMA table_info(chains)")}
+    if "der_bytes" not in have:
+        await db.fetchall("ALTER TABLE chains ADD COLUMN der_bytes INTEGER NOT NULL DEFAULT 0")
+    for location, sha256, raw, seen in await db.fetchall(
+            "SELECT location, sha256, chain, seen FROM chains"):
+        try:
+            chain = decode_chain(bytes(raw))
+        except BadData:
+            await db.fetchall("DELETE FROM chains WHERE location = ? AND sha256 = ?",
+                              (location, sha256))
+            continue
+        digests = chain_digests(chain)
+        for d, der in zip(digests, chain, strict=True):
+            await db.fetchall(_SAVE_CERTS.format("(?, ?, 0, ?)"), (d, der, seen))
+        await db.fetchall("UPDATE chains SET chain = ?, der_bytes = ? WHERE location = ? AND "
+                          "sha256 = ?", (b"".join(digests), sum(map(len, chain)), location,
+                                         sha256))
+    await db.fetchall(f"UPDATE certs SET refs = (SELECT count(*) FROM chains h WHERE EXISTS ("
+                      f"SELECT 1 FROM seq WHERE n < length(h.chain) / {DIGEST} AND "
+                      f"substr(h.chain, n * {DIGEST} + 1, {DIGEST}) = certs.sha256))")
 
 
 __all__ = ["SQLiteStore"]

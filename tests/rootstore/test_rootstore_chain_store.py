@@ -106,7 +106,7 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
         await store.close()
     version = sqlite3.connect(path).execute(
         "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 5
+    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 6
     # reopening a migrated database changes nothing
     again = await SQLiteStore.open(path)
     try:
