@@ -390,3 +390,52 @@ func TestSessionsAndRedirectsAcrossPortsAreCheckedForTheirPort(t *testing.T) {
 		t.Fatal("the session from Q was not resumed at P: the case does not test resumption")
 	}
 }
+
+// Issue 37: code of the same application without the hook uses the base transport (CA
+// validation only) and leaves a keep-alive connection in its pool and a TLS session in the
+// shared ClientSessionCache. The hooked transport does not reuse that connection (each origin
+// has its own pool, cloned from base) and, when it resumes that session, checks it: through
+// the attacker's proxy the forged server gets the unhooked request only; through the honest
+// proxy (the twin) the hooked request arrives over a new connection that resumed the session
+// and was checked (the notaries were asked again).
+func TestUnhookedKeepAliveAndSessionAreNotUsedUnchecked(t *testing.T) {
+	sc := newProxyScene(t)
+	c := sc.client(t)
+	for _, tc := range []struct {
+		px    *connectProxy
+		srv   *httpsServer
+		trust bool
+	}{{sc.evilPx, sc.evil, false}, {sc.goodPx, sc.good, true}} {
+		base := &http.Transport{Proxy: http.ProxyURL(tc.px.url()),
+			TLSClientConfig: &tls.Config{RootCAs: sc.roots, ClientSessionCache: tls.NewLRUClientSessionCache(8)}}
+		plain := &http.Client{Transport: base, Timeout: 20 * time.Second}
+		if body, err := get(plain, sc.url); err != nil || body == "" {
+			t.Fatalf("the unhooked request: %q %v", body, err)
+		}
+		before, asked := tc.srv.requests(), len(sc.asked())
+		hc := &http.Client{Transport: c.Transport(base, TLSOptions{}), Timeout: 20 * time.Second}
+		resp, err := hc.Get(sc.url)
+		if !tc.trust {
+			var nt *NotTrustedError
+			if !errors.As(err, &nt) || nt.Verdict == nil || nt.Port != sc.port {
+				t.Fatalf("the forged server after an unhooked keep-alive: %v", err)
+			}
+			if tc.srv.requests() != before {
+				t.Fatal("the hooked request reached the forged server")
+			}
+			base.CloseIdleConnections()
+			continue
+		}
+		if err != nil {
+			t.Fatalf("the genuine server after an unhooked keep-alive: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "genuine" || !resp.TLS.DidResume || len(sc.asked()) == asked {
+			t.Fatalf("want a new, resumed, checked connection: %q resumed=%v asked %d -> %d",
+				b, resp.TLS.DidResume, asked, len(sc.asked()))
+		}
+		base.CloseIdleConnections()
+		hc.CloseIdleConnections()
+	}
+}

@@ -3,7 +3,8 @@
 //
 //	converge-conformance info
 //	converge-conformance check --config-dir DIR HOST PORT FINGERPRINT
-//	converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
+//	converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]
+//		[--follow-redirects] [--first URL] [--unhooked-first] HOST PORT
 //	converge-conformance vector FILE
 package main
 
@@ -20,13 +21,15 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	converge "github.com/converge-notary/converge/client-libs/go"
 )
 
 const usage = `usage: converge-conformance check --config-dir DIR HOST PORT FINGERPRINT
-       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
+       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]
+                            [--follow-redirects] [--first URL] [--unhooked-first] HOST PORT
        converge-conformance vector FILE
        converge-conformance info
 `
@@ -137,20 +140,52 @@ func check(dir, host, portText, fp string, out io.Writer) int {
 	return 2
 }
 
-// hook fetches https://HOST:PORT/ with an http.Client on Client.Transport (the TLS hook),
-// through --proxy when given (never the environment's proxies).
+// hookFlags are the hook command's options and how many values each takes.
+var hookFlags = map[string]int{"--proxy": 1, "--ca-file": 1, "--path": 1, "--first": 1,
+	"--follow-redirects": 0, "--unhooked-first": 0}
+
+// maxRedirects bounds --follow-redirects (CLIENT-CLI.md: at most 5 hops).
+const maxRedirects = 5
+
+// hook fetches https://HOST:PORT/P with an http.Client on Client.Transport (the TLS hook),
+// through --proxy when given (never the environment's proxies). --follow-redirects lets
+// http.Client follow redirects itself (every hop goes through the same hooked transport);
+// --first fetches a URL first with the same hooked transport, its TLS session cache on;
+// --unhooked-first fetches the URL first with the application's own base transport (CA
+// validation only, the pool that code without the hook would use), its connection kept alive.
 func hook(dir string, rest []string, out io.Writer) (int, bool) {
 	opts := map[string]string{}
-	for len(rest) >= 2 && (rest[0] == "--proxy" || rest[0] == "--ca-file") {
-		opts[rest[0]] = rest[1]
-		rest = rest[2:]
+	for len(rest) > 0 {
+		n, ok := hookFlags[rest[0]]
+		if !ok || len(rest) <= n {
+			break
+		}
+		if n == 1 {
+			opts[rest[0]] = rest[1]
+		} else {
+			opts[rest[0]] = ""
+		}
+		rest = rest[1+n:]
 	}
-	if len(rest) != 2 {
+	path, ok := opts["--path"]
+	if !ok {
+		path = "/"
+	}
+	if len(rest) != 2 || !strings.HasPrefix(path, "/") {
 		return 2, false
 	}
 	port, err := strconv.Atoi(rest[1])
-	if err != nil || port < 1 || port > 65535 {
+	if err != nil || port < 1 || port > 65535 || rest[1][0] < '0' || rest[1][0] > '9' {
 		return 2, false
+	}
+	var first *url.URL
+	if f, ok := opts["--first"]; ok {
+		u, err := url.Parse(f)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			emit(out, map[string]any{"error": "usage", "message": "--first must be an absolute https:// URL"})
+			return 2, true
+		}
+		first = u
 	}
 	client, err := converge.NewClient(dir)
 	if err != nil {
@@ -158,11 +193,14 @@ func hook(dir string, rest []string, out io.Writer) (int, bool) {
 		return 2, true
 	}
 	defer client.Close()
-	base := &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
-	if p := opts["--proxy"]; p != "" {
+	// The TLS session cache is opt-in in crypto/tls: on, so that resumed sessions reach the
+	// hook (and the transport's per-origin clones share it, as an application's would).
+	base := &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12,
+		ClientSessionCache: tls.NewLRUClientSessionCache(64)}}
+	if p, ok := opts["--proxy"]; ok {
 		u, err := url.Parse(p)
-		if err != nil {
-			emit(out, map[string]any{"error": "usage", "message": err.Error()})
+		if err != nil || u.Host == "" {
+			emit(out, map[string]any{"error": "usage", "message": "bad proxy URL " + p})
 			return 2, true
 		}
 		base.Proxy = http.ProxyURL(u)
@@ -176,27 +214,69 @@ func hook(dir string, rest []string, out io.Writer) (int, bool) {
 		}
 		base.TLSClientConfig.RootCAs = roots
 	}
+	defer base.CloseIdleConnections()
 	timeout := time.Duration((client.Config.TotalTimeout + 10) * float64(time.Second))
-	hc := &http.Client{Transport: client.Transport(base, converge.TLSOptions{}), Timeout: timeout}
-	resp, err := hc.Get("https://" + net.JoinHostPort(rest[0], rest[1]) + "/")
-	if err != nil {
-		var nt *converge.NotTrustedError
-		kind := "io"
-		if errors.As(err, &nt) {
-			kind = "untrusted"
-		} else if k := converge.ErrorKind(err); k != "" && k != "io" {
-			emit(out, map[string]any{"error": k, "message": err.Error()})
-			return 2, true
+	hooked := client.Transport(base, converge.TLSOptions{})
+	defer hooked.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	target := "https://" + net.JoinHostPort(rest[0], rest[1]) + path
+	if _, ok := opts["--unhooked-first"]; ok {
+		plain := &http.Client{Transport: base, Timeout: timeout, CheckRedirect: noRedirects}
+		if err := fetchAndDrain(plain, target); err != nil {
+			return hookFailure(out, "first request: ", err)
 		}
-		emit(out, map[string]any{"connected": false, "error": kind, "message": err.Error()})
-		return 1, true
+	}
+	if first != nil {
+		hc := &http.Client{Transport: hooked, Timeout: timeout, CheckRedirect: noRedirects}
+		if err := fetchAndDrain(hc, first.String()); err != nil {
+			return hookFailure(out, "first request: ", err)
+		}
+	}
+	hc := &http.Client{Transport: hooked, Timeout: timeout, CheckRedirect: noRedirects}
+	if _, ok := opts["--follow-redirects"]; ok {
+		hc.CheckRedirect = func(_ *http.Request, via []*http.Request) error {
+			if len(via) > maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			return nil
+		}
+	}
+	resp, err := hc.Get(target)
+	if err != nil {
+		return hookFailure(out, "", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	if err != nil {
-		emit(out, map[string]any{"connected": false, "error": "io", "message": err.Error()})
-		return 1, true
+		return hookFailure(out, "", err)
 	}
 	emit(out, map[string]any{"connected": true, "status": resp.StatusCode, "body": string(body)})
 	return 0, true
+}
+
+// fetchAndDrain GETs u and reads the body to its end (bounded), so that the connection goes
+// back to its pool, alive, for whatever comes next.
+func fetchAndDrain(hc *http.Client, u string) error {
+	resp, err := hc.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return err
+}
+
+// hookFailure prints the failure line of a request that got no response: "untrusted" when
+// the hook refused the certificate, "io" otherwise; a configuration error exits 2.
+func hookFailure(out io.Writer, step string, err error) (int, bool) {
+	var nt *converge.NotTrustedError
+	kind := "io"
+	if errors.As(err, &nt) {
+		kind = "untrusted"
+	} else if k := converge.ErrorKind(err); k != "" && k != "io" {
+		emit(out, map[string]any{"error": k, "message": err.Error()})
+		return 2, true
+	}
+	emit(out, map[string]any{"connected": false, "error": kind, "message": step + err.Error()})
+	return 1, true
 }

@@ -75,3 +75,28 @@ func TestVectorUnsupportedSchema(t *testing.T) {
 		t.Fatalf("%d %v", code, lines)
 	}
 }
+
+func TestHookFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--path", "no-slash"}, {"--first"}, {"--path"}, {"--frobnicate"}, {"--unhooked-first", "extra"},
+	} {
+		argv := append(append([]string{"hook", "--config-dir", dir}, args...), "127.0.0.1", "443")
+		if code, lines, stderr := runCLI(t, argv...); code != 2 || len(lines) != 0 || !strings.Contains(stderr, "usage") {
+			t.Errorf("%v: %d %v", args, code, lines)
+		}
+	}
+	code, lines, _ := runCLI(t, "hook", "--config-dir", dir, "--first", "http://127.0.0.1:1/", "127.0.0.1", "443")
+	if code != 2 || len(lines) != 1 || lines[0]["error"] != "usage" {
+		t.Fatalf("--first without https: %d %v", code, lines)
+	}
+	// twin: every flag parsed; the unhooked first request goes to the proxy, which is closed
+	code, lines, _ = runCLI(t, "hook", "--config-dir", dir, "--path", "/keep", "--follow-redirects",
+		"--first", "https://127.0.0.1:1/", "--unhooked-first", "--proxy", "http://127.0.0.1:1",
+		"127.0.0.1", "443")
+	if code != 1 || len(lines) != 1 || lines[0]["error"] != "io" ||
+		!strings.HasPrefix(lines[0]["message"].(string), "first request: ") ||
+		!strings.Contains(lines[0]["message"].(string), "127.0.0.1:1") {
+		t.Fatalf("all flags: %d %v", code, lines)
+	}
+}
