@@ -241,11 +241,19 @@ class ProxyTest {
     record Resumption(TestServers.Server q, TestServers.Server p, ConnectProxy proxy, Client client) {}
 
     Resumption resumption() throws Exception {
+        return resumption(r -> text("q"), r -> text("p"));
+    }
+
+    static byte[] text(String body) {
+        return TestServers.response(200, "text/plain", body.getBytes(StandardCharsets.US_ASCII));
+    }
+
+    /** The same scene, the servers at Q and P answering with {@code atQ} and {@code atP}. */
+    Resumption resumption(java.util.function.Function<TestServers.Request, byte[]> atQ,
+            java.util.function.Function<TestServers.Request, byte[]> atP) throws Exception {
         javax.net.ssl.SSLContext shared = genuineId.serverContext();
-        TestServers.Server q = new TestServers.Server(shared, r -> TestServers.response(200, "text/plain",
-                "q".getBytes(StandardCharsets.US_ASCII)));
-        TestServers.Server p = new TestServers.Server(shared, r -> TestServers.response(200, "text/plain",
-                "p".getBytes(StandardCharsets.US_ASCII)));
+        TestServers.Server q = new TestServers.Server(shared, atQ);
+        TestServers.Server p = new TestServers.Server(shared, atP);
         open.add(q);
         open.add(p);
         ConnectProxy proxy = new ConnectProxy(Map.of());
@@ -265,10 +273,16 @@ class ProxyTest {
     }
 
     static String get(javax.net.ssl.SSLSocketFactory sf, ConnectProxy proxy, int port) throws Exception {
+        return get(sf, proxy, port, "/");
+    }
+
+    /** GET https://proxied.test:PORT/PATH through {@code proxy}, redirects followed by the JDK. */
+    static String get(javax.net.ssl.SSLSocketFactory sf, ConnectProxy proxy, int port, String path) throws Exception {
         Proxy via = new Proxy(Proxy.Type.HTTP, new InetSocketAddress(InetAddress.getLoopbackAddress(), proxy.port()));
-        HttpsURLConnection conn = (HttpsURLConnection) URI.create("https://proxied.test:" + port + "/").toURL()
+        HttpsURLConnection conn = (HttpsURLConnection) URI.create("https://proxied.test:" + port + path).toURL()
                 .openConnection(via);
         conn.setSSLSocketFactory(sf);
+        conn.setInstanceFollowRedirects(true);
         conn.setHostnameVerifier((h, session) -> true);
         conn.setConnectTimeout(10_000);
         conn.setReadTimeout(10_000);
@@ -339,6 +353,101 @@ class ProxyTest {
         assertEquals("p", get(plain.getSocketFactory(), r.proxy(), r.p().port()));
         assertEquals(1, checked.size(), "checks: " + checked);
         assertEquals(1, r.p().requests.size());
+    }
+
+    /** The {@link ConvergeTrustManager.NotTrusted} behind {@code e}. */
+    static ConvergeTrustManager.NotTrusted notTrusted(Throwable e) {
+        Throwable t = e;
+        while (t != null && !(t instanceof ConvergeTrustManager.NotTrusted)) {
+            t = t.getCause();
+        }
+        return assertInstanceOf(ConvergeTrustManager.NotTrusted.class, t);
+    }
+
+    /** Q's {@code /go/PORT} answers 302 to https://proxied.test:PORT/ (Connection: close). */
+    static java.util.function.Function<TestServers.Request, byte[]> redirecting(String body) {
+        return r -> {
+            if (!r.path().startsWith("/go/")) {
+                return text(body);
+            }
+            String head = "HTTP/1.1 302 Found\r\nLocation: https://proxied.test:" + r.path().substring(4)
+                    + "/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            return head.getBytes(StandardCharsets.US_ASCII);
+        };
+    }
+
+    /**
+     * Code without the hook: the JDK's checks with the test identity's certificate as the only
+     * CA and any host name accepted (the attacker's certificate passes CA validation).
+     */
+    static javax.net.ssl.SSLSocketFactory unhooked() throws Exception {
+        java.security.KeyStore ks = java.security.KeyStore.getInstance("PKCS12");
+        ks.load(null, null);
+        ks.setCertificateEntry("ca", genuineId.cert);
+        javax.net.ssl.TrustManagerFactory tmf = javax.net.ssl.TrustManagerFactory.getInstance("PKIX");
+        tmf.init(ks);
+        javax.net.ssl.SSLContext c = javax.net.ssl.SSLContext.getInstance("TLS");
+        c.init(null, tmf.getTrustManagers(), null);
+        return c.getSocketFactory();
+    }
+
+    @Test
+    void urlConnectionRedirectHopIsCheckedForItsOwnOrigin() throws Exception {
+        // the attacker's site at Q (vouched for) redirects to P on the same host name: the JDK
+        // follows with a new connection through the same factory, checked for P and refused
+        Resumption r = resumption(redirecting("q"), x -> text("p"));
+        javax.net.ssl.SSLSocketFactory sf = ConvergeTrustManager.sslContext(r.client()).getSocketFactory();
+        SSLHandshakeException e = assertThrows(SSLHandshakeException.class,
+                () -> get(sf, r.proxy(), r.q().port(), "/go/" + r.p().port()));
+        assertEquals(r.p().port(), notTrusted(e).verdict.port());
+        assertEquals(1, r.q().requests.size());
+        assertTrue(r.p().requests.isEmpty(), "the redirected request reached the server at P");
+        assertEquals(List.of("proxied.test:" + r.q().port(), "proxied.test:" + r.p().port()), r.proxy().connects);
+    }
+
+    @Test
+    void twinARedirectIsFollowedToItsTarget() throws Exception {
+        // the same redirect to Q itself is followed through the hook (a new connection, checked
+        // for Q: trusted); without the hook the redirect to P delivers P's page: the refusal
+        // above is the hook's check of the hop, not a redirect that was never followed
+        Resumption r = resumption(redirecting("q"), x -> text("p"));
+        javax.net.ssl.SSLSocketFactory sf = ConvergeTrustManager.sslContext(r.client()).getSocketFactory();
+        assertEquals("q", get(sf, r.proxy(), r.q().port(), "/go/" + r.q().port()));
+        assertEquals(2, r.q().requests.size());
+        assertEquals("p", get(unhooked(), r.proxy(), r.q().port(), "/go/" + r.p().port()));
+        assertEquals(1, r.p().requests.size());
+    }
+
+    @Test
+    void urlConnectionDoesNotReuseAKeepAliveSocketOpenedWithoutTheHook() throws Exception {
+        // code without the hook leaves a keep-alive connection to P in the JDK's cache; the
+        // hooked request to P opens its own connection (the cache is keyed by socket factory)
+        Resumption r = resumption(x -> text("q"), x -> keepAlive("p"));
+        javax.net.ssl.SSLSocketFactory sf = ConvergeTrustManager.sslContext(r.client()).getSocketFactory();
+        assertEquals("p", get(unhooked(), r.proxy(), r.p().port()));
+        SSLHandshakeException e = assertThrows(SSLHandshakeException.class, () -> get(sf, r.proxy(), r.p().port()));
+        assertEquals(r.p().port(), notTrusted(e).verdict.port());
+        assertEquals(1, r.p().requests.size(), "the hooked request went over the unhooked connection");
+        assertEquals(2, r.proxy().connects.size());
+    }
+
+    @Test
+    void twinTheUnhookedKeepAliveSocketIsReusedByItsOwnFactory() throws Exception {
+        // the connection above really stays alive: the same unhooked factory sends its second
+        // request over it (one tunnel, one TLS connection, two requests)
+        Resumption r = resumption(x -> text("q"), x -> keepAlive("p"));
+        javax.net.ssl.SSLSocketFactory plain = unhooked();
+        assertEquals("p", get(plain, r.proxy(), r.p().port()));
+        assertEquals("p", get(plain, r.proxy(), r.p().port()));
+        assertEquals(2, r.p().requests.size());
+        assertEquals(1, r.p().connections.get());
+        assertEquals(1, r.proxy().connects.size());
+    }
+
+    /** An HTTP/1.1 answer that keeps the connection open ({@link TestServers.Server} serves on). */
+    static byte[] keepAlive(String body) {
+        return ("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " + body.length() + "\r\n\r\n"
+                + body).getBytes(StandardCharsets.US_ASCII);
     }
 
     HttpResponse<String> viaHttpClient(Scene s, ConnectProxy proxy) throws Exception {

@@ -160,15 +160,37 @@ final class TestServers {
             }
         }
 
+        /**
+         * Answers the requests of one connection: after an answer that starts {@code HTTP/1.1 200}
+         * the next request is read from the same connection (keep-alive, at most 16 requests),
+         * after any other the connection is closed.
+         */
         private void serve(Socket c, Function<Request, byte[]> handler) {
             try {
                 c.setSoTimeout(10_000);
+                for (int i = 0; i < 16 && serveOne(c, handler); i++) {
+                    // the next request on this connection
+                }
+            } catch (IOException e) {
+                // the client went away
+            } finally {
+                try {
+                    c.close();
+                } catch (IOException e) {
+                    // already closed
+                }
+            }
+        }
+
+        /** One request and its answer; whether the connection stays open. */
+        private boolean serveOne(Socket c, Function<Request, byte[]> handler) {
+            try {
                 InputStream in = c.getInputStream();
                 ByteArrayOutputStream head = new ByteArrayOutputStream();
                 while (!head.toString(StandardCharsets.ISO_8859_1).endsWith("\r\n\r\n")) {
                     int b = in.read();
                     if (b < 0 || head.size() > 16384) {
-                        return;
+                        return false;
                     }
                     head.write(b);
                 }
@@ -184,18 +206,15 @@ final class TestServers {
                 requests.add(r);
                 if (handler == null) {
                     Thread.sleep(30_000);
-                    return;
+                    return false;
                 }
-                c.getOutputStream().write(handler.apply(r));
+                byte[] answer = handler.apply(r);
+                c.getOutputStream().write(answer);
                 c.getOutputStream().flush();
+                return new String(answer, 0, Math.min(answer.length, 12), StandardCharsets.US_ASCII)
+                        .equals("HTTP/1.1 200");
             } catch (IOException | InterruptedException e) {
-                // the client went away; nothing to answer
-            } finally {
-                try {
-                    c.close();
-                } catch (IOException e) {
-                    // already closed
-                }
+                return false; // the client went away; nothing to answer
             }
         }
 
