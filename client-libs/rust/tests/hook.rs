@@ -136,8 +136,9 @@ fn every_redirect_hop_is_checked_for_its_own_host_and_port() {
         let nt = not_trusted(&err).unwrap_or_else(|| panic!("via {via:?}: {err}"));
         assert_eq!(nt.port, p.port);
         assert_eq!(p.requests.load(Ordering::SeqCst), 0, "via {via:?}: the request reached P");
-        // a request naming another port than the agent's is refused, not checked as Q
-        assert!(agent.get(&format!("https://127.0.0.1:{}/", p.port)).call().is_err());
+        // a request naming another port than the agent's is checked for that port, not as Q
+        let err = agent.get(&format!("https://127.0.0.1:{}/", p.port)).call().unwrap_err();
+        assert_eq!(not_trusted(&err).map(|n| n.port), Some(p.port), "via {via:?}: {err}");
         assert_eq!(p.requests.load(Ordering::SeqCst), 0);
     }
     // twin: once the notaries see that certificate at P too, the cross-port redirect is followed
@@ -146,4 +147,87 @@ fn every_redirect_hop_is_checked_for_its_own_host_and_port() {
     }
     let agent = converge::http::agent(client, q.port, None).unwrap();
     assert_eq!(agent.get(&format!("https://127.0.0.1:{}/", q.port)).call().unwrap().into_string().unwrap(), "at P");
+}
+
+fn body(agent: &ureq::Agent, url: &str) -> String {
+    agent.get(url).call().unwrap().into_string().unwrap()
+}
+
+#[test]
+fn a_session_made_on_one_port_is_not_resumed_on_another() {
+    // P and Q share one TLS server config, so a session made at Q resumes at P
+    let (p, q, ns, client) = redirecting_sites();
+    let (at_q, at_p) = (format!("https://127.0.0.1:{}/final", q.port), format!("https://127.0.0.1:{}/", p.port));
+    let agent = converge::http::agent(client.clone(), q.port, None).unwrap();
+    assert_eq!(body(&agent, &at_q), "at Q");
+    // the same agent at P: checked for P (the notaries see another certificate there)
+    let err = agent.get(&at_p).call().unwrap_err();
+    assert_eq!(not_trusted(&err).map(|n| n.port), Some(p.port), "{err}");
+    assert_eq!(p.requests.load(Ordering::SeqCst), 0);
+    // must-fail twin: one rustls config for both ports serves P's page (a session resumed
+    // from Q, or P checked as Q)
+    let one_config =
+        ureq::AgentBuilder::new().tls_config(converge::tls::client_config(client, q.port)).redirects(0).build();
+    assert_eq!(body(&one_config, &at_q), "at Q");
+    assert_eq!(body(&one_config, &at_p), "at P");
+    // genuine twin: once the notaries see that certificate at P too, the agent loads it
+    for n in &ns {
+        n.views.lock().unwrap().clear();
+    }
+    assert_eq!(body(&agent, &at_p), "at P");
+}
+
+#[test]
+fn without_redirects_a_3xx_is_the_response() {
+    let (p, q, _ns, client) = redirecting_sites();
+    let url = format!("https://127.0.0.1:{}/", q.port);
+    let agent = converge::http::agent_with(client.clone(), None, 0).unwrap();
+    let r = agent.get(&url).call().unwrap();
+    assert_eq!((r.status(), r.header("location")), (302, Some(format!("https://127.0.0.1:{}/", p.port).as_str())));
+    assert_eq!(p.requests.load(Ordering::SeqCst), 0);
+    // twin: with redirects the hop to P is made (and refused there)
+    let err = converge::http::agent_with(client, None, 1).unwrap().get(&url).call().unwrap_err();
+    assert_eq!(not_trusted(&err).map(|n| n.port), Some(p.port), "{err}");
+}
+
+#[test]
+fn inside_the_connect_tunnel_the_origin_gets_an_origin_form_request() {
+    let (client, _genuine, _forged, _ns) = setup();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let seen = lines.clone();
+    let site = Site::listen(
+        common::server_config(&notary_cert(), &notary_key()),
+        Arc::new(move |line: &str| {
+            seen.lock().unwrap().push(line.to_string());
+            common::ok_reply("genuine")
+        }),
+    );
+    let (relay, asked) = proxy(None);
+    let via = format!("http://127.0.0.1:{relay}");
+    let url = format!("https://127.0.0.1:{}/x?y=1", site.port);
+    let agent = converge::http::agent(client.clone(), site.port, Some(&via)).unwrap();
+    assert_eq!(body(&agent, &url), "genuine");
+    assert_eq!(lines.lock().unwrap().as_slice(), ["GET /x?y=1 HTTP/1.1"]);
+    assert!(asked.lock().unwrap()[0].starts_with(&format!("CONNECT 127.0.0.1:{} ", site.port)));
+    // must-fail twin: ureq's own proxy support writes the absolute form in the tunnel
+    let ureq_proxy = ureq::AgentBuilder::new()
+        .tls_config(converge::tls::client_config(client.clone(), site.port))
+        .proxy(ureq::Proxy::new(&via).unwrap())
+        .build();
+    assert_eq!(body(&ureq_proxy, &url), "genuine");
+    assert_eq!(lines.lock().unwrap()[1], format!("GET {url} HTTP/1.1"));
+    // a proxy that refuses the CONNECT: an error, no request
+    let refusing = TcpListener::bind("127.0.0.1:0").unwrap();
+    let refusing_port = refusing.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in refusing.incoming().flatten() {
+            let mut b = [0u8; 1024];
+            let _ = c.read(&mut b);
+            let _ = c.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let agent = converge::http::agent(client, site.port, Some(&format!("http://127.0.0.1:{refusing_port}"))).unwrap();
+    let err = agent.get(&url).call().unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+    assert_eq!(site.requests.load(Ordering::SeqCst), 2);
 }

@@ -8,10 +8,12 @@ use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 const USAGE: &str = "usage: converge-conformance info
        converge-conformance check --config-dir DIR HOST PORT FINGERPRINT
-       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
+       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P] [--follow-redirects]
+                            [--first URL] [--unhooked-first] HOST PORT
        converge-conformance vector FILE";
 
 fn emit(v: Value) {
@@ -77,22 +79,98 @@ fn check(dir: &str, host: &str, port: &str, fp: &str) -> ExitCode {
     }
 }
 
-/// Fetches https://HOST:PORT/ with ureq on the converge rustls verifier (the README's hook).
-fn hook(dir: &str, mut rest: &[String]) -> ExitCode {
-    let mut proxy: Option<String> = None;
-    while rest.len() >= 2 && (rest[0] == "--proxy" || rest[0] == "--ca-file") {
-        if rest[0] == "--proxy" {
-            proxy = Some(rest[1].clone());
-        } // --ca-file: CA validation is not what decides here; the notaries do
-        rest = &rest[2..];
+/// The hook's flags (CLIENT-CLI.md, `hook`), each before HOST PORT.
+#[derive(Default)]
+struct HookFlags {
+    proxy: Option<String>,
+    ca_file: Option<String>,
+    path: Option<String>,
+    follow: bool,
+    first: Option<String>,
+    unhooked_first: bool,
+}
+
+fn hook_flags(mut rest: &[String]) -> (HookFlags, &[String]) {
+    let mut f = HookFlags::default();
+    loop {
+        let value = rest.get(1).cloned();
+        match rest.first().map(String::as_str) {
+            Some("--follow-redirects") => f.follow = true,
+            Some("--unhooked-first") => f.unhooked_first = true,
+            Some("--proxy") if value.is_some() => f.proxy = value,
+            Some("--ca-file") if value.is_some() => f.ca_file = value,
+            Some("--path") if value.is_some() => f.path = value,
+            Some("--first") if value.is_some() => f.first = value,
+            _ => return (f, rest),
+        }
+        let with_value = !matches!(rest[0].as_str(), "--follow-redirects" | "--unhooked-first");
+        rest = &rest[if with_value { 2 } else { 1 }..];
     }
+}
+
+/// A ureq agent as code of the same application without the hook would have one: CA
+/// validation (the `--ca-file` CAs, else ureq's webpki roots), the same proxy.
+fn unhooked_agent(ca_file: Option<&str>, proxy: Option<&str>) -> Result<ureq::Agent, String> {
+    let mut b = ureq::AgentBuilder::new();
+    if let Some(path) = ca_file {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(path).map_err(|e| format!("--ca-file {path}: {e}"))? {
+            roots
+                .add(cert.map_err(|e| format!("--ca-file {path}: {e}"))?)
+                .map_err(|e| format!("--ca-file {path}: {e}"))?;
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        b = b.tls_config(Arc::new(cfg));
+    }
+    if let Some(p) = proxy {
+        b = b.proxy(ureq::Proxy::new(p).map_err(|e| format!("proxy {p}: {e}"))?);
+    }
+    Ok(b.build())
+}
+
+/// A response's status and its body's first KiB (read to the end, so that a keep-alive
+/// connection goes back to its pool).
+fn response(r: ureq::Response) -> (u16, String) {
+    let status = r.status();
+    let mut body = Vec::new();
+    let mut reader = r.into_reader().take(1 << 20);
+    let _ = reader.read_to_end(&mut body);
+    body.truncate(1024);
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// GET `url` on `agent`: a response (also a 4xx or 5xx) or the failure line's kind and message.
+fn get(agent: &ureq::Agent, url: &str, timeout: Duration) -> Result<(u16, String), (&'static str, String)> {
+    match agent.get(url).timeout(timeout).call() {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => Ok(response(r)),
+        Err(e) => Err(match not_trusted(&e) {
+            Some(n) => ("untrusted", n.to_string()),
+            None => ("io", e.to_string()),
+        }),
+    }
+}
+
+fn usage() -> ExitCode {
+    eprintln!("{USAGE}");
+    ExitCode::from(2)
+}
+
+/// Fetches https://HOST:PORT/P with ureq on the converge rustls verifier (the README's hook):
+/// `--first` on the same agent, `--unhooked-first` on a plain agent beside it (a ureq agent
+/// has one TLS config, so unhooked code cannot use the hooked agent's pool).
+fn hook(dir: &str, rest: &[String]) -> ExitCode {
+    let (flags, rest) = hook_flags(rest);
+    let path = flags.path.clone().unwrap_or_else(|| "/".to_string());
     let (Some(host), Some(port)) = (rest.first(), rest.get(1).and_then(|p| port_of(p)).filter(|p| *p > 0)) else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
+        return usage();
     };
-    if rest.len() != 2 {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
+    if rest.len() != 2 || !path.starts_with('/') || flags.first.as_ref().is_some_and(|u| !u.starts_with("https://")) {
+        return usage();
     }
     let client = match Client::load(Some(Path::new(dir))) {
         Ok(c) => Arc::new(c),
@@ -101,27 +179,41 @@ fn hook(dir: &str, mut rest: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let timeout = std::time::Duration::from_secs_f64(client.config().total_timeout + 10.0);
-    let agent = match converge::http::agent(client, port, proxy.as_deref()) {
+    let timeout = Duration::from_secs_f64(client.config().total_timeout + 10.0);
+    let redirects = if flags.follow { converge::http::MAX_REDIRECTS } else { 0 };
+    let agents = converge::http::agent_with(client, flags.proxy.as_deref(), redirects)
+        .map_err(|e| e.to_string())
+        .and_then(|a| Ok((a, unhooked_agent(flags.ca_file.as_deref(), flags.proxy.as_deref())?)));
+    let (agent, plain) = match agents {
         Ok(a) => a,
         Err(e) => {
-            emit(json!({"error": "usage", "message": e.to_string()}));
+            emit(json!({"error": "usage", "message": e}));
             return ExitCode::from(2);
         }
     };
-    let url = if host.contains(':') { format!("https://[{host}]:{port}/") } else { format!("https://{host}:{port}/") };
-    match agent.get(&url).timeout(timeout).call() {
-        Ok(r) | Err(ureq::Error::Status(_, r)) => {
-            let status = r.status();
-            let mut body = Vec::new();
-            let _ = r.into_reader().take(1024).read_to_end(&mut body);
-            emit(json!({"connected": true, "status": status, "body": String::from_utf8_lossy(&body)}));
+    let url = if host.contains(':') {
+        format!("https://[{host}]:{port}{path}")
+    } else {
+        format!("https://{host}:{port}{path}")
+    };
+    let mut first = Ok((0, String::new()));
+    if flags.unhooked_first {
+        first = get(&plain, &url, timeout);
+    }
+    if let (Ok(_), Some(f)) = (&first, &flags.first) {
+        first = get(&agent, f, timeout);
+    }
+    if let Err((kind, message)) = first {
+        emit(json!({"connected": false, "error": kind, "message": format!("first request: {message}")}));
+        return ExitCode::from(1);
+    }
+    match get(&agent, &url, timeout) {
+        Ok((status, body)) => {
+            emit(json!({"connected": true, "status": status, "body": body}));
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            let untrusted = not_trusted(&e).is_some();
-            let message = not_trusted(&e).map(|n| n.to_string()).unwrap_or_else(|| e.to_string());
-            emit(json!({"connected": false, "error": if untrusted { "untrusted" } else { "io" }, "message": message}));
+        Err((kind, message)) => {
+            emit(json!({"connected": false, "error": kind, "message": message}));
             ExitCode::from(1)
         }
     }
