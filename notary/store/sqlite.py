@@ -66,6 +66,7 @@ from notary.store.budget import (
     ROW_OVERHEAD,
     UNBOUNDED,
     Budget,
+    is_named,
 )
 from notary.store.chain import DIGEST, chain_digests, decode_chain, encode_chain
 
@@ -229,7 +230,8 @@ RETURNING
     (SELECT group_concat(hex(sha1) || ' ' || hex(sha256) || ' ' || first_seen || ' '
                          || last_seen, ',')
      FROM (SELECT sha1, sha256, first_seen, last_seen FROM observations
-           WHERE observations.location = ?1 ORDER BY {_ORDER} LIMIT {MAX_HISTORY}))
+           WHERE observations.location = ?1 ORDER BY {_ORDER} LIMIT {MAX_HISTORY})),
+    (SELECT records || ' ' || bytes FROM usage WHERE named = (instr(?1, '/') > 0))
 """
 _SAVE_BODY = "UPDATE targets SET body = ? WHERE location = ? AND version = ?"
 _SAVE_CERTS = (  # + one "(?, ?, 0, ?)" per certificate
@@ -453,8 +455,11 @@ class SQLiteStore:
 
     async def observe(self, location: str, seen: CertDigests, now: int) -> TargetRecord:
         rows = await self._run("write", _OBSERVE, (location, seen.sha256, seen.sha1, int(now)))
-        version, text = rows[0]
-        await self.enforce(int(now))
+        version, text, usage = rows[0]
+        # the class's accounting as the statement left it (before its AFTER triggers: at most
+        # this one observation's bytes short): no second statement when under the caps
+        records, _, nbytes = (usage or "0 0").partition(" ")
+        await self.enforce(int(now), (is_named(location), int(records), int(nbytes)))
         return TargetRecord(location, _returned_history(text), int(version), None)
 
     async def usage(self) -> dict[bool, tuple[int, int]]:
@@ -470,11 +475,16 @@ class SQLiteStore:
             await self._run("write", "UPDATE targets SET useful = 1, last_used = max(last_used,"
                             f" ?) WHERE location IN ({marks})", [int(now), *batch])
 
-    async def enforce(self, now: int) -> int:
+    async def enforce(self, now: int, hint: tuple[bool, int, int] | None = None) -> int:
         """Apply the budget: drop records past their time to live (at most once per
         :data:`EXPIRE_EVERY` seconds), then evict the least useful records of a class over
-        its caps. Returns how many records went."""
+        its caps. Returns how many records went. ``hint``: (class, records, bytes) as a
+        write just returned them; when that class is within its caps (and no sweep is due)
+        nothing else is read, since a write grows only its own class."""
         budget, gone = self.budget, 0
+        if hint is not None and now - self._expired_at < EXPIRE_EVERY and (
+                not budget.over(*hint)):
+            return 0
         if now - self._expired_at >= EXPIRE_EVERY:
             self._expired_at = now
             await self._run("write", _SWEEP_CERTS, (now - CERT_GRACE,))

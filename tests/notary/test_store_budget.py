@@ -243,3 +243,29 @@ async def test_redis_maxmemory_policy_never_evicts_the_log(
     finally:
         await store.close()
         server.stop()
+
+
+async def test_sqlite_observe_is_one_statement_while_under_the_caps(tmp_path: Path) -> None:
+    """The class's accounting comes back with the upsert, so a write under its caps costs one
+    statement (one hop to the driver's thread); twin: over a cap, the eviction follows."""
+    store = await SQLiteStore.open(tmp_path / "hops.sqlite3", budget=Budget(max_records=3))
+    statements: list[str] = []
+    real = store._db.fetchall
+
+    async def counting(sql: str, params: object = ()) -> list[object]:
+        statements.append(sql)
+        return await real(sql, params)  # type: ignore[arg-type]
+
+    store._db.fetchall = counting  # type: ignore[method-assign]
+    try:
+        await store.observe("a.test:443", cert(1), NOW)  # the first write sweeps (due)
+        for i in range(2, 4):
+            statements.clear()
+            await store.observe(f"h{i}.test:443", cert(i), NOW)
+            assert len(statements) == 1, statements
+        statements.clear()
+        await store.observe("h4.test:443", cert(4), NOW)  # the fourth record: over the cap
+        assert any(s.lstrip().startswith("DELETE FROM targets") for s in statements), statements
+        assert (await store.usage())[False][0] <= 3
+    finally:
+        await store.close()
