@@ -1,7 +1,8 @@
 /* The conformance CLI of libconverge (client-libs/conformance/CLIENT-CLI.md):
  *   converge-conformance info
  *   converge-conformance check --config-dir DIR HOST PORT FINGERPRINT
- *   converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT
+ *   converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]
+ *                        [--follow-redirects] [--first URL] [--unhooked-first] HOST PORT
  *   converge-conformance vector FILE
  * One JSON object per line on stdout; diagnostics on stderr. */
 #include <stdio.h>
@@ -120,7 +121,8 @@ int main(int argc, char **argv) {
         return cli_hook(argv[3], argc - 4, argv + 4);
     fprintf(stderr,
             "usage: converge-conformance check --config-dir DIR HOST PORT FINGERPRINT\n"
-            "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] HOST PORT\n"
+            "       converge-conformance hook --config-dir DIR [--proxy URL] [--ca-file PEM] [--path P]\n"
+            "                            [--follow-redirects] [--first URL] [--unhooked-first] HOST PORT\n"
             "       converge-conformance vector FILE\n"
             "       converge-conformance info\n");
     return 2;
