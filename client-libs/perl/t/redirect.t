@@ -2,6 +2,10 @@
 # site, which the notaries honestly vouch for, redirects to the bank, where his box presents
 # his own certificate; that hop is asked about as the bank's host:port and refused before the
 # request is written. Twin: a genuine redirect to another origin is followed and trusted.
+# The same world shows that a TLS session is resumed only for the origin it was checked for:
+# through a CONNECT proxy IO::Socket::SSL keys its session cache by the proxy's address, so
+# without an origin-bound key a session from the attacker's vouched site is offered to (and
+# resumed by) his box posing as the bank, and the verify callback never runs.
 use strict;
 use warnings;
 use Test::More;
@@ -15,6 +19,11 @@ use World;
 use Responder;
 use Converge;
 use Converge::HTTP::Tiny;
+use Converge::UserAgent;
+use IO::Select ();
+use IO::Socket::IP ();
+use IO::Socket::SSL ();
+use POSIX ();
 
 my $KEYS = "$FindBin::RealBin/../../vectors/keys";
 my $w = World->new('Org A:listed', '--site', 'genuine=genuine', '--site', 'forged=forged');
@@ -77,6 +86,72 @@ subtest 'twin: the bank itself, asked directly, is refused the same way (and the
     ok($http->get("https://127.0.0.1:$site{forged}/")->{converge_not_trusted}, 'forged');
     is($http->get("https://127.0.0.1:$site{genuine}/")->{content}, 'genuine', 'genuine');
     is($forged_requests->(), 0);
+};
+
+# A CONNECT proxy (a forked process, at most 50 tunnels, 2 minutes) that sends the tunnels for
+# the ports in %$divert to other ports: the attacker's proxy when it diverts the bank.
+sub divert_proxy {
+    my (%divert) = @_;
+    my $srv = IO::Socket::IP->new(LocalHost => '127.0.0.1', LocalPort => 0, Listen => 8, ReuseAddr => 1) or die "proxy: $@\n";
+    my $pid = fork // die "fork: $!\n";
+    if (!$pid) {
+        alarm 120;
+        for (1 .. 50) {
+            my $c = $srv->accept or next;
+            my $head = '';
+            while ($head !~ /\r\n\r\n\z/ && length $head < 4096) { sysread($c, my $b, 1) or last; $head .= $b }
+            my ($port) = $head =~ /\ACONNECT 127\.0\.0\.1:([0-9]+) / or next;
+            my $up = IO::Socket::IP->new(PeerHost => '127.0.0.1', PeerPort => $divert{$port} // $port) or next;
+            syswrite($c, "HTTP/1.1 200 Connection established\r\n\r\n");
+            next if fork;
+            my $sel = IO::Select->new($c, $up);
+            RELAY: while (my @ready = $sel->can_read(10)) {
+                for my $from (@ready) {
+                    sysread($from, my $buf, 16384) or last RELAY;
+                    syswrite($from == $c ? $up : $c, $buf) or last RELAY;
+                }
+            }
+            POSIX::_exit(0);
+        }
+        POSIX::_exit(0);
+    }
+    return ($srv->sockport, $pid);
+}
+
+# One LWP agent as users turn on reuse: keep-alive and a TLS session cache shared by its
+# connections; first the attacker's vouched site (its kept-alive socket keeps the session
+# cached), then the bank through the same proxy.
+my $after_the_attackers_site = sub {
+    my ($proxy_port) = @_;
+    my $ua = Converge::UserAgent->new(converge => $c, env_proxy => 0, timeout => 10, keep_alive => 4,
+        ssl_opts => { SSL_session_cache => IO::Socket::SSL::Session_Cache->new(8) });
+    $ua->proxy(https => "http://127.0.0.1:$proxy_port");
+    my $site_r = $ua->get('https://127.0.0.1:' . $attacker->port . '/');
+    my $bank_r = $ua->get("https://127.0.0.1:$site{genuine}/", Cookie => 'bank=secret');
+    return ($site_r, $bank_r);
+};
+
+subtest "LWP: a session from the attacker's vouched site is not resumed by his box posing as the bank" => sub {
+    my ($port, $pid) = divert_proxy($site{genuine} => $attacker->port);
+    $attacker->answer("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nsite");
+    my $before = $attacker->count;
+    my ($site_r, $bank_r) = $after_the_attackers_site->($port);
+    is($site_r->content, 'site', 'the attacker\'s own site is vouched for');
+    isa_ok(Converge::UserAgent::not_trusted($bank_r), 'Converge::NotTrusted', 'the box posing as the bank')
+        or diag($bank_r->status_line . ' ' . $bank_r->content);
+    is($attacker->count - $before, 1, 'the bank request never reached the attacker');
+    kill 'TERM', $pid;
+    waitpid $pid, 0;
+};
+
+subtest 'twin: the same agent through an honest proxy reaches the genuine bank' => sub {
+    my ($port, $pid) = divert_proxy();
+    my ($site_r, $bank_r) = $after_the_attackers_site->($port);
+    is($site_r->content, 'site');
+    is($bank_r->content, 'genuine', $bank_r->status_line);
+    ok(!Converge::UserAgent::not_trusted($bank_r));
+    kill 'TERM', $pid;
+    waitpid $pid, 0;
 };
 
 $_->stop for $notary, $attacker;

@@ -22,6 +22,11 @@ sub ssl_opts {
     my $require_ca = $a{require_ca} ? 1 : 0;
     my $client = $a{client};
     return (
+        # A resumed session skips the verify callback: a TLS session cache (SSL_session_cache,
+        # SSL_session_cache_size) offers a session only to the origin whose checked handshake
+        # made it. IO::Socket::SSL's own key is the peer's address, which through a proxy is
+        # the proxy's for every origin (and one IP for every name it serves).
+        SSL_session_key     => "converge https://$host:$port",
         SSL_verify_mode     => IO::Socket::SSL::SSL_VERIFY_PEER(),
         SSL_verifycn_scheme => $require_ca ? 'www' : 'none',
         ($require_ca ? (SSL_verifycn_name => $host) : ()),
