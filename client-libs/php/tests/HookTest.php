@@ -88,11 +88,14 @@ final class HookTest extends TestCase
     {
         $site = new Responder(Responder::KEYS . '/test-notary-cert.pem', Responder::KEYS . '/test-notary-key.pem');
         $dir = $this->w->configDir(['notary-agreement' => 'consensus']);
-        $hook = static fn () => json_decode((string) shell_exec(escapeshellarg(PHP_BINARY) . ' ' . escapeshellarg(__DIR__ . '/../bin/converge-conformance')
-            . ' hook --config-dir ' . escapeshellarg($dir) . " 127.0.0.1 {$site->port}"), true);
+        $hook = static fn (string $flags = ' --follow-redirects') => json_decode((string) shell_exec(escapeshellarg(PHP_BINARY) . ' '
+            . escapeshellarg(__DIR__ . '/../bin/converge-conformance') . ' hook --config-dir ' . escapeshellarg($dir) . "{$flags} 127.0.0.1 {$site->port}"), true);
         try {
             $site->answer("HTTP/1.0 302 Found\r\nLocation: {$this->url('forged')}\r\nContent-Length: 0\r\n\r\n");
             $this->assertSame(['connected' => false, 'error' => 'untrusted'], array_intersect_key($hook(), ['connected' => 1, 'error' => 1]));
+            $this->assertSame(0, $this->forgedRequests());
+            // without --follow-redirects the 302 is the answer
+            $this->assertSame(['connected' => true, 'status' => 302, 'body' => ''], $hook(''));
             $this->assertSame(0, $this->forgedRequests());
             $site->answer("HTTP/1.0 302 Found\r\nLocation: {$this->url('genuine')}\r\nContent-Length: 0\r\n\r\n"); // twin
             $this->assertSame(['connected' => true, 'status' => 200, 'body' => 'genuine'], $hook());
