@@ -5,7 +5,9 @@
 # The same world shows that a TLS session is resumed only for the origin it was checked for:
 # through a CONNECT proxy IO::Socket::SSL keys its session cache by the proxy's address, so
 # without an origin-bound key a session from the attacker's vouched site is offered to (and
-# resumed by) his box posing as the bank, and the verify callback never runs.
+# resumed by) his box posing as the bank, and the verify callback never runs. And a kept-alive
+# connection that unhooked code of the application opened on a connection cache it shares with
+# a Converge::UserAgent (to his box posing as the bank) is not used by the hooked agent.
 use strict;
 use warnings;
 use Test::More;
@@ -32,10 +34,13 @@ my %site = %{ $w->info->{sites} };
 my $redirect = sub { "HTTP/1.1 302 Found\r\nLocation: https://127.0.0.1:$_[0]/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" };
 # the attacker's own site (his certificate, the "other" test key), redirecting wherever he likes
 my $attacker = Responder->new;
+# his keep-alive site (his certificate too), vouched for at its own port
+my $box = Responder->new(keep => 1);
+$box->answer("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbox");
 
 # A notary that sees, per target, what the world shows it: the attacker's certificate at his
 # own site, the bank's genuine certificate at the bank (served here by the forged site's port).
-my %sees = ("127.0.0.1+" . $attacker->port => $X, "127.0.0.1+$site{forged}" => $G, "127.0.0.1+$site{genuine}" => $G);
+my %sees = ("127.0.0.1+" . $attacker->port => $X, "127.0.0.1+" . $box->port => $X, "127.0.0.1+$site{forged}" => $G, "127.0.0.1+$site{genuine}" => $G);
 my $rsa = Crypt::PK::RSA->new("$KEYS/test-other-key.pem");
 my $notary = Responder->new(handler => sub {
     my ($req) = @_;
@@ -154,6 +159,29 @@ subtest 'twin: the same agent through an honest proxy reaches the genuine bank' 
     waitpid $pid, 0;
 };
 
-$_->stop for $notary, $attacker;
+subtest 'LWP: a connection an unhooked agent sharing the connection cache opened is not used' => sub {
+    my ($port, $pid) = divert_proxy($site{genuine} => $box->port);
+    my $ua = Converge::UserAgent->new(converge => $c, env_proxy => 0, timeout => 10, keep_alive => 4);
+    my $plain = LWP::UserAgent->new(env_proxy => 0, timeout => 10, conn_cache => $ua->conn_cache,
+        ssl_opts => { verify_hostname => 0, SSL_verify_mode => 0 });
+    $_->proxy(https => "http://127.0.0.1:$port") for $ua, $plain;
+    my $before = $box->count;
+    is($plain->get("https://127.0.0.1:$site{genuine}/")->content, 'box', 'the unhooked code took the box for the bank');
+    my $r = $ua->get("https://127.0.0.1:$site{genuine}/", Cookie => 'bank=secret');
+    isa_ok(Converge::UserAgent::not_trusted($r), 'Converge::NotTrusted', 'the hooked request') or diag($r->status_line);
+    is($box->count - $before, 1, 'the hooked request never reached the box');
+    kill 'TERM', $pid;
+    waitpid $pid, 0;
+};
+
+subtest 'twin: the agent reuses its own checked keep-alive connection (one check for two requests)' => sub {
+    my $ua = Converge::UserAgent->new(converge => $c, env_proxy => 0, timeout => 10, keep_alive => 4);
+    my ($asked, $served) = ($notary->count, $box->count);
+    is($ua->get('https://127.0.0.1:' . $box->port . '/')->content, 'box') for 1 .. 2;
+    is($box->count - $served, 2, 'two requests');
+    is($notary->count - $asked, 1, 'one handshake checked: the second request reused its connection');
+};
+
+$_->stop for $notary, $attacker, $box;
 $w->stop;
 done_testing;

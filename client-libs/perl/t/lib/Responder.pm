@@ -2,7 +2,8 @@ package Responder;
 # A TLS server on 127.0.0.1 (a forked process) that answers every connection with the raw
 # response last given to answer(), or with what handler => sub { my ($request) = @_; ... }
 # returns; the vectors' test-only "other" key unless cert/key are given. At most 1000
-# connections and 10 minutes; each request read within 5 s.
+# connections and 10 minutes; each request read within 5 s. With keep => 1 a connection stays
+# open for up to 20 requests (each further one read within 2 s).
 use strict;
 use warnings;
 use File::Temp ();
@@ -26,21 +27,24 @@ sub new {
         alarm 600;
         for (1 .. 1000) {
             my $c = $srv->accept or next;
-            my $req = eval {
-                local $SIG{ALRM} = sub { die "timeout\n" };
-                alarm 5;
-                my $buf = '';
-                $buf .= $_ while $buf !~ /\r\n\r\n/ && defined($_ = <$c>);
-                my ($len) = $buf =~ /^Content-Length: *([0-9]+)/mi;
-                read($c, my $body, $len // 0) if $len;
-                alarm 600;
-                $buf . ($body // '');
-            };
-            if (defined $req && length $req) {
+            for my $nth (1 .. ($o{keep} ? 20 : 1)) {
+                my $req = eval {
+                    local $SIG{ALRM} = sub { die "timeout\n" };
+                    alarm($nth == 1 ? 5 : 2);
+                    my $buf = '';
+                    $buf .= $_ while $buf !~ /\r\n\r\n/ && defined($_ = <$c>);
+                    my ($len) = $buf =~ /^Content-Length: *([0-9]+)/mi;
+                    read($c, my $body, $len // 0) if $len;
+                    alarm 600;
+                    $buf . ($body // '');
+                };
+                last unless defined $req && length $req;
                 open(my $fh, '<:raw', "$dir/reply") or die $!;
                 print {$c} $o{handler} ? $o{handler}->($req) : do { local $/; <$fh> };
+                $c->flush;
                 open(my $n, '>>', "$dir/count") or die $!;
                 print {$n} "1\n";
+                close $n;
             }
             $c->close(SSL_fast_shutdown => 1);
         }
