@@ -227,6 +227,8 @@ class RecordingServer:
                 return
             self.heads.append(head.split(b"\r\n\r\n")[0])
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
+            if path.startswith((b"https://", b"http://")):  # absolute-form (RFC 9112 3.2.2)
+                path = b"/" + path.split(b"/", 3)[3] if path.count(b"/") >= 3 else b"/"
             keep = path.startswith(b"/keep")
             if path.startswith(b"/go/") and path.count(b"/") == 3:
                 _, _, host, port = path.split(b"/")
