@@ -430,6 +430,51 @@ static int hooked_connect(converge_ctx *ctx, int port, const char *host, int ori
     return hs;
 }
 
+/* One SSL_CTX shared by hooked and unhooked code, as in an application: its client session
+ * cache is on (TLS 1.3 tickets included) and g_newest_session holds the newest session. */
+static SSL_SESSION *g_newest_session;
+
+static int keep_newest_session(SSL *ssl, SSL_SESSION *sess) {
+    (void)ssl;
+    SSL_SESSION_free(g_newest_session);
+    g_newest_session = sess;
+    return 1;
+}
+
+static int ca_only(int preverify_ok, X509_STORE_CTX *store) {
+    (void)store;
+    return preverify_ok;
+}
+
+/* A connection on sc to 127.0.0.1:port: hooked for 127.0.0.1:443 with ctx (the target attached
+ * first, then the session offered: the handshake-start path), or unhooked (verify: its own
+ * callback, or NULL); offer: a session to offer. A request and its response are exchanged
+ * when the handshake succeeds (so TLS 1.3 tickets arrive). */
+static int shared_connect(SSL_CTX *sc, int port, converge_ctx *ctx, int (*verify)(int, X509_STORE_CTX *),
+                          SSL_SESSION *offer, int *reused, long *verify_result) {
+    SSL *ssl = SSL_new(sc);
+    int fd = connect_loopback(port);
+    SSL_set_fd(ssl, fd);
+    if (ctx) converge_ssl_set_target(ssl, ctx, "127.0.0.1", 443);
+    else SSL_set_verify(ssl, SSL_VERIFY_PEER, verify);
+    if (offer) SSL_set_session(ssl, offer); /* as an application resuming would */
+    int hs = SSL_connect(ssl);
+    *reused = SSL_session_reused(ssl);
+    *verify_result = SSL_get_verify_result(ssl);
+    if (hs == 1) {
+        const char *req = "GET / HTTP/1.0\r\nContent-Length: 0\r\n\r\n";
+        char buf[512];
+        SSL_write(ssl, req, (int)strlen(req));
+        for (int i = 0; i < 16 && SSL_read(ssl, buf, sizeof buf) > 0; i++) {
+        }
+        SSL_shutdown(ssl);
+    }
+    SSL_free(ssl);
+    close(fd);
+    ERR_clear_error();
+    return hs;
+}
+
 static void test_loopback(idents *id) {
     fake_server good_a, good_b, forged, badsig;
     fake_start(&good_a, &id->na, legacy_response(id->na.key, 200, id->target.sha1, 0));
@@ -655,10 +700,56 @@ static void test_loopback(idents *id) {
                   other[i].what, hs, converge_strerror(verdict), good_a.served - before);
         }
         SSL_SESSION_free(sess);
+        /* hooked and unhooked code on one SSL_CTX with its client session cache on (TLS 1.3):
+         * a session from a connection made without the hook (CA validation only), offered on
+         * a hooked connection after converge_ssl_set_target, is not resumed: the full
+         * handshake is refused when the notaries refuse, checked and accepted when they
+         * confirm (twin); such a session offered on an unhooked connection IS resumed
+         * (control: the server resumes it, so the full handshake is the hook's doing; each
+         * TLS 1.3 session is offered once). Unhooked code that passes a NULL callback to
+         * SSL_set_verify keeps the SSL_CTX's hook (OpenSSL keeps the old callback) and, with
+         * no target, is refused. */
+        fake_server site;
+        fake_start(&site, &id->target, strdup("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+        SSL_CTX *sc = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_set_verify(sc, SSL_VERIFY_PEER, converge_verify_callback);
+        SSL_CTX_set_session_cache_mode(sc, SSL_SESS_CACHE_CLIENT);
+        SSL_CTX_sess_set_new_cb(sc, keep_newest_session);
+        X509_STORE_add_cert(SSL_CTX_get_cert_store(sc), id->target.cert); /* the unhooked code's CA */
+        long vr = 0;
+        SSL_SESSION *unchecked[3] = {NULL, NULL, NULL}; /* a TLS 1.3 session is offered once */
+        for (int i = 0; i < 3; i++) {
+            SSL_SESSION_free(g_newest_session);
+            g_newest_session = NULL;
+            hs = shared_connect(sc, site.port, NULL, ca_only, NULL, &reused, &vr);
+            unchecked[i] = g_newest_session ? SSL_SESSION_dup(g_newest_session) : NULL;
+            CHECK(hs == 1 && vr == X509_V_OK && unchecked[i] && SSL_SESSION_is_resumable(unchecked[i]),
+                  "an unhooked connection on the shared SSL_CTX leaves a resumable session (hs %d, verify %ld)", hs, vr);
+        }
+        hs = shared_connect(sc, site.port, NULL, ca_only, unchecked[0], &reused, &vr);
+        CHECK(hs == 1 && reused, "control: the site resumes such a session on an unhooked connection (hs %d, reused %d)",
+              hs, reused);
+        hs = shared_connect(sc, site.port, bad, NULL, unchecked[1], &reused, &vr);
+        CHECK(hs != 1 && !reused && vr == X509_V_ERR_CERT_REJECTED,
+              "an unhooked session offered on a hooked connection is not resumed: checked, refused (hs %d, reused %d, "
+              "verify %ld)", hs, reused, vr);
+        int before = good_a.served;
+        hs = shared_connect(sc, site.port, good, NULL, unchecked[2], &reused, &vr);
+        CHECK(hs == 1 && !reused && vr == X509_V_OK && good_a.served == before + 1,
+              "twin: the notaries confirm: a full handshake, checked and accepted (hs %d, reused %d, asked %d)", hs, reused,
+              good_a.served - before);
+        hs = shared_connect(sc, site.port, NULL, NULL, NULL, &reused, &vr);
+        CHECK(hs != 1 && vr == X509_V_ERR_APPLICATION_VERIFICATION,
+              "SSL_set_verify(ssl, mode, NULL) keeps the SSL_CTX's hook: no target, refused (hs %d, verify %ld)", hs, vr);
+        for (int i = 0; i < 3; i++) SSL_SESSION_free(unchecked[i]);
+        SSL_SESSION_free(g_newest_session);
+        g_newest_session = NULL;
+        SSL_CTX_free(sc);
         converge_ctx_free(good);
         converge_ctx_free(bad);
         remove_tree(dg);
         remove_tree(db);
+        fake_stop(&site);
     }
     fake_stop(&target);
     fake_stop(&good_a);
