@@ -1,21 +1,26 @@
 /**
  * The background page. Every HTTPS and WSS request is watched at two points:
  *
- * - before its headers are sent (webRequest.onBeforeSendHeaders, blocking): a request that
- *   carries a secret (a Cookie or Authorization header, or a body: any method but GET, HEAD,
- *   OPTIONS) to a host:port whose certificate has not been confirmed in this session is held;
- *   a credential-less HEAD to the same origin (the preflight) shows the browser the server's
- *   certificate, which is checked first. Untrusted: the request is cancelled before it leaves.
+ * - before it leaves, by Firefox itself (declarativeNetRequest session rules, credentials.ts):
+ *   to a host:port whose certificate has not been confirmed in this session, its `Cookie` and
+ *   `Authorization` headers are removed and a request with a body (any method but GET, HEAD,
+ *   OPTIONS) is blocked; a confirmation adds an allow rule for that host:port. No listener
+ *   runs before a request is sent, so a confirmed site costs nothing there.
  * - when its response headers arrive (webRequest.onHeadersReceived, blocking): the leaf
  *   certificate it came with is checked: the user's own exceptions, then the local cache,
  *   then the notaries. An untrusted response is cancelled before the page gets it; a
- *   top-level one is replaced by the block page.
+ *   top-level one is replaced by the block page. A GET that went without its cookies to a
+ *   site confirmed by its own response is sent again, with them.
  *
- * Until a notary is enabled nothing is checked, and the badge and popup say "not configured".
+ * A blocked request with a body (a form) is answered by a credential-less HEAD to the same
+ * origin, whose certificate is checked; a top-level one gets a page saying the form was not
+ * sent and what was found. Until a notary is enabled nothing is checked (no rules), and the
+ * badge and popup say "not configured".
  */
 import { parseBundle, type Bundle } from "@converge/core";
 import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, siteKey, type Settings, type SiteVerdict } from "./engine.js";
 import type { BackgroundMessage, Blocked, StoredBundle, TabState } from "./messages.js";
+import { confirmedRules, defaultRules, exemptRules, FIRST_CONFIRMED_ID, FIRST_EXEMPT_ID, MAX_EXEMPT_RULES } from "./credentials.js";
 import { Budget, Lru, TabClosed } from "./state.js";
 import { webCrypto } from "./webcrypto.js";
 
@@ -30,13 +35,19 @@ const cache = new Lru<string, Record<string, number>>(() => settings.cacheEntrie
 let userTrust: Record<string, string[]> = {};
 /** host:port|fingerprint the user chose to trust for this session */
 const trustOnce = new Set<string>();
-/** host:port whose certificate was confirmed in this session (secrets may go to it) */
-const confirmed = new Lru<string, true>(() => settings.cacheEntries);
+/**
+ * host:port whose certificate was confirmed in this session (secrets may go to it) -> the id
+ * of its first allow rule; oldest first, at most MAX_CONFIRMED (each holds two session rules)
+ */
+const confirmed = new Map<string, number>();
+const MAX_CONFIRMED = 2000;
+let nextRuleId = FIRST_CONFIRMED_ID;
+let rulesChain: Promise<void> = Promise.resolve();
 const pending = new Map<string, Promise<SiteVerdict>>();
 const tabs = new Map<number, TabState>();
 const blocked = new Lru<string, Blocked>(() => settings.blockedEntries);
-/** requestId -> what it carried when it left (for the block page); dropped at its response */
-const carried = new Lru<string, string>(() => 1000);
+/** requestIds sent again once their site was confirmed (at most once each) */
+const resent = new Lru<string, true>(() => 1000);
 const preflights = new Map<string, { promise: Promise<Seen | undefined>; resolve: (s: Seen | undefined) => void }>();
 const budget = new Budget(() => settings);
 let blockSeq = 0;
@@ -70,8 +81,58 @@ async function load(): Promise<void> {
   }
   enabled = parsed;
   blocked.trim();
-  confirmed.trim();
+  await baseRules();
   refreshBadges();
+}
+
+/** Session rule updates, one after the other (each is a message to the browser). */
+function updateRules(opts: browser.declarativeNetRequest._UpdateSessionRulesOptions): Promise<void> {
+  rulesChain = rulesChain.then(() => browser.declarativeNetRequest.updateSessionRules(opts)).catch((err: unknown) => {
+    console.error("converge: session rules not updated", err);
+  });
+  return rulesChain;
+}
+
+/** The default rules while configured (none while not), and the names not checked. */
+function baseRules(): Promise<void> {
+  const ids = [1, 2, 3, 4, ...Array.from({ length: MAX_EXEMPT_RULES }, (_, i) => FIRST_EXEMPT_ID + i)];
+  const addRules = configured() ? [...defaultRules(new URL(OWN).hostname), ...exemptRules(settings)] : [];
+  return updateRules({ removeRuleIds: ids, addRules });
+}
+
+/** Secrets may go to host:port from now on (its allow rules in place when this resolves). */
+function confirm(host: string, port: number): Promise<void> {
+  const key = siteKey(host, port);
+  const id = confirmed.get(key);
+  if (id !== undefined) {
+    confirmed.delete(key);
+    confirmed.set(key, id);
+    return rulesChain;
+  }
+  const first = nextRuleId;
+  nextRuleId += 2;
+  confirmed.set(key, first);
+  const removeRuleIds: number[] = [];
+  for (const [k, old] of confirmed) {
+    if (confirmed.size <= Math.min(MAX_CONFIRMED, settings.cacheEntries)) break;
+    confirmed.delete(k);
+    removeRuleIds.push(old, old + 1);
+  }
+  return updateRules({ removeRuleIds, addRules: confirmedRules(first, host, port) });
+}
+
+/** host:port showed a certificate that was not trusted: secrets no longer go to it. */
+function unconfirm(key: string): Promise<void> {
+  const id = confirmed.get(key);
+  if (id === undefined) return rulesChain;
+  confirmed.delete(key);
+  return updateRules({ removeRuleIds: [id, id + 1] });
+}
+
+function unconfirmAll(): Promise<void> {
+  const removeRuleIds = [...confirmed.values()].flatMap((id) => [id, id + 1]);
+  confirmed.clear();
+  return updateRules({ removeRuleIds });
 }
 
 let isReady = false;
@@ -251,10 +312,9 @@ function block(d: { tabId: number; type: string; url: string }, v: SiteVerdict):
 }
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-const SECRET_HEADERS = new Set(["cookie", "authorization"]);
-const NOTHING_SECRET = "Nothing secret: the request carried no cookie, no Authorization header and no body.";
-const HELD = "Nothing secret: the request (with its cookies, credentials or form) was held; only a HEAD request without cookies went to the site, to see its certificate.";
-const AFTER_CONFIRMED = "The request went with its cookies and body: this site's certificate had been confirmed earlier in this session, and a browser shows an extension a connection's certificate only once the request was sent on it.";
+const STRIPPED = "Nothing secret: this site's certificate had not been confirmed in this session, so the request went without cookies and without an Authorization header, and a request with a body (a form) would not have been sent.";
+const HELD = "Nothing secret: the request with a body (a form) was held back, not sent, as this site had not been confirmed in this session; only a HEAD request without cookies went to the site, to see its certificate.";
+const AFTER_CONFIRMED = "The request may have gone with its cookies and body: this site's certificate had been confirmed earlier in this session, and a browser shows an extension a connection's certificate only once the request was sent on it.";
 
 /** A credential-less HEAD to the origin: which certificate does the server show? */
 function preflight(origin: string): Promise<Seen | undefined> {
@@ -284,64 +344,6 @@ async function certificateOf(requestId: string): Promise<Seen> {
   }
 }
 
-type SendDetails = browser.webRequest._OnBeforeSendHeadersDetails;
-
-/**
- * Answers at once (no promise) in the common cases, a confirmed site or a request without a
- * secret: a blocking listener that returns a promise costs the request more.
- */
-function onBeforeSendHeaders(d: SendDetails): browser.webRequest.BlockingResponse | Promise<browser.webRequest.BlockingResponse> {
-  if (own(d)) return {};
-  const t = target(d.url);
-  if (t === undefined) return {};
-  if (!isReady) return ready.then(() => onBeforeSendHeaders(d));
-  if (!configured() || isExempt(t.host, settings)) return {};
-  const key = siteKey(t.host, t.port);
-  const secret = !SAFE_METHODS.has(d.method.toUpperCase()) ||
-    (d.requestHeaders ?? []).some((h) => SECRET_HEADERS.has(h.name.toLowerCase()));
-  if (confirmed.has(key)) {
-    carried.set(d.requestId, secret ? AFTER_CONFIRMED : NOTHING_SECRET);
-    return {};
-  }
-  if (!secret) {
-    carried.set(d.requestId, NOTHING_SECRET);
-    return {};
-  }
-  return holdUntilChecked(d, t, key);
-}
-
-async function holdUntilChecked(
-  d: SendDetails, t: { host: string; port: number; origin: string }, key: string,
-): Promise<browser.webRequest.BlockingResponse> {
-  // a secret for a site not confirmed in this session: learn and check its certificate first
-  const seen = await preflight(t.origin);
-  const topLevel = d.type === "main_frame";
-  if (seen === undefined || !seen.sha256) {
-    if (!SAFE_METHODS.has(d.method.toUpperCase())) {
-      const v: SiteVerdict = {
-        trusted: false, host: t.host, port: t.port, sha1: "", sha256: "", source: "notaries", results: [],
-        reason: "the site's certificate could not be seen before sending (a request without cookies to it failed), so the form was not sent",
-        notariesUnreachable: false, sent: HELD, at: now(),
-      };
-      remember(d.tabId, d.type, d.url, v);
-      return block(d, v);
-    }
-    // nothing learned: the request goes without its secrets, and its response is checked
-    carried.set(d.requestId, "Nothing secret: the request's cookies and Authorization header were removed.");
-    return { requestHeaders: (d.requestHeaders ?? []).filter((h) => !SECRET_HEADERS.has(h.name.toLowerCase())) };
-  }
-  const v = knownVerdict(t.host, t.port, seen.sha1, seen.sha256) ??
-    await verdictFor(t.host, t.port, seen.sha1, seen.sha256, d.tabId, topLevel);
-  if (v.trusted) {
-    confirmed.set(key, true);
-    carried.set(d.requestId, AFTER_CONFIRMED);
-    return {};
-  }
-  const held = { ...v, sent: HELD };
-  remember(d.tabId, d.type, d.url, held);
-  return block(d, held);
-}
-
 type HeadersDetails = browser.webRequest._OnHeadersReceivedDetails;
 
 async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.BlockingResponse> {
@@ -354,8 +356,6 @@ async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.
   const t = target(d.url);
   if (t === undefined) return {};
   if (!isReady) await ready;
-  const sent = carried.get(d.requestId) ?? NOTHING_SECRET;
-  carried.delete(d.requestId);
   const { host, port } = t;
   if (!configured()) {
     remember(d.tabId, d.type, d.url, unchecked(host, port, "unconfigured", "not configured: no notary is enabled, nothing is checked"));
@@ -365,6 +365,8 @@ async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.
     remember(d.tabId, d.type, d.url, unchecked(host, port, "exempt", `${host} is on your list of names not checked`));
     return {};
   }
+  const key = siteKey(host, port);
+  const wasConfirmed = confirmed.has(key);
   const { sha1, sha256 } = await certificateOf(d.requestId);
   let v: SiteVerdict;
   if (!sha256) {
@@ -372,16 +374,71 @@ async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.
   } else {
     v = knownVerdict(host, port, sha1, sha256) ?? await verdictFor(host, port, sha1, sha256, d.tabId, d.type === "main_frame");
   }
-  if (v.trusted) confirmed.set(siteKey(host, port), true);
-  v = { ...v, sent };
+  v = { ...v, sent: wasConfirmed ? AFTER_CONFIRMED : STRIPPED };
   remember(d.tabId, d.type, d.url, v);
-  return v.trusted ? {} : block(d, v);
+  if (!v.trusted) {
+    await unconfirm(key);
+    return block(d, v);
+  }
+  if (wasConfirmed) {
+    void confirm(host, port); // most recently used
+    return {};
+  }
+  await confirm(host, port);
+  // it went without its cookies: once more, with them (its allow rule is in place now)
+  if (d.method === "GET" && d.type !== "websocket" && !resent.has(d.requestId) && await hasCookies(d)) {
+    resent.set(d.requestId, true);
+    return { redirectUrl: d.url };
+  }
+  return {};
+}
+
+/** Whether the browser holds a cookie it would send with this request (when in doubt: yes). */
+async function hasCookies(d: HeadersDetails): Promise<boolean> {
+  try {
+    const store = (d as { cookieStoreId?: string }).cookieStoreId;
+    const found = await browser.cookies.getAll({ url: d.url, partitionKey: {}, ...(store ? { storeId: store } : {}) });
+    return found.length > 0;
+  } catch {
+    return true;
+  }
+}
+
+type ErrorDetails = browser.webRequest._OnErrorOccurredDetails;
+
+/**
+ * A request with a body to a site not confirmed in this session was blocked by the default
+ * rule: a credential-less HEAD shows the site's certificate, which is checked (a genuine site
+ * is confirmed, so the form can be sent again); a top-level one gets a page saying so.
+ */
+async function onErrorOccurred(d: ErrorDetails): Promise<void> {
+  resent.delete(d.requestId);
+  if (own(d) || SAFE_METHODS.has(d.method.toUpperCase())) return;
+  const t = target(d.url);
+  if (t === undefined) return;
+  if (!isReady) await ready;
+  if (!configured() || isExempt(t.host, settings) || confirmed.has(siteKey(t.host, t.port))) return;
+  const seen = await preflight(t.origin);
+  let v: SiteVerdict;
+  if (seen === undefined || !seen.sha256) {
+    v = {
+      trusted: false, host: t.host, port: t.port, sha1: "", sha256: "", source: "notaries", results: [],
+      reason: "the site's certificate could not be seen (a request without cookies to it failed)",
+      notariesUnreachable: false, at: now(),
+    };
+  } else {
+    v = knownVerdict(t.host, t.port, seen.sha1, seen.sha256) ??
+      await verdictFor(t.host, t.port, seen.sha1, seen.sha256, d.tabId, d.type === "main_frame");
+    if (v.trusted) await confirm(t.host, t.port);
+  }
+  v = { ...v, sent: HELD, held: true };
+  remember(d.tabId, d.type, d.url, v);
+  block(d, v);
 }
 
 const FILTER = { urls: ["https://*/*", "wss://*/*"] };
-browser.webRequest.onBeforeSendHeaders.addListener(onBeforeSendHeaders, FILTER, ["blocking", "requestHeaders"]);
 browser.webRequest.onHeadersReceived.addListener(onHeadersReceived, FILTER, ["blocking"]);
-browser.webRequest.onErrorOccurred.addListener((d) => carried.delete(d.requestId), FILTER);
+browser.webRequest.onErrorOccurred.addListener((d) => void onErrorOccurred(d), FILTER);
 
 browser.tabs.onRemoved.addListener((tabId) => {
   budget.dropTab(tabId);
@@ -418,7 +475,7 @@ browser.runtime.onMessage.addListener(async (msg: BackgroundMessage, sender) => 
     }
     case "forget-cache":
       cache.clear();
-      confirmed.clear();
+      await unconfirmAll();
       await write({ cache: [] });
       return { ok: true };
     case "stats":

@@ -11,7 +11,12 @@ async function main(): Promise<void> {
     return;
   }
   const target = `${v.host}:${v.port}`;
-  if (v.notaryBusy) {
+  if (v.held && v.trusted) {
+    verdict.textContent = `Converge: not sent: ${target}: the form was held back`;
+    byId("converge-why").textContent = "This site's certificate had not been confirmed in this browser session when the " +
+      "page sent it a form, so Converge did not let the form leave. It has been checked since: the notaries see the " +
+      "certificate this browser was shown. Go back and send the form again.";
+  } else if (v.notaryBusy) {
     verdict.textContent = `Converge: untrusted: ${target}: notary busy`;
     byId("converge-why").textContent = "The notaries asked this browser to slow down (too many questions at once), " +
       "so nobody confirmed the certificate this browser was shown. Converge fails closed: the page was not loaded. " +

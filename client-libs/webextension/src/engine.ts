@@ -87,6 +87,8 @@ export interface SiteVerdict {
   notaryBusy?: boolean;
   /** What this browser sent the site before the verdict (said on the block page). */
   sent?: string;
+  /** A request with a body that was not sent (the site not yet confirmed in this session). */
+  held?: boolean;
   at: number;
 }
 

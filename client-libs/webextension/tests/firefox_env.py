@@ -244,7 +244,7 @@ def start_site(
 
 @dataclass
 class H2Site:
-    """A Node HTTP/2 site (tests/h2site.mjs); `log()` lists "METHOD PATH VERSION" lines."""
+    """A Node HTTP/2 site (tests/h2site.mjs); `log()` lists "METHOD PATH cookie:yes|no VERSION" lines."""
 
     port: int
     proc: subprocess.Popen[bytes]
@@ -430,6 +430,8 @@ class World:
     h2_forged: H2Site
     h2_good: H2Site
     stops: list[Any] = field(default_factory=list)
+    # the certificate swap.test's genuine server shows (serve() it back after a forgery)
+    swap_cert: trustme.LeafCert | None = None
 
     def close(self) -> None:
         for n in self.notaries:
@@ -630,6 +632,7 @@ def start_world() -> World:
         h2_good,
     )
     w.stops += [relay, swap, swap_genuine, h2_forged, h2_bank, h2_good]
+    w.swap_cert = swap_cert
     return w
 
 
