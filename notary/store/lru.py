@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from notary.core.fingerprint import CertDigests
 from notary.errors import StoreUnavailable
@@ -29,6 +29,10 @@ class CachedStore:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self.backend = backend
+        # what the backend can do, decided once: an isinstance() against a runtime-checkable
+        # Protocol walks its members (about 5 % of a cached answer's CPU when done per hit)
+        self._budgeted = isinstance(backend, BudgetStore)
+        self._chains = isinstance(backend, ChainStore)
         self._max = max_entries
         self._lru: OrderedDict[str, TargetRecord] = OrderedDict()
         self._uses: dict[str, int] = {}  # location -> last hit, not yet written
@@ -93,7 +97,7 @@ class CachedStore:
     def used(self, location: str, now: int) -> bool:
         """Remember a cache hit on ``location`` (the budget's last use); True when the
         remembered hits are due to be written (:meth:`flush_uses`)."""
-        if not isinstance(self.backend, BudgetStore):
+        if not self._budgeted:
             return False
         self._uses[location] = now
         return (len(self._uses) >= USES_BATCH
@@ -104,15 +108,17 @@ class CachedStore:
         hits are then forgotten: a lost last use only makes a record evicted earlier)."""
         uses, self._uses = self._uses, {}
         self._uses_at = time.monotonic()
-        if uses and isinstance(self.backend, BudgetStore):
-            await self._b(self.backend.touch(list(uses), max(uses.values())), self.writes)
+        if uses and self._budgeted:
+            backend = cast(BudgetStore, self.backend)
+            await self._b(backend.touch(list(uses), max(uses.values())), self.writes)
 
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
         """Pass through to the backend when it keeps chains; otherwise do nothing."""
-        if isinstance(self.backend, ChainStore):
-            await self._b(self.backend.save_chain(location, sha256, chain, now), self.writes)
+        if self._chains:
+            chains = cast(ChainStore, self.backend)
+            await self._b(chains.save_chain(location, sha256, chain, now), self.writes)
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
         if isinstance(self.backend, ChainStore):
