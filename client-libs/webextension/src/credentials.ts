@@ -12,8 +12,26 @@
  */
 import type { Settings } from "./engine.js";
 
-type Rule = browser.declarativeNetRequest.Rule;
-type ResourceType = browser.declarativeNetRequest.ResourceType;
+/** The parts of declarativeNetRequest's Rule used here (the Node tests have no `browser`). */
+export interface Rule {
+  id: number;
+  priority: number;
+  action: {
+    type: "modifyHeaders" | "block" | "allow";
+    requestHeaders?: { header: string; operation: "remove" }[];
+  };
+  condition: {
+    urlFilter?: string;
+    regexFilter?: string;
+    resourceTypes: ResourceType[];
+    excludedInitiatorDomains?: string[];
+    excludedRequestMethods?: string[];
+  };
+}
+type ResourceType =
+  | "main_frame" | "sub_frame" | "stylesheet" | "script" | "image" | "object" | "object_subrequest" | "xmlhttprequest"
+  | "xslt" | "ping" | "beacon" | "xml_dtd" | "font" | "media" | "websocket" | "csp_report" | "imageset"
+  | "web_manifest" | "speculative" | "json" | "other";
 
 export const ALL_TYPES: ResourceType[] = [
   "main_frame", "sub_frame", "stylesheet", "script", "image", "object", "object_subrequest", "xmlhttprequest",

@@ -9,6 +9,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { canonicalJson, fromPlain, parseBundle, raceHosts, toBase64Url, type Bundle, type Vote } from "@converge/core";
 import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, retryAfterSeconds, siteKey, type Deps } from "../src/engine.js";
+import { confirmedRules, defaultRules, exemptPatterns } from "../src/credentials.js";
 import { Budget, Lru, MAIN_PAUSE_MAX_MS, TabClosed } from "../src/state.js";
 import { webCrypto } from "../src/webcrypto.js";
 
@@ -158,6 +159,51 @@ test("exemptions: only names the user lists or opts into, never an address", () 
   const local = { exemptNames: [], exemptLocalNames: true };
   for (const h of ["printer", "nas.local", "router.home.arpa"]) assert.equal(isExempt(h, local), true, h);
   for (const h of ["bank.example", "local.example", "127.0.0.1", "::1", "10.0.0.1"]) assert.equal(isExempt(h, local), false, h);
+});
+
+test("session rules: secrets stripped and bodies blocked by default, allowed per confirmed host:port", () => {
+  const base = defaultRules("own-uuid");
+  assert.deepEqual(base.map((r) => [r.id, r.priority, r.action.type, r.condition.urlFilter]), [
+    [1, 1, "modifyHeaders", "|https://"], [2, 1, "block", "|https://"], [3, 1, "modifyHeaders", "|wss://"], [4, 1, "block", "|wss://"],
+  ]);
+  for (const r of base) {
+    assert.ok(r.condition.resourceTypes?.includes("main_frame")); // pages too, not only subresources
+    assert.deepEqual(r.condition.excludedInitiatorDomains, ["own-uuid"]);
+  }
+  assert.deepEqual(base[0]!.action.requestHeaders?.map((h) => h.header), ["cookie", "authorization"]);
+  assert.deepEqual(base[1]!.condition.excludedRequestMethods, ["get", "head", "options"]);
+  // an allow rule is a prefix of that host:port's URLs and of no other's
+  const allows = (host: string, port: number, url: string): boolean =>
+    confirmedRules(1000, host, port).some((r) => url.startsWith(r.condition.urlFilter!.slice(1)));
+  assert.ok(confirmedRules(1000, "good.test", 443).every((r) => r.priority === 2 && r.action.type === "allow"));
+  assert.deepEqual(confirmedRules(1000, "good.test", 443).map((r) => r.id), [1000, 1001]);
+  for (const [host, port, url] of [
+    ["good.test", 443, "https://good.test/account"], ["good.test", 443, "wss://good.test/ws"],
+    ["good.test", 8443, "https://good.test:8443/"], ["::1", 8443, "https://[::1]:8443/"], ["[::1]", 443, "wss://[::1]/"],
+  ] as const) assert.ok(allows(host, port, new URL(url).href), url);
+  // twins: another port, a longer name, a subdomain, the name in a path
+  for (const url of ["https://good.test:8443/", "https://good.test.evil/", "https://a.good.test/", "https://evil/?https://good.test/"]) {
+    assert.equal(allows("good.test", 443, new URL(url).href), false, url);
+  }
+});
+
+test("session rules: the names not checked match exactly what isExempt exempts", () => {
+  const settings = [
+    { exemptNames: [], exemptLocalNames: false },
+    { exemptNames: ["intranet.example", "*.corp.example", "10.0.0.5"], exemptLocalNames: false },
+    { exemptNames: [], exemptLocalNames: true },
+  ];
+  const hosts = ["bank.test", "intranet.example", "evilintranet.example", "wiki.corp.example", "corp.example", "xcorp.example",
+    "10.0.0.5", "10.0.0.6", "127.0.0.1", "[::1]", "printer", "nas.local", "router.home.arpa", "local.example", "nas.local.evil"];
+  for (const s of settings) {
+    const res = exemptPatterns(s).map((p) => new RegExp(p));
+    for (const h of hosts) {
+      for (const url of [`https://${h}/x`, `wss://${h}:8443/`]) {
+        const href = new URL(url).href;
+        assert.equal(res.some((r) => r.test(href)), isExempt(new URL(url).hostname, s), `${href} ${JSON.stringify(s)}`);
+      }
+    }
+  }
 });
 
 test("the per-notary host race: first definitive answer wins, else the most telling failure", async () => {

@@ -244,7 +244,8 @@ def start_site(
 
 @dataclass
 class H2Site:
-    """A Node HTTP/2 site (tests/h2site.mjs); `log()` lists "METHOD PATH cookie:yes|no VERSION" lines."""
+    """A Node HTTP/2 site (tests/h2site.mjs); `log()` lists its requests as
+    "METHOD PATH cookie:yes|no VERSION" lines."""
 
     port: int
     proc: subprocess.Popen[bytes]
