@@ -611,17 +611,17 @@ HOOK_CASES = [
     HookCase("hook-resume-other-port", "a TLS session from the attacker's site at hook.test:R "
              "is offered to (and resumed by) his forged server at hook.test:Q: the resumed "
              "connection is checked for hook.test:Q, or not resumed", ("Org A", "Org B", "Org C"),
-             "evil", HOOK_HOST, False, error="untrusted", first="https://hook.test:{r}/"),
+             "evil", HOOK_HOST, False, error="untrusted", first="https://hook.test:{r}/keep"),
     HookCase("hook-resume-other-port-genuine", "twin: after the attacker's site, the genuine "
              "hook.test:Q", ("Org A", "Org B", "Org C"), "good", HOOK_HOST, True,
-             body="genuine", first="https://hook.test:{r}/"),
+             body="genuine", first="https://hook.test:{r}/keep"),
     HookCase("hook-resume-other-name", "a TLS session from site.test:Q (the attacker's site) "
              "resumed by his forged server at hook.test:Q: checked for hook.test, or not "
              "resumed", ("Org A", "Org B", "Org C"), "evil", HOOK_HOST, False, error="untrusted",
-             first="https://site.test:{q}/"),
+             first="https://site.test:{q}/keep"),
     HookCase("hook-resume-other-name-genuine", "twin: after site.test:Q, the genuine "
              "hook.test:Q", ("Org A", "Org B", "Org C"), "good", HOOK_HOST, True, body="genuine",
-             first="https://site.test:{q}/"),
+             first="https://site.test:{q}/keep"),
     HookCase("hook-unhooked-keepalive", "code without the hook fetches hook.test:Q/keep over "
              "the attacker's proxy (CA validation only) and its keep-alive connection stays "
              "open: the hooked request that follows must not use it unchecked",
@@ -657,7 +657,7 @@ def _run_hook(client: ClientCli, env: Environment, case: HookCase, cfg: Path) ->
     if case.first is not None:
         first_url = case.first.format(**ports)
         args += ["--first", first_url]
-        origin = first_url.removeprefix("https://").rstrip("/").rpartition(":")
+        origin = first_url.removeprefix("https://").partition("/")[0].rpartition(":")
         first_connect = (origin[0], int(origin[2]))
     if case.unhooked_first:
         args.append("--unhooked-first")
