@@ -23,6 +23,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="a small page (24 objects), 3 rounds (under 3 minutes)")
     x.add_argument("--repeats", type=int, default=0,
                    help="measured rounds per profile and mode (default: 3 quick, 15 full)")
+    x.add_argument("--redirects", type=int, default=-1,
+                   help="redirect hops before the page, each to another host (page.test -> "
+                   "www.page.test), over http and https alike (default: 1, the thesis's "
+                   "sites'; 0: none)")
     x.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     x.add_argument("--api-port", type=int, default=0,
                    help="toxiproxy's API port on 127.0.0.1 (default: a free one)")
@@ -42,7 +46,7 @@ def run(a: argparse.Namespace) -> int:
 
     cfg = OverheadConfig(out=a.out, profiles=tuple(get_profiles(a.profiles)), quick=a.quick,
                          repeats=a.repeats, seed=a.seed, api_port=a.api_port,
-                         table4=a.table4)
+                         table4=a.table4, redirects=a.redirects)
     doc = run_overhead(cfg)
     print(summary(doc))
     if a.record is not None:

@@ -1,9 +1,11 @@
 """Whole-page download as a browser does it, on the standard library's http.client and ssl
-(OpenSSL): the HTML first, then every embedded object, at most six parallel connections per
-host (HTTP/1.1); non-persistent (a new TCP and TLS connection per object, ``Connection:
-close``) or persistent (keep-alive, the page's connection reused); TLS 1.2 or 1.3, full
-handshakes or resumed sessions (a session cache per host kept across page loads, as a
-browser's is between visits). Certificates are verified against the page's CA.
+(OpenSSL): the page's redirect hops first (each a new connection to its host, as a browser
+follows ``page.test`` -> ``www.page.test``), then the HTML, then every embedded object, at
+most six parallel connections per host (HTTP/1.1); non-persistent (a new TCP and TLS
+connection per object, ``Connection: close``) or persistent (keep-alive, the page's
+connection reused); TLS 1.2 or 1.3, full handshakes or resumed sessions (a session cache per
+host kept across page loads, as a browser's is between visits). Certificates are verified
+against the page's CA.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from replay.errors import ReplayIOError
-from replay.overhead.pages import Page, embedded
+from replay.overhead.pages import MAX_REDIRECTS, Page, embedded
 from replay.overhead.profiles import PathProfile
 from replay.overhead.toxi import handshake_delay
 
@@ -98,6 +101,14 @@ class Browser:
 
     def get(self, conn: http.client.HTTPConnection, mode: Mode, host: str,
             path: str) -> bytes:
+        status, _, body = self.fetch(conn, mode, host, path)
+        if status != 200:
+            raise ReplayIOError(f"GET {mode.scheme}://{host}{path}: HTTP {status}")
+        return body
+
+    def fetch(self, conn: http.client.HTTPConnection, mode: Mode, host: str,
+              path: str) -> tuple[int, str, bytes]:
+        """(status, Location, body) of one GET on ``conn``."""
         sock = conn.sock  # http.client drops it once a "Connection: close" response is read
         conn.request("GET", path, headers={
             "Host": host, "Connection": "keep-alive" if mode.persistent else "close"})
@@ -107,9 +118,31 @@ class Browser:
         if mode.resume and isinstance(sock, ssl.SSLSocket) and sock.session:
             self.sessions[(mode.tls, host)] = sock.session
         body = r.read()
-        if r.status != 200:
-            raise ReplayIOError(f"GET {mode.scheme}://{host}{path}: HTTP {r.status}")
-        return body
+        return r.status, r.getheader("Location") or "", body
+
+    def follow(self, page: Page, mode: Mode,
+               opened: list[http.client.HTTPConnection]) -> http.client.HTTPConnection:
+        """The page's redirect hops from ``page.first_host`` to ``page.host``, each on a new
+        connection (another host); the connection to ``page.host``, not yet used."""
+        host = page.first_host
+        for _ in range(MAX_REDIRECTS):
+            if host == page.host:
+                break
+            conn = self.connect(mode, host)
+            status, location, _ = self.fetch(conn, mode, host, "/")
+            if mode.persistent:
+                opened.append(conn)  # kept open (unused) to the load's end, as a browser's
+            else:
+                conn.close()
+            nxt = urllib.parse.urlsplit(location)
+            if status not in (301, 302, 303, 307, 308) or nxt.scheme != mode.scheme \
+                    or not nxt.hostname:
+                raise ReplayIOError(f"GET {mode.scheme}://{host}/: HTTP {status}, "
+                                    f"Location {location!r}: not a redirect in the page")
+            host = nxt.hostname
+        if host != page.host:
+            raise ReplayIOError(f"more than {MAX_REDIRECTS} redirects")
+        return self.connect(mode, page.host)
 
     def _delay(self) -> float:
         if not self.handshake_rtt:
@@ -127,12 +160,14 @@ class Browser:
             ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
             return load_h2(page, ports, ctx, self._delay, lambda: self.counters.add(False))
         t0 = time.perf_counter()
+        opened: list[http.client.HTTPConnection] = []
         try:
-            conn = self.connect(mode, page.host)
+            conn = self.follow(page, mode, opened)
             doc = self.get(conn, mode, page.host, "/")
             idle: dict[str, list[http.client.HTTPConnection]] = defaultdict(list)
             if mode.persistent:
                 idle[page.host].append(conn)
+                opened.append(conn)
             else:
                 conn.close()
             by_host: dict[str, queue.SimpleQueue[str]] = defaultdict(queue.SimpleQueue)
@@ -141,7 +176,6 @@ class Browser:
                 by_host[host].put(path)
                 counts[host] += 1
             errors: list[BaseException] = []
-            opened: list[http.client.HTTPConnection] = list(idle[page.host])
             idle_lock = threading.Lock()
 
             def worker(host: str) -> None:
@@ -171,10 +205,11 @@ class Browser:
             for t in threads:
                 t.join(TIMEOUT * 4)
             elapsed = time.perf_counter() - t0
-            for c in opened:
-                c.close()
         except (OSError, http.client.HTTPException) as exc:
             raise ReplayIOError(f"page load over {mode.scheme} failed: {exc}") from exc
+        finally:
+            for c in opened:
+                c.close()
         if errors:
             raise ReplayIOError(f"page load over {mode.scheme} failed: {errors[0]}")
         if any(t.is_alive() for t in threads):

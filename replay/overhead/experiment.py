@@ -10,6 +10,7 @@ every https time is paired with the round's http time (overhead = https - http, 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import random
@@ -18,13 +19,14 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from replay.errors import ReplayInputError, ReplayIOError
 from replay.overhead.client import Browser, Mode
-from replay.overhead.pages import FULL, QUICK, Page, make_page, save
+from replay.overhead.pages import FULL, MAX_REDIRECTS, QUICK, Page, make_page, save
 from replay.overhead.profiles import PathProfile
 from replay.overhead.toxi import Toxiproxy, find_toxiproxy, port_free, stop_process
 from replay.services import free_port
@@ -43,6 +45,7 @@ class OverheadConfig:
     seed: int = 1
     api_port: int = 0  # toxiproxy's API port; 0: a free one
     table4: bool = False  # also the study's Table 4 over notary paths (replay/overhead/table4.py)
+    redirects: int = -1  # redirect hops before the page; -1: the page shape's (1)
 
     @property
     def rounds(self) -> int:
@@ -51,6 +54,8 @@ class OverheadConfig:
     def validate(self) -> None:
         if not 0 <= self.repeats <= 1000:
             raise ReplayInputError("--repeats must be in [0, 1000]")
+        if not -1 <= self.redirects <= MAX_REDIRECTS:
+            raise ReplayInputError(f"--redirects must be in [0, {MAX_REDIRECTS}]")
         if not 0 <= self.api_port <= 65535:
             raise ReplayInputError("--api-port must be in [0, 65535]")
         if self.api_port and not port_free(self.api_port):
@@ -71,6 +76,56 @@ def _pki(out: Path, page: Page) -> tuple[Path, Path, Path]:
     return paths
 
 
+@dataclass(frozen=True)
+class Served:
+    upstreams: dict[str, int]  # scheme ("http", "https", "h2") -> the server's port
+    cafile: Path
+    chain: Path
+    key: Path
+
+
+@contextlib.contextmanager
+def serve_page(out: Path, page: Page, h2: bool) -> Iterator[Served]:
+    """The page server (replay/overhead/server.py) for ``page`` on free loopback ports, with
+    its certificate for every host of the page under ``out``; stopped on exit."""
+    save(page, out / "page.json")
+    cafile, chain, key = _pki(out, page)
+    ups = {"http": free_port(), "https": free_port()}
+    if h2:
+        ups["h2"] = free_port()
+    log = (out / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "replay.overhead.server", "--page", str(out / "page.json"),
+         "--cert", str(chain), "--key", str(key), "--http-port", str(ups["http"]),
+         "--https-port", str(ups["https"]), "--h2-port", str(ups.get("h2", 0)),
+         "--seconds", "3600"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not all(_tcp_ready(p) for p in ups.values()):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise ReplayIOError(f"the page server did not start (see "
+                                    f"{out / 'server.log'})")
+            time.sleep(0.1)
+        yield Served(ups, cafile, chain, key)
+    finally:
+        stop_process(server)
+        log.close()
+
+
+def paths(tp: Toxiproxy, page: Page,
+          upstreams: dict[str, int]) -> tuple[dict[tuple[str, str], int], list[str]]:
+    """One toxiproxy proxy per (scheme, host of the page): their ports and names."""
+    ports: dict[tuple[str, str], int] = {}
+    names = []
+    for scheme, upstream in upstreams.items():
+        for h in page.hosts:
+            name = f"{scheme}-{h}"
+            ports[(scheme, h)] = tp.proxy(name, upstream)
+            names.append(name)
+    return ports, names
+
+
 def _tcp_ready(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -80,12 +135,19 @@ def _tcp_ready(port: int) -> bool:
 
 
 def _waves(page: Page) -> int:
-    """Sequential connection set-ups on a non-persistent load's critical path: the page's,
-    then ceil(objects per host / 6) on the busiest host."""
+    """Sequential connection set-ups on a non-persistent load's critical path: one per
+    redirect hop, the page's, then ceil(objects per host / 6) on the busiest host."""
     per: dict[str, int] = {}
     for h, _ in page.objects:
         per[h] = per.get(h, 0) + 1
-    return 1 + max(math.ceil(n / 6) for n in per.values())
+    return len(page.redirects) + 1 + max(math.ceil(n / 6) for n in per.values())
+
+
+def _persistent_waves(page: Page) -> int:
+    """The same for a persistent load: one per redirect hop, the page's, then one wave to
+    the other hosts (if any)."""
+    others = any(h != page.host for h, _ in page.objects)
+    return len(page.redirects) + 1 + int(others)
 
 
 def stats(http: list[float], https: list[float]) -> dict[str, Any]:
@@ -129,16 +191,17 @@ def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: boo
     out: dict[str, Any] = {"_retried_loads": retries} if retries else {}
     if persistent and h2:
         s = stats(times["http"], times["h2+tls1.3"])
-        # TLS 1.3: one round trip on the page's connection, one on the other hosts'; and no
+        # TLS 1.3: one round trip per redirect hop, one on the page's connection, one on the
+        # other hosts'; and no
         # six-connection limit (every request of a host at once, against HTTP/1.1's waves)
-        s["model_ms"] = 2 * profile.rtt_ms
-        s["model_round_trips"] = 2
+        s["model_round_trips"] = _persistent_waves(page)
+        s["model_ms"] = s["model_round_trips"] * profile.rtt_ms
         s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms else None
         out["h2+tls1.3"] = s
     for v, r in variants:
         label = Mode("https", persistent, v, r).label
         s = stats(times["http"], times[label])
-        handshakes = 2 if persistent else _waves(page)
+        handshakes = _persistent_waves(page) if persistent else _waves(page)
         s["model_ms"] = handshakes * ROUNDS_PER_HANDSHAKE[(v, r)] * profile.rtt_ms
         s["model_round_trips"] = handshakes * ROUNDS_PER_HANDSHAKE[(v, r)]
         s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms else None
@@ -157,78 +220,55 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     except OSError as exc:
         raise ReplayIOError(f"cannot create {cfg.out}: {exc}") from exc
     shape = QUICK if cfg.quick else FULL
+    if cfg.redirects >= 0:
+        shape = replace(shape, redirects=cfg.redirects)
     page = make_page(shape, cfg.seed)
-    save(page, cfg.out / "page.json")
-    cafile, chain, key = _pki(cfg.out, page)
     variants = VARIANTS
     api_port = cfg.api_port or free_port()
     from replay.overhead.client_h2 import available
 
     h2 = available()
-    http_port, https_port = free_port(), free_port()
-    h2_port = free_port() if h2 else 0
-    log = (cfg.out / "server.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "replay.overhead.server", "--page", str(cfg.out / "page.json"),
-         "--cert", str(chain), "--key", str(key), "--http-port", str(http_port),
-         "--https-port", str(https_port), "--h2-port", str(h2_port), "--seconds", "3600"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     t_start = time.monotonic()
     results: dict[str, Any] = {}
     connections: dict[str, Any] = {}
     table4: dict[str, Any] | None = None
-    try:
-        deadline = time.monotonic() + 30
-        while not all(_tcp_ready(p) for p in (http_port, https_port, h2_port) if p):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise ReplayIOError(f"the page server did not start (see "
-                                    f"{cfg.out / 'server.log'})")
-            time.sleep(0.1)
-        with Toxiproxy(exe, api_port, cfg.out / "toxiproxy.log") as tp:
-            ports: dict[tuple[str, str], int] = {}
-            names = []
-            for scheme, upstream in (("http", http_port), ("https", https_port),
-                                     ("h2", h2_port)):
-                if not upstream:
-                    continue
-                for h in page.hosts:
-                    name = f"{scheme}-{h}"
-                    ports[(scheme, h)] = tp.proxy(name, upstream)
-                    names.append(name)
-            total = len(cfg.profiles) * 2 * (cfg.rounds + 1)
-            done = [0]
+    with serve_page(cfg.out, page, h2) as served, \
+            Toxiproxy(exe, api_port, cfg.out / "toxiproxy.log") as tp:
+        ports, names = paths(tp, page, served.upstreams)
+        total = len(cfg.profiles) * 2 * (cfg.rounds + 1)
+        done = [0]
 
-            def progress() -> None:
-                done[0] += 1
-                el = time.monotonic() - t_start
-                sys.stderr.write(f"\roverhead: {done[0]}/{total} rounds, {el:.0f} s")
-                sys.stderr.flush()
+        def progress() -> None:
+            done[0] += 1
+            el = time.monotonic() - t_start
+            sys.stderr.write(f"\roverhead: {done[0]}/{total} rounds, {el:.0f} s")
+            sys.stderr.flush()
 
-            rng = random.Random(cfg.seed)
-            for profile in cfg.profiles:
-                for n in names:
-                    tp.shape(n, profile)
-                browser = Browser(ports, profile, str(cafile), cfg.seed)
-                results[profile.name] = {
-                    conn: _measure(browser, page, profile, conn == "persistent", variants,
-                                   cfg.rounds, rng, progress, h2)
-                    for conn in ("non-persistent", "persistent")}
-                connections[profile.name] = {
-                    "opened": browser.counters.connections,
-                    "tls_resumed": browser.counters.resumed}
-            sys.stderr.write("\n")
-            if cfg.table4:
-                from replay.overhead.table4 import run_table4
+        rng = random.Random(cfg.seed)
+        for profile in cfg.profiles:
+            for n in names:
+                tp.shape(n, profile)
+            browser = Browser(ports, profile, str(served.cafile), cfg.seed)
+            results[profile.name] = {
+                conn: _measure(browser, page, profile, conn == "persistent", variants,
+                               cfg.rounds, rng, progress, h2)
+                for conn in ("non-persistent", "persistent")}
+            connections[profile.name] = {
+                "opened": browser.counters.connections,
+                "tls_resumed": browser.counters.resumed}
+        sys.stderr.write("\n")
+        if cfg.table4:
+            from replay.overhead.table4 import run_table4
 
-                sys.stderr.write("overhead: Table 4 (notaries over emulated paths)\n")
-                table4 = run_table4(cfg.out, tp, chain, key, 3 if cfg.quick else 10)
-    finally:
-        stop_process(server)
-        log.close()
+            sys.stderr.write("overhead: Table 4 (notaries over emulated paths)\n")
+            table4 = run_table4(cfg.out, tp, served.chain, served.key,
+                                3 if cfg.quick else 10)
     doc = {"config": {"quick": cfg.quick, "rounds": cfg.rounds, "seed": cfg.seed, "http2": h2,
                       "profiles": {p.name: asdict(p) for p in cfg.profiles},
-                      "page": {"objects": len(page.objects), "hosts": len(page.hosts),
+                      "page": {"objects": len(page.objects),
+                               "hosts": len(page.without_redirects().hosts),
                                "bytes": page.total_bytes(), "html_bytes": page.html_bytes,
+                               "host": page.host, "redirects": list(page.redirects),
                                "handshake_waves_non_persistent": _waves(page)},
                       "seconds": round(time.monotonic() - t_start, 1)},
            "results": results, "connections": connections}

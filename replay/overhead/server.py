@@ -1,7 +1,8 @@
 """The page server: aiohttp (a maintained server, already the notary's) serving one
 synthetic page and its objects over http and https (TLS 1.2 and 1.3, session tickets on:
 OpenSSL's defaults) on two loopback ports, and with ``--h2-port`` hypercorn serving it over
-HTTP/2 (TLS, ALPN h2) on a third. Run as
+HTTP/2 (TLS, ALPN h2) on a third. ``/`` on one of the page's redirect hosts (by the Host
+header or ``:authority``) is answered 301 to the next host, in the request's scheme. Run as
 ``python -m replay.overhead.server --page P --cert C --key K --http-port A --https-port B``.
 """
 
@@ -25,6 +26,9 @@ def app(page_file: Path) -> web.Application:
     doc = html(page)
 
     async def index(request: web.Request) -> web.Response:
+        to = page.redirect_target(request.host.rsplit(":", 1)[0])
+        if to is not None:  # a redirect hop (page.test -> www.page.test), in the same scheme
+            raise web.HTTPMovedPermanently(f"{request.scheme}://{to}/")
         return web.Response(body=doc, content_type="text/html")
 
     async def obj(request: web.Request) -> web.Response:
@@ -32,12 +36,8 @@ def app(page_file: Path) -> web.Application:
         body = (CHUNK * (size // len(CHUNK) + 1))[:size]
         return web.Response(body=body, content_type="application/octet-stream")
 
-    async def redirect(request: web.Request) -> web.Response:
-        raise web.HTTPFound("/")
-
     a = web.Application()
     a.router.add_get("/", index)
-    a.router.add_get("/redirect", redirect)
     a.router.add_get("/obj/{name}", obj)
     return a
 
@@ -58,7 +58,13 @@ def asgi(page_file: Path) -> Any:
                     return
         path = scope["path"]
         status, ctype, body = 404, b"text/plain", b"not found"
-        if path == "/":
+        extra: list[tuple[bytes, bytes]] = []
+        host = dict(scope["headers"]).get(b"host", b"").decode().rsplit(":", 1)[0]
+        to = page.redirect_target(host)
+        if path == "/" and to is not None:
+            status, ctype, body = 301, b"text/plain", b"moved"
+            extra = [(b"location", f"{scope['scheme']}://{to}/".encode())]
+        elif path == "/":
             status, ctype, body = 200, b"text/html", doc
         elif path.startswith("/obj/"):
             size = object_size(path[5:])
@@ -66,7 +72,7 @@ def asgi(page_file: Path) -> Any:
             body = (CHUNK * (size // len(CHUNK) + 1))[:size]
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", ctype),
-                                (b"content-length", str(len(body)).encode())]})
+                                (b"content-length", str(len(body)).encode()), *extra]})
         await send({"type": "http.response.body", "body": body})
 
     return app
