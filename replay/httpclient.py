@@ -19,6 +19,7 @@ import collections
 import hashlib
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ from replay.errors import ReplayInputError, ReplayIOError
 
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 256 * 1024
+ENCODED_CACHE = 65_536  # encoded requests kept (workloads repeat a site many times)
 
 
 class HTTPClientError(ReplayIOError):
@@ -52,25 +54,30 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.closed = False
         self.used = False
+        # set while a callback-driven exchange (``HTTPClient.start``) owns the connection
+        self.on_data: Callable[[], None] | None = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
+    def _wake(self) -> None:
+        if self.on_data is not None:
+            self.on_data()
+        elif self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        self._wake()
 
     def eof_received(self) -> bool | None:
         self.closed = True
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        self._wake()
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        self._wake()
 
     async def wait_data(self) -> None:
         loop = asyncio.get_running_loop()
@@ -151,13 +158,20 @@ class Origin:
                 raise HTTPClientError("tls", "server certificate does not match the pin")
         return conn
 
+    def take_idle(self) -> _Conn | None:
+        """An idle keep-alive connection, without waiting; None when there is none."""
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed:
+                return conn
+            self.open -= 1
+        return None
+
     async def acquire(self) -> _Conn:
         while True:
-            while self.idle:
-                conn = self.idle.pop()
-                if not conn.closed:
-                    return conn
-                self.open -= 1
+            conn = self.take_idle()
+            if conn is not None:
+                return conn
             if self.open < self.limit:
                 self.open += 1
                 try:
@@ -205,6 +219,7 @@ class HTTPClient:
         self.pin = pin_sha256
         self.connect_timeout = connect_timeout
         self.origins: dict[str, Origin] = {}
+        self._encoded: dict[tuple[bytes, str, str, str, bytes, str], bytes] = {}
 
     def origin(self, base: str) -> Origin:
         o = self.origins.get(base)
@@ -235,19 +250,34 @@ class HTTPClient:
             return resp
         raise HTTPClientError("reset", "connection dropped")  # pragma: no cover
 
-    async def _exchange(self, origin: Origin, conn: _Conn, method: str, path: str,
-                        body: bytes, content_type: str) -> Response:
+    def _request_bytes(self, origin: Origin, method: str, path: str, body: bytes,
+                       content_type: str) -> bytes:
+        key = (origin.host_header, origin.base_path, method, path, body, content_type)
+        data = self._encoded.get(key)
+        if data is not None:
+            return data
         head = [f"{method} {origin.base_path}{path} HTTP/1.1".encode("ascii"),
                 b"Host: " + origin.host_header, b"User-Agent: converge-replay"]
         if method == "POST":
             head.append(b"Content-Type: " + content_type.encode("ascii"))
             head.append(b"Content-Length: %d" % len(body))
         data = b"\r\n".join(head) + b"\r\n\r\n" + (body if method == "POST" else b"")
+        if len(self._encoded) >= ENCODED_CACHE:
+            self._encoded.clear()
+        self._encoded[key] = data
+        return data
+
+    async def _exchange(self, origin: Origin, conn: _Conn, method: str, path: str,
+                        body: bytes, content_type: str) -> Response:
+        data = self._request_bytes(origin, method, path, body, content_type)
         conn.buf.clear()
         if conn.closed:
             raise HTTPClientError("reset", "connection closed")
         conn.transport.write(data)
-        wire = time.perf_counter()
+        return await self._read_response(conn, method, len(data), time.perf_counter())
+
+    async def _read_response(self, conn: _Conn, method: str, sent: int,
+                             wire: float) -> Response:
         buf = conn.buf
         while True:
             end = buf.find(b"\r\n\r\n")
@@ -288,7 +318,25 @@ class HTTPClient:
             received = stop
             if length < 0:
                 headers["connection"] = "close"
-        return Response(status, headers, body_out, len(data), received, wire)
+        return Response(status, headers, body_out, sent, received, wire)
+
+    def start(self, base: str, method: str, path: str, body: bytes,
+              done: Callable[[Response | None, HTTPClientError | None, bool], None],
+              content_type: str = "application/x-www-form-urlencoded") -> Exchange | None:
+        """Send one request at once on an idle keep-alive connection, without a task: the
+        response is parsed from the connection's callbacks and handed to ``done(response,
+        error, stale)`` (``stale``: a reused connection dropped before any answer, worth one
+        retry). None when no connection is idle (then use :meth:`request`)."""
+        origin = self.origin(base)
+        conn = origin.take_idle()
+        if conn is None:
+            return None
+        data = self._request_bytes(origin, method, path, body, content_type)
+        conn.buf.clear()
+        conn.transport.write(data)
+        ex = Exchange(self, origin, conn, method, len(data), time.perf_counter(), done)
+        conn.on_data = ex.feed
+        return ex
 
     async def _chunked(self, conn: _Conn, pos: int) -> bytes:
         out = bytearray()
@@ -318,3 +366,89 @@ class HTTPClient:
     def close(self) -> None:
         for o in self.origins.values():
             o.close()
+
+
+class Exchange:
+    """One request in flight on the callback path (:meth:`HTTPClient.start`).
+
+    The common answer (a head and a ``Content-Length`` body, complete in the buffer) is
+    parsed right in ``data_received``; anything else (chunked, read until close, a closed
+    connection, an oversized head) is handed to the coroutine reader, which raises the same
+    typed errors as :meth:`HTTPClient.request`.
+    """
+
+    __slots__ = ("client", "origin", "conn", "method", "sent", "wire", "done", "finished")
+
+    def __init__(self, client: HTTPClient, origin: Origin, conn: _Conn, method: str,
+                 sent: int, wire: float,
+                 done: Callable[[Response | None, HTTPClientError | None, bool], None]) -> None:
+        self.client = client
+        self.origin = origin
+        self.conn = conn
+        self.method = method
+        self.sent = sent
+        self.wire = wire
+        self.done = done
+        self.finished = False
+
+    def feed(self) -> None:
+        conn = self.conn
+        buf = conn.buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if conn.closed or len(buf) > MAX_HEADER_BYTES:
+                self._slow()
+            return
+        try:
+            status, headers = _parse_head(bytes(buf[:end]))
+        except HTTPClientError as exc:
+            self._finish(None, exc)
+            return
+        cl = headers.get("content-length")
+        if cl is None or "transfer-encoding" in headers or not cl.isdigit():
+            self._slow()
+            return
+        length = int(cl)
+        if length > MAX_BODY_BYTES:
+            self._finish(None, HTTPClientError("too-large", "response body too large"))
+            return
+        stop = end + 4 + length
+        if len(buf) < stop:
+            if conn.closed:
+                self._slow()
+            return
+        self._finish(Response(status, headers, bytes(buf[end + 4:stop]), self.sent, stop,
+                              self.wire), None)
+
+    def _slow(self) -> None:
+        self.conn.on_data = None
+        task = asyncio.get_running_loop().create_task(
+            self.client._read_response(self.conn, self.method, self.sent, self.wire))
+        task.add_done_callback(self._slow_done)
+
+    def _slow_done(self, task: asyncio.Task[Response]) -> None:
+        if task.cancelled():
+            self._finish(None, HTTPClientError("reset", "cancelled"))
+            return
+        exc = task.exception()
+        if exc is None:
+            self._finish(task.result(), None)
+        elif isinstance(exc, HTTPClientError):
+            self._finish(None, exc)
+        else:
+            self._finish(None, HTTPClientError("reset", str(exc)))
+
+    def fail(self, exc: HTTPClientError) -> None:
+        """End the exchange with an error (a timeout): the connection is closed."""
+        self._finish(None, exc)
+
+    def _finish(self, resp: Response | None, exc: HTTPClientError | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        conn = self.conn
+        conn.on_data = None
+        stale = (exc is not None and exc.kind == "reset" and not conn.buf)
+        keep = resp is not None and resp.headers.get("connection", "").lower() != "close"
+        self.origin.release(conn, keep)
+        self.done(resp, exc, stale)

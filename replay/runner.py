@@ -14,6 +14,7 @@ Per request it records intended and actual send time, status or error kind (``co
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import csv
 import hashlib
@@ -23,7 +24,7 @@ import ssl
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -31,12 +32,13 @@ from urllib.parse import urlsplit
 
 from replay.aggregate import RESULT_COLUMNS, ResultRow, classify_cache_status
 from replay.errors import ReplayInputError, ReplayIOError
-from replay.httpclient import HTTPClient, HTTPClientError
+from replay.httpclient import Exchange, HTTPClient, HTTPClientError, Response
 from replay.model import KIND_CLIENT_HIT, WorkloadEvent
 from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
 
 ROUTES = ("round-robin", "client-hash")
 START_LEAD = 0.05
+BURST = 64  # requests sent back to back before the dispatcher yields to the loop
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,9 @@ class Replayer:
         self.summary = RunSummary()
         self.monitor = ScheduleMonitor(threshold=config.behind_threshold)
         self._inflight: set[asyncio.Task[None]] = set()
+        self._fast = 0  # requests in flight on the callback path
+        self._deadlines: collections.deque[tuple[float, Exchange]] = collections.deque()
+        self._layers: dict[str, str] = {}
         self._rr = 0
         self._stopping = False
         self._bases = [u.rstrip("/") for u in config.notaries]
@@ -187,40 +192,93 @@ class Replayer:
         self._rr = (self._rr + 1) % n
         return self._bases[self._rr]
 
-    async def _send(self, client: HTTPClient, seq: int, ev: WorkloadEvent,
-                    intended: float, start: float) -> None:
-        clock = time.perf_counter
-        actual = clock()
-        self._observe(actual - intended, actual)
-        base = self._notary_for(ev)
-        path = f"/target/{ev.host}+{ev.port}"
-        status: int | None = None
-        err = ""
-        layer = ""
-        cache_status = ""
-        sent = received = 0
-        wire: float | None = None
+    def _request(self, ev: WorkloadEvent) -> tuple[str, str, bytes]:
         method = self.config.method if ev.fingerprint else "GET"
         body = f"fingerprint={ev.fingerprint}".encode() if method == "POST" else b""
+        return method, f"/target/{ev.host}+{ev.port}", body
+
+    def _dispatch(self, client: HTTPClient, seq: int, ev: WorkloadEvent, intended: float,
+                  start: float) -> None:
+        """Send one request now: on an idle keep-alive connection straight from here (no
+        task, no per-request timer: the sweeper enforces the timeout), else as a task that
+        connects or waits for a connection."""
+        base = self._notary_for(ev)
+        method, path, body = self._request(ev)
+        actual = time.perf_counter()
+
+        def done(resp: Response | None, exc: HTTPClientError | None, stale: bool) -> None:
+            self._fast -= 1
+            if stale:  # a kept-alive connection the server had closed: once more, fresh
+                self._spawn(self._send(client, seq, ev, intended, start, base, actual))
+                return
+            self._record(seq, ev, intended, start, actual, base, resp,
+                         "" if exc is None else error_kind(exc))
+
+        ex = client.start(base, method, path, body, done)
+        if ex is None:
+            self._spawn(self._send(client, seq, ev, intended, start, base, None))
+            return
+        self._observe(actual - intended, actual)
+        self._fast += 1
+        self._deadlines.append((actual + self.config.timeout, ex))
+
+    def _spawn(self, coro: Coroutine[None, None, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _sweep(self) -> None:
+        """Time out callback-path requests: one timer for all of them."""
+        timeout_error = HTTPClientError("timeout", "no answer in time")
+        interval = min(0.05, self.config.timeout / 10)
+        deadlines = self._deadlines
+        clock = time.perf_counter
+        while True:
+            await asyncio.sleep(interval)
+            now = clock()
+            while deadlines and deadlines[0][0] <= now:
+                deadlines.popleft()[1].fail(timeout_error)
+            while deadlines and deadlines[0][1].finished:
+                deadlines.popleft()
+
+    async def _send(self, client: HTTPClient, seq: int, ev: WorkloadEvent,
+                    intended: float, start: float, base: str, actual: float | None) -> None:
+        clock = time.perf_counter
+        if actual is None:
+            actual = clock()
+            self._observe(actual - intended, actual)
+        method, path, body = self._request(ev)
+        resp: Response | None = None
+        err = ""
         try:
-            async with asyncio.timeout(self.config.timeout):
+            async with asyncio.timeout(actual + self.config.timeout - clock()):
                 resp = await client.request(base, method, path, body)
-            status = resp.status
-            cache_status = resp.headers.get("cache-status", "")
-            layer = classify_cache_status(cache_status)
-            sent, received, wire = resp.bytes_sent, resp.bytes_received, resp.wire
         except (HTTPClientError, TimeoutError, OSError) as exc:
             err = error_kind(exc)
-        latency = clock() - actual
-        self.summary.completed += 1
-        if status is not None:
-            self.summary.statuses[status] = self.summary.statuses.get(status, 0) + 1
+        self._record(seq, ev, intended, start, actual, base, resp, err)
+
+    def _record(self, seq: int, ev: WorkloadEvent, intended: float, start: float,
+                actual: float, base: str, resp: Response | None, err: str) -> None:
+        latency = time.perf_counter() - actual
+        s = self.summary
+        s.completed += 1
+        status: int | None = None
+        layer = cache_status = ""
+        sent = received = 0
+        wire: float | None = None
+        if resp is not None:
+            status = resp.status
+            cache_status = resp.headers.get("cache-status", "")
+            layer = self._layers.get(cache_status) or classify_cache_status(cache_status)
+            if len(self._layers) < 256:
+                self._layers[cache_status] = layer
+            sent, received, wire = resp.bytes_sent, resp.bytes_received, resp.wire - start
+            s.statuses[status] = s.statuses.get(status, 0) + 1
         if err:
-            self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
+            s.errors[err] = s.errors.get(err, 0) + 1
         self.writer.write(ResultRow(seq, ev.kind, ev.client, ev.host, ev.port, base,
                                     intended - start, actual - start, status, err, latency,
-                                    layer, cache_status, sent, received, ev.ssl_bytes,
-                                    None if wire is None else wire - start))
+                                    layer, cache_status, sent, received, ev.ssl_bytes, wire))
 
     def _observe(self, lateness: float, now: float) -> None:
         warning = self.monitor.observe(max(0.0, lateness), now)
@@ -244,7 +302,8 @@ class Replayer:
             rate = (s.sent - last_sent) / self.config.progress_interval
             last_sent = s.sent
             self.log(f"[{time.perf_counter() - start:7.1f}s] events {s.events} sent {s.sent} "
-                     f"({rate:.0f}/s) done {s.completed} in-flight {len(self._inflight)} "
+                     f"({rate:.0f}/s) done {s.completed} "
+                     f"in-flight {len(self._inflight) + self._fast} "
                      f"client-hits {s.client_hits} errors {sum(s.errors.values())} "
                      f"late p99 {w.quantile(0.99) * 1000:.1f} ms")
 
@@ -272,7 +331,9 @@ class Replayer:
         pacer = Pacer(start, cfg.speed)
         progress = (asyncio.create_task(self._progress(start))
                     if cfg.progress_interval > 0 else None)
+        sweeper = asyncio.create_task(self._sweep())
         s = self.summary
+        burst = 0
         try:
             for seq, ev in enumerate(events):
                 if self._stopping or (cfg.limit is not None and seq >= cfg.limit):
@@ -288,27 +349,41 @@ class Replayer:
                     s.client_hits += 1
                     self._record_local(seq, ev, intended, start, "")
                     continue
-                await self._until(intended)
+                if clock() < intended:
+                    await self._until(intended)
+                    burst = 0
+                elif burst >= BURST:
+                    # behind or exactly on time for many in a row: let the loop read answers
+                    await asyncio.sleep(0)
+                    burst = 0
+                burst += 1
                 s.requests += 1
-                if len(self._inflight) >= cfg.max_inflight:
+                if len(self._inflight) + self._fast >= cfg.max_inflight:
                     s.not_sent += 1
                     s.errors["overload"] = s.errors.get("overload", 0) + 1
                     self._record_local(seq, ev, intended, start, "overload")
                     continue
                 s.sent += 1
-                task = asyncio.create_task(self._send(client, seq, ev, intended, start))
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
-            if self._inflight:
-                await asyncio.wait(set(self._inflight), timeout=cfg.timeout + 5)
+                self._dispatch(client, seq, ev, intended, start)
+            deadline = clock() + cfg.timeout + 5
+            while (self._inflight or self._fast) and clock() < deadline:
+                if self._inflight:
+                    await asyncio.wait(set(self._inflight), timeout=0.05)
+                else:
+                    await asyncio.sleep(0.01)
             for t in list(self._inflight):
                 t.cancel()
+            while self._deadlines:
+                self._deadlines.popleft()[1].fail(HTTPClientError("timeout", "run ended"))
         finally:
+            sweeper.cancel()
             client.close()
             if progress is not None:
                 progress.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await progress
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         s.lateness_p50 = self.monitor.lateness.quantile(0.5)
         s.lateness_p99 = self.monitor.lateness.quantile(0.99)
         s.lateness_max = self.monitor.lateness.max

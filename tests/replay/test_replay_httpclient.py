@@ -196,3 +196,51 @@ async def test_tls_verified_by_ca_and_refused_without_it(serve: Any, ca: trustme
     with pytest.raises(HTTPClientError) as info:
         await mk().request(base, "GET", "/")  # system store: unknown CA
     assert info.value.kind == "tls"
+
+
+async def _started(client: HTTPClient, base: str, path: str = "/t") -> tuple[Any, ...]:
+    """One request on the callback path; its (response, error, stale) once done."""
+    got: asyncio.Future[tuple[Any, ...]] = asyncio.get_running_loop().create_future()
+    ex = client.start(base, "GET", path, b"", lambda *a: got.set_result(a))
+    assert ex is not None
+    return await asyncio.wait_for(got, 5)
+
+
+async def test_callback_path_needs_an_idle_connection_and_parses_answers(
+        serve: Any, mk: Any) -> None:
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+    port, stats = await serve(lambda n: chunked if n == 3 else ok(b'{"n": %d}' % n))
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    assert c.start(base, "GET", "/t", b"", lambda *a: None) is None  # nothing idle yet
+    await c.request(base, "GET", "/t")
+    resp, err, stale = await _started(c, base)
+    assert err is None and not stale
+    assert resp.status == 200 and resp.body == b'{"n": 2}'
+    assert resp.headers["cache-status"] == "converge-notary; hit"
+    assert resp.bytes_received == len(ok(b'{"n": 2}')) and resp.bytes_sent > 0
+    resp, err, _ = await _started(c, base)  # chunked: finished by the coroutine reader
+    assert err is None and resp.body == b"abcde" and resp.bytes_received == len(chunked)
+    resp, err, _ = await _started(c, base)
+    assert err is None and resp.body == b'{"n": 4}'
+    assert stats == {"connections": 1, "requests": 4}
+
+
+async def test_callback_path_reports_a_dropped_kept_alive_connection_as_stale(
+        serve: Any, mk: Any) -> None:
+    port, stats = await serve(lambda n: ok() if n == 1 else b"")  # closes after the first
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    await c.request(base, "GET", "/t")
+    resp, err, stale = await _started(c, base)
+    assert resp is None and err.kind == "reset" and stale
+
+
+async def test_callback_path_garbage_is_a_protocol_error(serve: Any, mk: Any) -> None:
+    port, _ = await serve(lambda n: ok() if n == 1 else b"NOT HTTP\r\n\r\n")
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    await c.request(base, "GET", "/t")
+    resp, err, stale = await _started(c, base)
+    assert resp is None and err.kind == "protocol" and not stale

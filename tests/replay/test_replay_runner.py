@@ -161,3 +161,65 @@ def test_client_hash_routing_keeps_a_client_on_one_notary() -> None:
     rr = Replayer(RunConfig(notaries=cfg.notaries), ResultWriter(io.StringIO()),
                   log=lambda m: None)
     assert len({rr._notary_for(events[0]) for _ in range(3)}) == 3  # round robin: all three
+
+
+REPLY = b"HTTP/1.1 200 OK\r\nCache-Status: converge-notary; hit\r\nContent-Length: 2\r\n\r\n{}"
+
+
+@pytest.fixture()
+async def answer_then_hang() -> AsyncIterator[tuple[str, dict[str, int]]]:
+    """A raw server that answers the first ``answer`` requests at once, then none."""
+    stats = {"connections": 0, "requests": 0, "answer": 10**9}
+
+    class Proto(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            self.buf = bytearray()
+            stats["connections"] += 1
+
+        def data_received(self, data: bytes) -> None:
+            self.buf += data
+            while (end := self.buf.find(b"\r\n\r\n")) >= 0:
+                head = bytes(self.buf[:end]).lower()
+                length = int(head.split(b"content-length:")[1].split(b"\r\n")[0]) \
+                    if b"content-length:" in head else 0
+                if len(self.buf) < end + 4 + length:
+                    return
+                del self.buf[:end + 4 + length]
+                stats["requests"] += 1
+                if stats["requests"] <= stats["answer"]:
+                    assert isinstance(self.transport, asyncio.WriteTransport)
+                    self.transport.write(REPLY)
+
+    port = free_port()
+    server = await asyncio.get_running_loop().create_server(Proto, "127.0.0.1", port)
+    yield f"http://127.0.0.1:{port}", stats
+    server.close()
+    await server.wait_closed()
+
+
+async def test_kept_alive_requests_are_answered_and_counted(
+        answer_then_hang: tuple[str, dict[str, int]]) -> None:
+    url, stats = answer_then_hang
+    buf = io.StringIO()
+    cfg = RunConfig(notaries=(url,), timeout=5, progress_interval=0)
+    summary = await Replayer(cfg, ResultWriter(buf), log=lambda m: None).run(_events(300, 0.001))
+    rows = _rows(buf)
+    assert summary.sent == summary.completed == 300 and summary.errors == {}
+    assert sorted(r.seq for r in rows) == list(range(300))
+    assert all(r.status == 200 and r.layer == "notary-hit" and r.bytes_received == len(REPLY)
+               and r.wire is not None and r.wire >= r.actual for r in rows)
+    assert stats["requests"] == 300 and stats["connections"] < 300  # connections reused
+
+
+async def test_kept_alive_request_without_answer_times_out_on_time(
+        answer_then_hang: tuple[str, dict[str, int]]) -> None:
+    url, stats = answer_then_hang
+    stats["answer"] = 1
+    buf = io.StringIO()
+    cfg = RunConfig(notaries=(url,), timeout=0.3, progress_interval=0)
+    summary = await Replayer(cfg, ResultWriter(buf), log=lambda m: None).run(_events(2, 0.1))
+    rows = sorted(_rows(buf), key=lambda r: r.seq)
+    assert summary.errors == {"timeout": 1} and stats["connections"] == 1
+    assert rows[0].status == 200 and rows[1].error == "timeout"
+    assert rows[1].latency is not None and 0.3 <= rows[1].latency < 1.0
