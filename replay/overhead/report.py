@@ -154,14 +154,38 @@ def _table4(t4: dict[str, Any]) -> Table:
                  "processes on this machine behind toxiproxy, at distances chosen here.")
 
 
+def figures_md(drawn: dict[str, int]) -> str:
+    """The figures' section of overhead.md: links to the PNG files next to it."""
+    from replay.overhead.plots import FILES
+
+    head = ("## Figures (the thesis's Figures 2-13: ours measured, the thesis's reference "
+            "points marked X)\n\n")
+    if not drawn:
+        return head + "Not drawn: this document has no per-load samples.\n"
+    captions = {FILES["cdf_ms"]: "CDF of the overhead in ms, per profile, TLS variant and "
+                "connection mode (thesis: median ~200 ms, 75th percentile ~350 ms, 90th "
+                "~1.1 s non-persistent; median ~90 ms persistent)",
+                FILES["cdf_pct"]: "CDF of the overhead in % of the http time (thesis: "
+                "median ~20% non-persistent, ~15% persistent)",
+                FILES["vs_http"]: "overhead against the page's http time, TLS 1.2 (thesis: "
+                "the overhead in ms about the same whatever the http time; its mean 2.72 s, "
+                "+436 ms)"}
+    return head + "".join(f"- [{captions[f]}]({f}) ({n} lines or points of ours)\n"
+                          f"\n  ![{f}]({f})\n" for f, n in drawn.items())
+
+
 def write_report(out: Path, doc: dict[str, Any]) -> None:
+    from replay.overhead.plots import write_plots
+
     ts = tables(doc)
+    drawn = write_plots(out, doc)
     doc = dict(doc, tables=[{"title": t.title, "rows": [r.cells() for r in t.rows],
-                             "footnote": t.footnote} for t in ts])
+                             "footnote": t.footnote} for t in ts], figures=sorted(drawn))
     (out / "overhead.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "overhead.md").write_text(
         "# HTTPS overhead over emulated paths\n\n"
-        + "\n\n".join(markdown(t) for t in ts) + "\n", encoding="utf-8")
+        + "\n\n".join(markdown(t) for t in ts) + "\n\n" + figures_md(drawn),
+        encoding="utf-8")
 
 
 def compact(doc: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +196,7 @@ def compact(doc: dict[str, Any]) -> dict[str, Any]:
                     if k not in ("http_s", "https_s", "hit_samples_ms", "miss_samples_ms")}
         return x
 
-    return {k: strip(v) for k, v in doc.items() if k != "tables"}
+    return {k: strip(v) for k, v in doc.items() if k not in ("tables", "figures")}
 
 
 def summary(doc: dict[str, Any]) -> str:
