@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -143,8 +144,17 @@ def parse_count(text: str) -> int:
     return int(value)
 
 
+# a dotted quad without leading zeros is its own canonical form (no ipaddress object needed);
+# a hostname of ASCII labels checked by one regular expression, as the loop below would
+_CANONICAL_IPV4 = re.compile(r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+                             r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])")
+_PLAIN_HOSTNAME = re.compile(r"(?:[a-z0-9_*-]{1,63}\.)*[a-z0-9_*-]{1,63}")
+
+
 def parse_address(text: str) -> str:
     s = text.strip()
+    if _CANONICAL_IPV4.fullmatch(s):
+        return s
     if ".." in s:
         raise ValueError(f"abbreviated address {s!r}")
     return str(ipaddress.ip_address(s))
@@ -156,6 +166,8 @@ def parse_hostname(text: str) -> str | None:
         return None
     if len(s) > MAX_HOSTNAME_CHARS:
         raise ValueError("hostname too long")
+    if _PLAIN_HOSTNAME.fullmatch(s):
+        return s
     for label in s.split("."):
         if not label or len(label) > 63 or not all(c.isalnum() or c in "-_*" for c in label):
             raise ValueError(f"bad hostname {s!r}")

@@ -8,14 +8,19 @@ Exit codes: 0 success, 1 an IO step failed, 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from notary.errors import BadInput, NotaryError
-from replay.cli import farm, report, reproduce, run, synth, workload
 from replay.errors import ReplayInputError, ReplayIOError
-from replay.overhead import cli as overhead
-from replay.rootstore import cli as rootstore
+
+# subcommand -> its module (imported only when needed: ``replay workload`` does not pay for
+# the TLS, plotting and notary imports of the others)
+COMMANDS = {"reproduce": "replay.cli.reproduce", "synth": "replay.cli.synth",
+            "farm": "replay.cli.farm", "workload": "replay.cli.workload",
+            "run": "replay.cli.run", "report": "replay.cli.report",
+            "rootstore": "replay.rootstore.cli", "overhead": "replay.overhead.cli"}
 
 DESCRIPTION = (
     "Turn NetFlow traces into notary validation workloads, replay them open loop against "
@@ -26,16 +31,20 @@ DESCRIPTION = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; ``only``: with that subcommand alone (the others not imported)."""
     p = argparse.ArgumentParser(prog="replay", description=DESCRIPTION)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for command in (reproduce, synth, farm, workload, run, report, rootstore, overhead):
-        command.add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).add_parser(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0] if argv else None
+    args = build_parser(first if first in COMMANDS else None).parse_args(argv)
     try:
         return int(args.func(args))
     except ReplayInputError as exc:

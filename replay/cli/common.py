@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -19,7 +18,10 @@ def int_set(text: str) -> frozenset[int]:
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop when it is installed (chosen only here, the entry point)."""
+    """Run a coroutine on uvloop when it is installed (chosen only here, the entry point).
+    asyncio is imported here: ``replay workload`` needs it only for reverse DNS."""
+    import asyncio
+
     try:
         import uvloop
 
