@@ -31,6 +31,9 @@ rm -f "$log"
 [ "${rc:-0}" = 0 ] || { echo "webextension: ${passed:-0} passed, ${failed:-1} failed"; exit "$rc"; }
 echo "== the extension in headless Firefox ($(firefox-esr --version 2>/dev/null || firefox --version))"
 GECKODRIVER=$("$ROOT/scripts/install-geckodriver")
+# the HTTP/3 test site (tests/h3site.py) runs on aioquic, from PyPI into the project's venv
+"$ROOT/.venv/bin/python" -c "import aioquic" 2>/dev/null ||
+  "$ROOT/.venv/bin/pip" install -q --disable-pip-version-check "aioquic>=1.2,<2"
 echo "   geckodriver: $GECKODRIVER"
 (cd "$ROOT" && .venv/bin/python -m pytest -q -p no:cacheprovider client-libs/webextension/tests) || rc=$?
 echo "   screenshots: $ROOT/var/results/webextension/"

@@ -26,6 +26,7 @@ import socket
 import socketserver
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -262,15 +263,29 @@ class H2Site:
             self.proc.kill()
 
 
-def start_h2(host: str, port: int, cert: trustme.LeafCert, text: str, tmp: Path) -> H2Site:
+def start_h3(host: str, port: int, cert: trustme.LeafCert, text: str, tmp: Path) -> H2Site:
+    """An HTTP/3 site (tests/h3site.py, aioquic) on UDP host:port."""
+    return start_h2(host, port, cert, text, tmp, [sys.executable, "-W", "ignore", "h3site.py"])
+
+
+def start_h2(
+    host: str,
+    port: int,
+    cert: trustme.LeafCert,
+    text: str,
+    tmp: Path,
+    program: list[str] | None = None,
+) -> H2Site:
+    """An HTTP/2 site (tests/h2site.mjs), or another `program` taking the same arguments."""
+    program = [*(program or ["node", "h2site.mjs"])]
+    program[-1] = str(Path(__file__).with_name(program[-1]))
     d = Path(tempfile.mkdtemp(dir=tmp, prefix="h2-"))
     cert.cert_chain_pems[0].write_to_path(str(d / "cert.pem"))
     cert.private_key_pem.write_to_path(str(d / "key.pem"))
     log = d / "requests.log"
     proc = subprocess.Popen(
         [
-            "node",
-            str(Path(__file__).with_name("h2site.mjs")),
+            *program,
             host,
             str(port),
             str(d / "cert.pem"),
@@ -431,6 +446,10 @@ class World:
     h2_forged: H2Site
     h2_good: H2Site
     stops: list[Any] = field(default_factory=list)
+    # HTTP/3 (UDP, aioquic): a forged bank.test (the notaries reach a genuine one at
+    # 127.0.0.2 over TCP) and a genuine good.test (and the same certificate over TCP)
+    h3_forged: H2Site | None = None
+    h3_good: H2Site | None = None
     # the certificate swap.test's genuine server shows (serve() it back after a forgery)
     swap_cert: trustme.LeafCert | None = None
 
@@ -634,6 +653,21 @@ def start_world() -> World:
     )
     w.stops += [relay, swap, swap_genuine, h2_forged, h2_bank, h2_good]
     w.swap_cert = swap_cert
+    h3_port = free_port_on_both(("127.0.0.1", "127.0.0.2"))
+    w.h3_forged = start_h3(
+        "127.0.0.1", h3_port, evil_ca.issue_cert("bank.test"), "forged bank.test", tmp
+    )
+    w.stops += [w.h3_forged]
+    w.stops += [
+        start_site("127.0.0.2", h3_port, good_ca.issue_cert("bank.test"), "genuine bank.test", tmp)
+    ]
+    h3_good_port = free_port()
+    h3_good_cert = good_ca.issue_cert("good.test")
+    w.h3_good = start_h3("127.0.0.1", h3_good_port, h3_good_cert, "genuine good.test", tmp)
+    w.stops += [
+        w.h3_good,
+        start_site("127.0.0.1", h3_good_port, h3_good_cert, "genuine good.test", tmp),
+    ]
     return w
 
 

@@ -616,3 +616,44 @@ def test_readme_install_on_a_fresh_profile(world: World) -> None:
         WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "first-run").is_displayed())
     finally:
         driver.quit()
+
+
+def test_http3(world: World) -> None:
+    """HTTP/3 (QUIC over UDP, an aioquic server): Firefox told that bank.test and good.test
+    speak HTTP/3 on their ports (network.http.http3.alt-svc-mapping-for-testing, as an
+    Alt-Svc header would). Without the extension the forgery loads over HTTP/3 (the twin);
+    with it, a genuine site loads over HTTP/3 and the forgery is blocked, its request without
+    the cookie the browser holds for bank.test."""
+    assert world.h3_forged is not None and world.h3_good is not None
+    bank = f"https://bank.test:{world.h3_forged.port}/"
+    good = f"https://good.test:{world.h3_good.port}/"
+    profile, ext_uuid = make_profile(
+        world,
+        {
+            "network.http.http3.enable": True,
+            # the test CAs are roots added to the profile, which otherwise turns HTTP/3 off
+            "network.http.http3.disable_when_third_party_roots_found": False,
+            "network.http.http3.alt-svc-mapping-for-testing": (
+                f"bank.test;h3=:{world.h3_forged.port},good.test;h3=:{world.h3_good.port}"
+            ),
+        },
+    )
+    driver = firefox(profile)
+    try:
+        visit(driver, bank + "setcookie")
+        visit(driver, bank + "before")
+        assert "forged bank.test over HTTP/3" in page_text(driver)
+        before = [line for line in world.h3_forged.log() if "/before" in line]
+        assert before and before[-1] == "GET /before cookie:yes 3", before
+        driver.install_addon(str(XPI), temporary=True)
+        time.sleep(1.0)
+        import_bundles(driver, ext_uuid, [n.bundle for n in world.notaries])
+        visit(driver, good + "over-h3")
+        assert "genuine good.test over HTTP/3" in page_text(driver)
+        visit(driver, bank + "over-h3")
+        assert "bank.test" in wait_blocked(driver)
+        over = [line for line in world.h3_forged.log() if "/over-h3" in line]
+        assert over and all(line == "GET /over-h3 cookie:no 3" for line in over), over
+        driver.save_screenshot(str(ARTIFACTS / "block-page-http3.png"))
+    finally:
+        driver.quit()
