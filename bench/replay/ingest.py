@@ -46,13 +46,13 @@ def _python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def child(argv: list[str], threads: int) -> dict[str, Any]:
-    """Run this module in ``child`` mode in a fresh process; its JSON line, wall time and
-    peak RSS."""
+def run_bounded(argv: list[str], threads: int) -> tuple[float, Any, str]:
+    """``python ARGV`` in a fresh process on ``threads`` polars threads, bounded in time:
+    its wall time (interpreter start and imports included), ``wait4`` usage and stdout."""
     env = dict(os.environ, POLARS_MAX_THREADS=str(threads), PYTHONHASHSEED="0")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([_python(), "-m", "bench.replay.ingest", "child", *argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc = subprocess.Popen([_python(), *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
     deadline = t0 + CHILD_TIMEOUT
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -60,13 +60,20 @@ def child(argv: list[str], threads: int) -> dict[str, Any]:
             break
         if time.perf_counter() > deadline:
             proc.kill()
-            raise SystemExit(f"child {argv} ran over {CHILD_TIMEOUT} s")
-        time.sleep(0.02)
+            raise SystemExit(f"{argv} ran over {CHILD_TIMEOUT} s")
+        time.sleep(0.01)
     wall = time.perf_counter() - t0
     out = proc.stdout.read().decode() if proc.stdout else ""
     err = proc.stderr.read().decode() if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"child {argv} failed: {err[-2000:]}")
+        raise SystemExit(f"{argv} failed: {err[-2000:]}")
+    return wall, usage, out
+
+
+def child(argv: list[str], threads: int) -> dict[str, Any]:
+    """Run this module in ``child`` mode in a fresh process; its JSON line, wall time and
+    peak RSS."""
+    wall, usage, out = run_bounded(["-m", "bench.replay.ingest", "child", *argv], threads)
     doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     doc["wall_s"] = wall
     doc["peak_rss_mb"] = usage.ru_maxrss / 1024.0
@@ -96,23 +103,7 @@ def command(path: Path, jobs: int, out: Path) -> list[str]:
 def whole_command(argv: list[str], threads: int) -> dict[str, Any]:
     """A whole command in a fresh process, as a user runs it: wall time (interpreter start
     and imports included), CPU time and peak RSS from ``wait4``."""
-    env = dict(os.environ, POLARS_MAX_THREADS=str(threads), PYTHONHASHSEED="0")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([_python(), *argv], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
-    deadline = t0 + CHILD_TIMEOUT
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > deadline:
-            proc.kill()
-            raise SystemExit(f"{argv} ran over {CHILD_TIMEOUT} s")
-        time.sleep(0.01)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv} failed: {err[-2000:]}")
+    wall, usage, _ = run_bounded(argv, threads)
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024.0}
 
