@@ -12,12 +12,22 @@ for the transparency log to sequence the new observation: ``notary serve --log-p
 The distances are a model (chosen here, not measured by the study); the TCP handshakes of
 the client->notary and notary->site connections are not carried by toxiproxy and are added
 to the measured time as one RTT each (the ``+ TCP`` column).
+
+A compiled client beside it: the Go library through its conformance CLI
+(``client-libs/go/bin/converge-conformance check --config-dir DIR HOST PORT FINGERPRINT``,
+client-libs/conformance/CLIENT-CLI.md, built by client-libs/go/test.sh), the same settings
+in its configuration directory. The CLI is one process per call and cannot leave its start
+out, so each call's wall time has the median of ``info`` calls of the same binary (process
+start, Go runtime, JSON output) subtracted; the figure says so. Without the built CLI its
+rows are skipped with the reason.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import os
 import socket
 import socketserver
 import ssl
@@ -41,6 +51,9 @@ SETS: dict[str, tuple[int, ...]] = {
     "global (8)": (20, 45, 70, 90, 140, 180, 250, 300),
 }
 STUDY = {"continental (3)": (743, 1508), "global (8)": (1006, 1790)}
+ROOT = Path(__file__).resolve().parents[2]
+GO_CLI = ROOT / "client-libs" / "go" / "bin" / "converge-conformance"
+INFO_CALLS = 7  # info calls whose median is the Go CLI's process start
 
 
 def _profile(rtt: int) -> PathProfile:
@@ -85,7 +98,9 @@ def run_table4(out: Path, tp: Toxiproxy, chain: Path, key: Path, checks: int) ->
     rtts = sorted({r for s in SETS.values() for r in s})
     procs: list[subprocess.Popen[bytes]] = []
     bundles: dict[int, Any] = {}
-    names = [f"m{i}.table4.test" for i in range(2 * len(SETS) * (checks + 2) + 2)]
+    bundle_files: dict[int, Path] = {}
+    # fresh names for the misses: the Python and the Go client, two protocols, every set
+    names = [f"m{i}.table4.test" for i in range(4 * len(SETS) * (checks + 2) + 2)]
     try:
         for k, rtt in enumerate(rtts):
             addr = f"127.0.0.{20 + k}"
@@ -113,7 +128,9 @@ def run_table4(out: Path, tp: Toxiproxy, chain: Path, key: Path, checks: int) ->
                             "--ssl-port", str(front), "--name", f"notary {rtt} ms", "-o",
                             str(b)], check=True, timeout=60, capture_output=True)
             bundles[rtt] = parse_bundle(b.read_bytes())
+            bundle_files[rtt] = b
         fresh = iter(names)
+        go = _GoCli(d)
         results: dict[str, Any] = {}
         for label, set_rtts in SETS.items():
             slowest = max(set_rtts)
@@ -141,6 +158,8 @@ def run_table4(out: Path, tp: Toxiproxy, chain: Path, key: Path, checks: int) ->
                     "hit_plus_tcp_ms": statistics.median(hits) + slowest,
                     "miss_plus_tcp_ms": statistics.median(misses) + 2 * slowest,
                     "hit_samples_ms": hits, "miss_samples_ms": misses}
+            results[label]["go"] = go.measure(label, [bundle_files[r] for r in set_rtts],
+                                              site_port, sha1, checks, fresh, slowest)
         return results
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReplayIOError(f"Table 4: {exc}") from exc
@@ -148,6 +167,73 @@ def run_table4(out: Path, tp: Toxiproxy, chain: Path, key: Path, checks: int) ->
         for p in procs:
             stop_process(p)
         site.close()
+
+
+class _GoCli:
+    """The Go client's conformance CLI, timed per call with its process start subtracted."""
+
+    def __init__(self, d: Path) -> None:
+        self.d = d
+        self.skipped = ""
+        self.start_ms = 0.0
+        if not (GO_CLI.is_file() and os.access(GO_CLI, os.X_OK)):
+            self.skipped = (f"the Go conformance CLI is not built ({GO_CLI.relative_to(ROOT)}; "
+                            "client-libs/go/test.sh builds it)")
+            return
+        times = []
+        for _ in range(INFO_CALLS):
+            t0 = time.perf_counter()
+            r = subprocess.run([str(GO_CLI), "info"], capture_output=True, timeout=60)
+            times.append((time.perf_counter() - t0) * 1000)
+            if r.returncode != 0:
+                self.skipped = f"{GO_CLI.name} info failed (exit {r.returncode})"
+                return
+        self.start_ms = statistics.median(times)
+
+    def _config(self, label: str, proto: str, bundles: list[Path], quorum: int) -> Path:
+        d = self.d / f"go-{label.split()[0]}-{proto}"
+        (d / "notaries-available").mkdir(parents=True, exist_ok=True)
+        (d / "notaries-enabled").mkdir(exist_ok=True)
+        for i, b in enumerate(bundles):
+            name = f"{i:02d}-{b.name}"
+            (d / "notaries-available" / name).write_bytes(b.read_bytes())
+            link = d / "notaries-enabled" / name
+            if not link.is_symlink():
+                link.symlink_to(Path("..") / "notaries-available" / name)
+        # the Python client's settings: no local cache, wait for every notary
+        (d / "converge.config").write_text(json.dumps({
+            "db": None, "early-return": False, "quorum": quorum, "notary-timeout": 10,
+            "total-timeout": 20, "extended": "off" if proto == "legacy" else "prefer"}))
+        return d
+
+    def measure(self, label: str, bundles: list[Path], port: int, sha1: str, checks: int,
+                fresh: Any, slowest: int) -> dict[str, Any]:
+        if self.skipped:
+            return {"skipped": self.skipped}
+        out: dict[str, Any] = {"process_start_ms": self.start_ms, "info_calls": INFO_CALLS}
+        for proto in ("legacy", "extended"):
+            cfg = self._config(label, proto, bundles, len(bundles))
+
+            def check(host: str, cfg: Path = cfg) -> float:
+                t0 = time.perf_counter()
+                r = subprocess.run([str(GO_CLI), "check", "--config-dir", str(cfg), host,
+                                    str(port), sha1], capture_output=True, text=True,
+                                   timeout=60)
+                ms = (time.perf_counter() - t0) * 1000
+                if r.returncode != 0:
+                    raise ReplayIOError(f"Table 4, Go client: {host} not trusted (exit "
+                                        f"{r.returncode}): {r.stdout.strip()[:200]}")
+                return ms - self.start_ms
+
+            check("site.table4.test")
+            hits = [check("site.table4.test") for _ in range(checks)]
+            misses = [check(next(fresh)) for _ in range(checks)]
+            out[proto] = {"n": checks, "hit_ms": statistics.median(hits),
+                          "miss_ms": statistics.median(misses),
+                          "hit_plus_tcp_ms": statistics.median(hits) + slowest,
+                          "miss_plus_tcp_ms": statistics.median(misses) + 2 * slowest,
+                          "hit_samples_ms": hits, "miss_samples_ms": misses}
+        return out
 
 
 def _wait_tls(port: int, proc: subprocess.Popen[bytes]) -> None:

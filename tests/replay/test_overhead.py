@@ -280,8 +280,22 @@ def test_table4_notary_cost_follows_the_notaries_distances(tmp_path: Path) -> No
     # a notary hit: at least TLS + request round trips to the slowest notary (toxiproxy
     # carries both: 2 RTT), a miss one more exchange with the site behind it
     assert one["hit_ms"] >= 2 * 45 * 0.9 and world["hit_ms"] >= 2 * 300 * 0.9, (one, world)
-    assert world["miss_ms"] >= world["hit_ms"] + 300 * 0.9
+    # (the fastest of each: the machine's load only adds to a sample, and a median of three
+    # at load average 13 had a hit 116 ms above its round trips)
+    assert min(world["miss_samples_ms"]) >= min(world["hit_samples_ms"]) + 300 * 0.9, world
     # the twin: one near notary is far cheaper than waiting for the farthest of eight
     assert one["hit_ms"] < world["hit_ms"] - 300
     md = (out / "overhead.md").read_text()
     assert "Study Table 4" in md and "1,790 ms" in md
+    from replay.overhead.table4 import GO_CLI
+
+    if not GO_CLI.exists():
+        assert "Go conformance CLI is not built" in md
+        return
+    # the compiled client, its process start subtracted, pays the same round trips
+    go1, go8 = t4["one notary"]["go"]["legacy"], t4["global (8)"]["go"]["legacy"]
+    assert t4["one notary"]["go"]["process_start_ms"] > 0
+    assert go1["hit_ms"] >= 2 * 45 * 0.9 and go8["hit_ms"] >= 2 * 300 * 0.9, (go1, go8)
+    assert min(go8["miss_samples_ms"]) >= min(go8["hit_samples_ms"]) + 300 * 0.9, go8
+    assert go1["hit_ms"] < go8["hit_ms"] - 300  # the twin, as for the Python client
+    assert "Go client" in md and "info calls" in md
