@@ -178,6 +178,9 @@ class Replayer:
         self._inflight: set[asyncio.Task[None]] = set()
         self._fast = 0  # requests in flight on the callback path
         self._deadlines: collections.deque[tuple[float, Exchange]] = collections.deque()
+        self._task_deadlines: collections.deque[tuple[float, asyncio.Task[None]]] = \
+            collections.deque()
+        self._timed_out: set[asyncio.Task[None]] = set()
         self._layers: dict[str, str] = {}
         self._rr = 0
         self._stopping = False
@@ -228,10 +231,12 @@ class Replayer:
         task.add_done_callback(self._inflight.discard)
 
     async def _sweep(self) -> None:
-        """Time out callback-path requests: one timer for all of them."""
+        """Time out requests, on the callback path and as tasks: one timer for all of them
+        (a task past its deadline is cancelled and records a timeout)."""
         timeout_error = HTTPClientError("timeout", "no answer in time")
         interval = min(0.05, self.config.timeout / 10)
         deadlines = self._deadlines
+        tasks = self._task_deadlines
         clock = time.perf_counter
         while True:
             await asyncio.sleep(interval)
@@ -240,6 +245,13 @@ class Replayer:
                 deadlines.popleft()[1].fail(timeout_error)
             while deadlines and deadlines[0][1].finished:
                 deadlines.popleft()
+            while tasks and tasks[0][0] <= now:
+                task = tasks.popleft()[1]
+                if not task.done():
+                    self._timed_out.add(task)
+                    task.cancel()
+            while tasks and tasks[0][1].done():
+                tasks.popleft()
 
     async def _send(self, client: HTTPClient, seq: int, ev: WorkloadEvent,
                     intended: float, start: float, base: str, actual: float | None) -> None:
@@ -250,11 +262,19 @@ class Replayer:
         method, path, body = self._request(ev)
         resp: Response | None = None
         err = ""
+        task = asyncio.current_task()
+        assert task is not None
+        self._task_deadlines.append((actual + self.config.timeout, task))
         try:
-            async with asyncio.timeout(actual + self.config.timeout - clock()):
-                resp = await client.request(base, method, path, body)
+            resp = await client.request(base, method, path, body)
         except (HTTPClientError, TimeoutError, OSError) as exc:
             err = error_kind(exc)
+        except asyncio.CancelledError:
+            if task not in self._timed_out:
+                raise
+            self._timed_out.discard(task)
+            task.uncancel()
+            err = "timeout"
         self._record(seq, ev, intended, start, actual, base, resp, err)
 
     def _record(self, seq: int, ev: WorkloadEvent, intended: float, start: float,
