@@ -46,13 +46,14 @@ def _python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def run_bounded(argv: list[str], threads: int) -> tuple[float, Any, str]:
-    """``python ARGV`` in a fresh process on ``threads`` polars threads, bounded in time:
-    its wall time (interpreter start and imports included), ``wait4`` usage and stdout."""
+def run_bounded(argv: list[str], threads: int, cwd: Path = ROOT) -> tuple[float, Any, str]:
+    """``python ARGV`` in a fresh process on ``threads`` polars threads, bounded in time,
+    in ``cwd`` (``-m`` modules come from there): its wall time (interpreter start and
+    imports included), ``wait4`` usage and stdout."""
     env = dict(os.environ, POLARS_MAX_THREADS=str(threads), PYTHONHASHSEED="0")
     t0 = time.perf_counter()
     proc = subprocess.Popen([_python(), *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
+                            stderr=subprocess.PIPE, env=env, cwd=cwd)
     deadline = t0 + CHILD_TIMEOUT
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -100,10 +101,10 @@ def command(path: Path, jobs: int, out: Path) -> list[str]:
             str(path.parent / "names.txt"), "-o", str(out), str(path)]
 
 
-def whole_command(argv: list[str], threads: int) -> dict[str, Any]:
+def whole_command(argv: list[str], threads: int, cwd: Path = ROOT) -> dict[str, Any]:
     """A whole command in a fresh process, as a user runs it: wall time (interpreter start
     and imports included), CPU time and peak RSS from ``wait4``."""
-    wall, usage, _ = run_bounded(argv, threads)
+    wall, usage, _ = run_bounded(argv, threads, cwd)
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024.0}
 
