@@ -26,6 +26,7 @@ Each host's pin is the SHA-1 of the DER certificate in its PEM.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -48,6 +49,12 @@ _PEM_RE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=256)
+def _public_key(der: bytes) -> object:
+    """The key of a pinned notary certificate, decoded once (not at every answer)."""
+    return x509.load_der_x509_certificate(der).public_key()
+
+
 @dataclass(frozen=True, slots=True)
 class NotaryHost:
     host: str
@@ -58,7 +65,7 @@ class NotaryHost:
     pin: Fingerprint  # SHA-1 of the DER certificate
 
     def public_key(self) -> object:
-        return x509.load_der_x509_certificate(self.certificate_der).public_key()
+        return _public_key(self.certificate_der)
 
 
 @dataclass(frozen=True, slots=True)

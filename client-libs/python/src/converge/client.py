@@ -11,7 +11,8 @@
    ``extended: require`` only the former are candidates.
 4. Write the cache only after a trusted verdict.
 
-The synchronous :func:`converge` answers a cache hit without starting an event loop.
+The synchronous :func:`converge` answers a cache hit without starting an event loop; a
+query runs on an event loop kept per thread (uvloop's when installed), not a new one per call.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,7 +215,7 @@ class Client:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(coro)
+            return _run_on_thread_loop(coro)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, coro).result()
 
@@ -361,6 +362,77 @@ class Client:
             time.perf_counter() - t0,
             relay.name if relay else None,
         )
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed (its compiled TLS transport spends about 0.4 ms
+    less CPU per notary connection than asyncio's), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class _LoopHolder:
+    """A thread's event loop for synchronous checks, kept between them (a new loop per check,
+    ``asyncio.run``, cost about as much CPU as parsing and verifying the answer). Closed when
+    its thread ends (the thread-local holder is dropped) or, for the main thread, at exit."""
+
+    def __init__(self) -> None:
+        self.loop = _new_loop()
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        loop = self.loop
+        if loop.is_closed():
+            return
+        if self.pid == os.getpid():
+            with contextlib.suppress(Exception):
+                pending = asyncio.all_tasks(loop)
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+        with contextlib.suppress(Exception):
+            loop.close()  # after a fork: this process's copies of the parent's descriptors
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_THREAD_LOOP = threading.local()
+
+
+def _close_thread_loop() -> None:
+    holder: _LoopHolder | None = getattr(_THREAD_LOOP, "holder", None)
+    _THREAD_LOOP.holder = None
+    if holder is not None:
+        holder.close()
+
+
+atexit.register(_close_thread_loop)  # the main thread's loop
+
+
+def _run_on_thread_loop(coro: Coroutine[Any, Any, Verdict]) -> Verdict:
+    """Run ``coro`` to completion on this thread's loop (a new one after a fork). A check
+    leaves no task behind; the connections it aborted are closed before this returns. Should
+    the loop be left in any other state (an exception, ``KeyboardInterrupt``), it is closed
+    and the next check starts a new one, so nothing of this check runs later."""
+    holder: _LoopHolder | None = getattr(_THREAD_LOOP, "holder", None)
+    if holder is None or holder.loop.is_closed() or holder.pid != os.getpid():
+        holder = _THREAD_LOOP.holder = _LoopHolder()
+    loop = holder.loop
+    try:
+        result = loop.run_until_complete(coro)
+        loop.call_soon(loop.stop)  # run the callbacks the aborted transports scheduled
+        loop.run_forever()
+    except BaseException:
+        _close_thread_loop()
+        raise
+    return result
 
 
 RELOAD_CHECK_INTERVAL = 1.0  # seconds between looks at a shared client's configuration

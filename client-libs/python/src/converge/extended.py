@@ -105,12 +105,12 @@ def unb64url(text: object) -> bytes:
     """Decode unpadded base64url; raise :class:`ValueError` on anything else."""
     if not isinstance(text, str) or not text.isascii() or "=" in text or len(text) % 4 == 1:
         raise ValueError("expected unpadded base64url")
-    if any(c not in _B64URL for c in text):
+    if not _B64URL.fullmatch(text):
         raise ValueError("expected unpadded base64url")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-_B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_B64URL = re.compile("[A-Za-z0-9_-]*")
 
 
 # ---------------------------------------------------------------------------- keys

@@ -3,6 +3,10 @@ the bundle's certificate, one legacy request, the response read until the server
 
 * The notary's certificate is pinned: the SHA-1 of its DER leaf must equal the bundle's; no
   CA or host name check. The request is not sent when the pin does not match.
+* A direct connection offers the TLS session of the last connection to the same host, port
+  and pin whose certificate matched and whose response was read (TLS resumption; the HTTP
+  exchange is unchanged, one request per connection). The pin is checked on every
+  connection, resumed or not.
 * All physical hosts of one logical notary are raced; the first definitive answer (a 200 or
   409 that reduced to a success or failure vote) wins and the others are cancelled. When no
   host answers definitively, the notary's vote is the most telling failure seen: a pin
@@ -122,9 +126,63 @@ Opened = tuple[asyncio.StreamReader, asyncio.StreamWriter, NotaryHost]
 MAX_RELAY_HEAD = 8192
 
 
+class _ResumingContext(ssl.SSLContext):
+    """The TLS context of one pinned notary host: each connection offers the TLS session of
+    the last connection to it whose certificate matched the pin and whose answer was read
+    (a resumed handshake skips the certificate and its signature, the notary's largest cost
+    per connection). A session is secret to the two ends of the handshake that made it, so
+    only the pinned notary can resume it; the pin is still checked on every connection (a
+    resumed session carries the certificate of its first handshake)."""
+
+    session: ssl.SSLSession | None = None
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        if session is None and not server_side:
+            session = self.session
+        return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+
+
+_PINNED: dict[tuple[str, int, bytes], _ResumingContext] = {}
+MAX_PINNED_CONTEXTS = 256
+
+
+def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
+    """The context of ``nh`` (one per host, port and pin; a bounded table)."""
+    key = (nh.host.lower(), nh.ssl_port, nh.pin.digest)
+    ctx = _PINNED.get(key)
+    if ctx is None:
+        if len(_PINNED) >= MAX_PINNED_CONTEXTS:
+            _PINNED.clear()
+        ctx = _PINNED[key] = _ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def _remember_session(writer: asyncio.StreamWriter, nh: NotaryHost) -> None:
+    """Keep the session of a pinned connection whose answer was read, for the next one."""
+    ctx = _PINNED.get((nh.host.lower(), nh.ssl_port, nh.pin.digest))
+    ssl_object = writer.get_extra_info("ssl_object")
+    if ctx is None or ssl_object is None or ssl_object.context is not ctx:
+        return
+    if ssl_object.session_reused and ctx.session is not None:
+        return  # the kept session still works (reading one costs a copy of it)
+    session = ssl_object.session
+    if session is not None and session.has_ticket:
+        ctx.session = session
+
+
 async def _open_direct(nh: NotaryHost, max_bytes: int) -> Opened:
     reader, writer = await asyncio.open_connection(
-        nh.host, nh.ssl_port, ssl=_ctx(), server_hostname=nh.host, limit=max_bytes + 1
+        nh.host, nh.ssl_port, ssl=_pinned_ctx(nh), server_hostname=nh.host, limit=max_bytes + 1
     )
     return reader, writer, nh
 
@@ -273,6 +331,8 @@ async def _query_host(
             writer.write(request)
             await writer.drain()
             raw = await _read_to_eof(reader, max_bytes)
+            if relay is None:
+                _remember_session(writer, nh)
         except TimeoutError as e:
             raise NotaryUnreachable(f"{label}: timed out") from e
         except (OSError, ssl.SSLError, EOFError) as e:

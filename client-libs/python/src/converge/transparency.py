@@ -45,6 +45,7 @@ import binascii
 import hashlib
 import re
 import struct
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ COSIGNATURE_TYPE = 0x04
 _SIG_PREFIX = "\u2014 "  # em dash, space
 _SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
 _HEX8 = re.compile(r"[0-9a-f]{8}")
+_ASCII_NAME = re.compile("[\x21-\x2a\x2c-\x7e]+")
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # a C0 or C1 control but newline
 
 
 class LogError(ValueError):
@@ -93,6 +96,8 @@ class NoteKey:
 
 
 def _valid_name(name: str) -> bool:
+    if name.isascii():  # the usual case, in one match: printable, no space, no "+"
+        return _ASCII_NAME.fullmatch(name) is not None
     return bool(name) and "+" not in name and not any(c.isspace() for c in name) and all(
         c.isprintable() for c in name
     )
@@ -281,7 +286,7 @@ def _split_note(note: str) -> tuple[str, list[tuple[str, bytes, bytes]]]:
     """The text and the ``(name, key id, signature)`` lines of a signed note."""
     if len(note.encode("utf-8")) > MAX_NOTE:
         raise ValueError(f"note larger than {MAX_NOTE} bytes")
-    if any(c != "\n" and (c < " " or "\x7f" <= c <= "\x9f") for c in note):
+    if _CONTROL.search(note):
         raise ValueError("control character in the note")
     cut = note.rfind("\n\n")
     if cut < 0 or not note.endswith("\n"):
@@ -313,6 +318,25 @@ def _parse_checkpoint_text(text: str) -> tuple[str, int, bytes]:
     return lines[0], int(lines[1]), root
 
 
+_VERIFIED: dict[tuple[bytes, bytes, bytes], None] = {}
+_VERIFIED_LOCK = threading.Lock()
+MAX_VERIFIED = 64
+
+
+def _verify(key: Ed25519PublicKey, signature: bytes, message: bytes) -> None:
+    """``key.verify``, remembering the last triples (raw key, signature, message) that
+    verified: a notary returns the same checkpoint, with the same signatures, in every answer
+    until its log grows. Raises :class:`InvalidSignature` as ``verify`` does."""
+    triple = (key.public_bytes_raw(), signature, message)
+    if triple in _VERIFIED:
+        return
+    key.verify(signature, message)
+    with _VERIFIED_LOCK:
+        if len(_VERIFIED) >= MAX_VERIFIED:
+            _VERIFIED.pop(next(iter(_VERIFIED)))
+        _VERIFIED[triple] = None
+
+
 def _signed_by(key: NoteKey, sigs: Sequence[tuple[str, bytes, bytes]], message: bytes,
                cosignature: bool) -> bool:
     """Whether ``key`` signed (its first line verifies); :class:`ValueError` if its line does
@@ -325,9 +349,9 @@ def _signed_by(key: NoteKey, sigs: Sequence[tuple[str, bytes, bytes]], message: 
                 if len(sig) != 8 + 64:
                     raise ValueError("a cosignature is 8 + 64 bytes")
                 (t,) = struct.unpack(">Q", sig[:8])
-                key.public_key.verify(sig[8:], b"cosignature/v1\ntime %d\n" % t + message)
+                _verify(key.public_key, sig[8:], b"cosignature/v1\ntime %d\n" % t + message)
             else:
-                key.public_key.verify(sig, message)
+                _verify(key.public_key, sig, message)
         except InvalidSignature as e:
             raise ValueError(f"the signature line of {key.name} does not verify") from e
         return True

@@ -1,0 +1,155 @@
+"""What a check keeps between checks, over real TLS on 127.0.0.1: a synchronous check runs on
+its thread's event loop (kept, not one per check), and a connection to a notary host offers
+the TLS session of the last connection to that host whose certificate matched the pin. The
+pin is part of the key: a bundle pinning another certificate at the same address gets a full
+handshake and its own pin check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ssl
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from converge import Client, notary_io
+from converge import client as client_module
+from converge.bundle import NotaryBundle
+from converge.config import Config
+from converge_fixtures import FakeNotary, TlsTarget, make_config
+
+
+@dataclass
+class RecordingNotary(FakeNotary):
+    """A legacy notary that records, per connection, whether the client resumed a session."""
+
+    resumed: list[bool] = field(default_factory=list)  # per connection that sent a request
+
+    def _answer(self, s: ssl.SSLSocket, key: Any) -> None:
+        asked = len(self.requests)
+        super()._answer(s, key)
+        if len(self.requests) > asked:
+            self.resumed.append(s.session_reused)
+
+
+@pytest.fixture()
+def offered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, bool]]:
+    """Per notary connection: the pin of its context and whether it offered a session."""
+    seen: list[tuple[bytes, bool]] = []
+    wrap = notary_io._ResumingContext.wrap_bio
+
+    def recording(self: Any, *args: Any, **kw: Any) -> Any:
+        pin = next(k[2] for k, v in notary_io._PINNED.items() if v is self)
+        seen.append((pin, self.session is not None))
+        return wrap(self, *args, **kw)
+
+    monkeypatch.setattr(notary_io._ResumingContext, "wrap_bio", recording)
+    return seen
+
+
+@pytest.fixture()
+def notary(pki: dict[str, Any], target: TlsTarget) -> Any:
+    n = RecordingNotary(
+        pki["notaries"][0], pki["tmp"], seen={f"127.0.0.1:{target.port}": pki["target"]}
+    ).start()
+    yield n
+    n.stop()
+
+
+def _config(tmp: Path, bundles: list[NotaryBundle]) -> Config:
+    """One notary, no local cache: every check asks it."""
+    return dataclasses.replace(make_config(tmp, bundles), db=None, quorum=1)
+
+
+def _votes(verdict: Any) -> list[tuple[str, str]]:
+    return [(r.vote, r.kind) for r in verdict.results]
+
+
+def test_second_connection_resumes_the_pinned_session(
+    tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notary: RecordingNotary
+) -> None:
+    cfg = _config(tmp_path, [notary.bundle("A")])
+    with Client(cfg) as c:
+        for _ in range(3):
+            v = c.check("127.0.0.1", target.port, pki["target"].sha1)
+            assert v and _votes(v) == [("success", "listed")]
+    # the first handshake is full, the next ones resume its session
+    assert notary.resumed == [False, True, True]
+
+
+def test_another_pin_at_the_same_address_gets_no_session(
+    tmp_path: Path,
+    pki: dict[str, Any],
+    target: TlsTarget,
+    notary: RecordingNotary,
+    offered: list[tuple[bytes, bool]],
+) -> None:
+    genuine = _config(tmp_path, [notary.bundle("A")])
+    other_pin = _config(
+        tmp_path, [notary.bundle("A", cert_pem=pki["notaries"][1].cert_pem)]
+    )
+    with Client(genuine) as g, Client(other_pin) as o:
+        assert g.check("127.0.0.1", target.port, pki["target"].sha1)
+        v = o.check("127.0.0.1", target.port, pki["target"].sha1)
+        assert not v and _votes(v) == [("failure", "pin")]
+        # twin: the genuine pin's next connection resumes
+        assert g.check("127.0.0.1", target.port, pki["target"].sha1)
+    # the connection pinned to the other certificate offered no session, and the pin
+    # refused it before any request; the genuine pin's second connection resumed
+    genuine_pin = genuine.notaries()[0].hosts[0].pin.digest
+    other = other_pin.notaries()[0].hosts[0].pin.digest
+    assert offered == [(genuine_pin, False), (other, False), (genuine_pin, True)]
+    assert notary.resumed == [False, True]
+    assert len(notary.requests) == 2
+
+
+def test_a_failed_pin_leaves_no_session_to_resume(
+    tmp_path: Path,
+    pki: dict[str, Any],
+    target: TlsTarget,
+    notary: RecordingNotary,
+    offered: list[tuple[bytes, bool]],
+) -> None:
+    other_pin = _config(
+        tmp_path, [notary.bundle("A", cert_pem=pki["notaries"][2].cert_pem)]
+    )
+    with Client(other_pin) as o:
+        for _ in range(2):
+            v = o.check("127.0.0.1", target.port, pki["target"].sha1)
+            assert not v and _votes(v) == [("failure", "pin")]
+    # no session offered the second time: the first connection's pin failed
+    assert [has for _, has in offered] == [False, False]
+    assert notary.requests == []
+
+
+def test_each_thread_keeps_its_own_loop(
+    tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notary: RecordingNotary
+) -> None:
+    cfg = _config(tmp_path, [notary.bundle("A")])
+    loops: list[asyncio.AbstractEventLoop] = []
+    errors: list[Exception] = []
+
+    def work() -> None:
+        try:
+            for _ in range(2):
+                assert c.check("127.0.0.1", target.port, pki["target"].sha1)
+                loops.append(client_module._THREAD_LOOP.holder.loop)
+        except (AssertionError, OSError) as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    with Client(cfg) as c:
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert not errors
+    assert len(loops) == 4
+    # the same loop for both checks of one thread, another loop in the other thread
+    assert loops[0] is not None and len({id(x) for x in loops}) == 2
+    # a thread's loop is closed when the thread ends
+    assert all(x.is_closed() for x in loops)
