@@ -4,8 +4,8 @@ TLS stacks over emulated paths (toxiproxy between the browser and the page's ser
 For each path profile and connection mode (non-persistent, persistent), ``repeats`` rounds;
 each round loads the page once over http and once per TLS variant, in a shuffled order, and
 every https time is paired with the round's http time (overhead = https - http, in ms and in
-% of http). One unmeasured warm-up round precedes them (and fills the session caches of the
-``+resume`` variants, as a returning visitor's browser has them).
+% of http). One unmeasured warm-up round precedes them: http and the ``+resume`` variants,
+whose session caches it fills, as a returning visitor's browser has them.
 """
 
 from __future__ import annotations
@@ -85,9 +85,11 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve_page(out: Path, page: Page, h2: bool) -> Iterator[Served]:
+def serve_page(out: Path, page: Page, h2: bool,
+               options: tuple[str, ...] = ()) -> Iterator[Served]:
     """The page server (replay/overhead/server.py) for ``page`` on free loopback ports, with
-    its certificate for every host of the page under ``out``; stopped on exit."""
+    its certificate for every host of the page under ``out``; stopped on exit. ``options``:
+    more of the server's command-line options (e.g. ``--tls13-tickets 0``)."""
     save(page, out / "page.json")
     cafile, chain, key = _pki(out, page)
     ups = {"http": free_port(), "https": free_port()}
@@ -98,7 +100,7 @@ def serve_page(out: Path, page: Page, h2: bool) -> Iterator[Served]:
         [sys.executable, "-m", "replay.overhead.server", "--page", str(out / "page.json"),
          "--cert", str(chain), "--key", str(key), "--http-port", str(ups["http"]),
          "--https-port", str(ups["https"]), "--h2-port", str(ups.get("h2", 0)),
-         "--seconds", "3600"],
+         "--seconds", "3600", *options],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
@@ -177,7 +179,9 @@ def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: boo
     times: dict[str, list[float]] = {m.label: [] for m in modes}
     retries: dict[str, int] = {}
     for i in range(rounds + 1):
-        order = list(modes)
+        # the warm-up round loads what needs it: the +resume variants (their session caches)
+        # and http (the server's first requests); the rest start cold as a first visit does
+        order = [m for m in modes if i or m.resume or m.scheme == "http"]
         rng.shuffle(order)
         for m in order:
             try:

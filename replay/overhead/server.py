@@ -94,6 +94,7 @@ async def serve(args: argparse.Namespace) -> None:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(args.cert, args.key)
+    ctx.num_tickets = args.tls13_tickets
     runner = web.AppRunner(app(args.page), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", args.http_port).start()
@@ -117,6 +118,9 @@ def main() -> None:
     p.add_argument("--h2-port", type=int, default=0,
                    help="also serve HTTP/2 over TLS with hypercorn on this port")
     p.add_argument("--seconds", type=float, default=1800.0)
+    p.add_argument("--tls13-tickets", type=int, default=2,
+                   help="TLS 1.3 session tickets sent after each full handshake (default: "
+                   "OpenSSL's %(default)s)")
     asyncio.run(serve(p.parse_args()))
 
 
