@@ -11,12 +11,15 @@ bench-results.json (client-libs/webextension when CONVERGE_RECORD=1, else var/re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 from firefox_env import EXT, ROOT, firefox, make_profile, start_world  # noqa: E402
@@ -79,6 +82,30 @@ def spread(xs: list[float]) -> dict[str, float]:
 PREFS = {"privacy.reduceTimerPrecision": False}
 
 
+def commit() -> str:
+    """The checkout's commit (with "+changes" when the extension's files differ from it)."""
+    git = ["git", "-C", str(EXT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", "src", "static"]).returncode
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
+def summary(doc: dict[str, Any]) -> dict[str, object]:
+    """One run in a line: when, the load, the medians and the ratio against the floor."""
+    return {
+        "when": doc["when"],
+        "commit": doc.get("commit"),
+        "loads": doc["loads"],
+        "loadavg_before": doc["machine"].get("loadavg_before"),
+        "loadavg": doc["machine"]["loadavg"],
+        "with_extension_p50": doc["with_extension_cached_ms"]["p50"],
+        "floor_p50": doc["floor_extension_ms"]["p50"],
+        "without_p50": doc["without_extension_ms"]["p50"],
+        "ratio_to_floor_p50": doc["ratio_to_floor_p50"],
+        "paired_ratio_to_floor_p50": doc.get("paired_ratio_to_floor_p50"),
+    }
+
+
 def main() -> int:
     load_before = os.getloadavg()
     w = start_world()
@@ -128,10 +155,12 @@ def main() -> int:
         )
         ratio = statistics.median(on) / statistics.median(off)
         to_floor = statistics.median(on) / statistics.median(floor)
+        paired = [x / y for x, y in zip(on, floor, strict=True)]
         floor_ratio = statistics.median(floor) / statistics.median(off)
         doc = {
             "suite": "webextension",
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": commit(),
             "machine": {
                 "cpus": os.cpu_count(),
                 "loadavg_before": load_before,
@@ -144,6 +173,9 @@ def main() -> int:
             "ratio_p50": ratio,
             "floor_ratio_p50": floor_ratio,
             "ratio_to_floor_p50": to_floor,
+            # each round loads the page in the three browsers one after the other: the median
+            # of the rounds' own ratios is less moved by the machine's load changing over time
+            "paired_ratio_to_floor_p50": statistics.median(paired),
             "goal": GOAL,
             "met": to_floor <= GOAL,
             "miss_first_load_ms": miss,
@@ -157,6 +189,14 @@ def main() -> int:
             else ROOT / "var" / "results" / "client-libs" / "webextension" / "bench-results.json"
         )
         out.parent.mkdir(parents=True, exist_ok=True)
+        # the summaries of the earlier runs kept in the file (the newest 9): runs on a shared
+        # machine are compared, not one alone
+        runs: list[dict[str, object]] = []
+        if out.exists():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                before = json.loads(out.read_text())
+                runs = [*before.get("earlier_runs", []), summary(before)][-9:]
+        doc["earlier_runs"] = runs
         out.write_text(json.dumps(doc, indent=2) + "\n")
         met = "met" if to_floor <= GOAL else "NOT met"
         print(

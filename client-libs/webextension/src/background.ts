@@ -1,7 +1,7 @@
 /**
  * The background page. Every HTTPS and WSS request is watched at two points:
  *
- * - before it leaves, by Firefox itself (declarativeNetRequest session rules, credentials.ts):
+ * - before it leaves, by Firefox itself (declarativeNetRequest rules, credentials.ts):
  *   to a host:port whose certificate has not been confirmed in this session, its `Cookie` and
  *   `Authorization` headers are removed and a request with a body (any method but GET, HEAD,
  *   OPTIONS) is blocked; a confirmation adds an allow rule for that host:port. No listener
@@ -20,7 +20,7 @@
 import { parseBundle, type Bundle } from "@converge/core";
 import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, siteKey, type Settings, type SiteVerdict } from "./engine.js";
 import type { BackgroundMessage, Blocked, StoredBundle, TabState } from "./messages.js";
-import { confirmedRules, defaultRules, exemptRules, FIRST_CONFIRMED_ID, FIRST_EXEMPT_ID, MAX_EXEMPT_RULES } from "./credentials.js";
+import { confirmedRules, exemptRules, FIRST_CONFIRMED_ID, FIRST_EXEMPT_ID, MAX_EXEMPT_RULES, OWN_RULE_ID, ownRule, RULESET } from "./credentials.js";
 import { Budget, Lru, TabClosed } from "./state.js";
 import { webCrypto } from "./webcrypto.js";
 
@@ -93,11 +93,19 @@ function updateRules(opts: browser.declarativeNetRequest._UpdateSessionRulesOpti
   return rulesChain;
 }
 
-/** The default rules while configured (none while not), and the names not checked. */
-function baseRules(): Promise<void> {
-  const ids = [1, 2, 3, 4, ...Array.from({ length: MAX_EXEMPT_RULES }, (_, i) => FIRST_EXEMPT_ID + i)];
-  const addRules = configured() ? [...defaultRules(new URL(OWN).hostname), ...exemptRules(settings)] : [];
-  return updateRules({ removeRuleIds: ids, addRules });
+/**
+ * The static rules (static/rules.json: secrets held back from every site) while configured,
+ * off while not; the extension's own requests and the names not checked allowed.
+ */
+async function baseRules(): Promise<void> {
+  try {
+    await browser.declarativeNetRequest.updateEnabledRulesets(
+      configured() ? { enableRulesetIds: [RULESET] } : { disableRulesetIds: [RULESET] });
+  } catch (err) {
+    console.error("converge: static rules not switched", err);
+  }
+  const ids = [OWN_RULE_ID, ...Array.from({ length: MAX_EXEMPT_RULES }, (_, i) => FIRST_EXEMPT_ID + i)];
+  return updateRules({ removeRuleIds: ids, addRules: [ownRule(new URL(OWN).hostname), ...exemptRules(settings)] });
 }
 
 /** Secrets may go to host:port from now on (its allow rules in place when this resolves). */

@@ -24,7 +24,7 @@ export interface Rule {
     urlFilter?: string;
     regexFilter?: string;
     resourceTypes: ResourceType[];
-    excludedInitiatorDomains?: string[];
+    initiatorDomains?: string[];
     excludedRequestMethods?: string[];
   };
 }
@@ -39,17 +39,21 @@ export const ALL_TYPES: ResourceType[] = [
   "speculative", "json", "other",
 ];
 export const SCHEMES = ["https", "wss"] as const;
-/** Rule ids: 1-4 the default rules, 10-999 the names not checked, 1000 and up confirmations. */
+/** Session rule ids: 1 the extension's own requests, 10-999 the names not checked, 1000 and up confirmations. */
 export const FIRST_EXEMPT_ID = 10;
 export const FIRST_CONFIRMED_ID = 1000;
 export const MAX_EXEMPT_RULES = 400;
 
-/** The priority-1 rules: strip Cookie and Authorization, block bodies. */
-export function defaultRules(ownHost: string): Rule[] {
+/**
+ * The priority-1 rules: strip Cookie and Authorization, block bodies. They are the static
+ * ruleset static/rules.json (in force from the extension's start, before the background page
+ * has read anything; a Node test checks the file says this), switched off while not configured.
+ */
+export function defaultRules(): Rule[] {
   const rules: Rule[] = [];
   let id = 1;
   for (const scheme of SCHEMES) {
-    const base = { urlFilter: `|${scheme}://`, resourceTypes: ALL_TYPES, excludedInitiatorDomains: [ownHost] };
+    const base = { urlFilter: `|${scheme}://`, resourceTypes: ALL_TYPES };
     rules.push({
       id: id++, priority: 1,
       action: {
@@ -64,6 +68,17 @@ export function defaultRules(ownHost: string): Rule[] {
     });
   }
   return rules;
+}
+
+export const RULESET = "secrets";
+export const OWN_RULE_ID = 1;
+
+/** The extension's own requests (notary questions, the HEAD) are not the static rules' business. */
+export function ownRule(ownHost: string): Rule {
+  return {
+    id: OWN_RULE_ID, priority: 2, action: { type: "allow" },
+    condition: { initiatorDomains: [ownHost], resourceTypes: ALL_TYPES },
+  };
 }
 
 /** The URL prefix of a host:port in a request URL ("host" alone for 443, "[v6]:port"). */

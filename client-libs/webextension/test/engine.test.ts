@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { canonicalJson, fromPlain, parseBundle, raceHosts, toBase64Url, type Bundle, type Vote } from "@converge/core";
 import { cacheHit, checkWithNotaries, DEFAULT_SETTINGS, isExempt, retryAfterSeconds, siteKey, type Deps } from "../src/engine.js";
-import { confirmedRules, defaultRules, exemptPatterns } from "../src/credentials.js";
+import { confirmedRules, defaultRules, exemptPatterns, ownRule } from "../src/credentials.js";
 import { Budget, Lru, MAIN_PAUSE_MAX_MS, TabClosed } from "../src/state.js";
 import { webCrypto } from "../src/webcrypto.js";
 
@@ -162,14 +162,20 @@ test("exemptions: only names the user lists or opts into, never an address", () 
 });
 
 test("session rules: secrets stripped and bodies blocked by default, allowed per confirmed host:port", () => {
-  const base = defaultRules("own-uuid");
+  const base = defaultRules();
   assert.deepEqual(base.map((r) => [r.id, r.priority, r.action.type, r.condition.urlFilter]), [
     [1, 1, "modifyHeaders", "|https://"], [2, 1, "block", "|https://"], [3, 1, "modifyHeaders", "|wss://"], [4, 1, "block", "|wss://"],
   ]);
-  for (const r of base) {
-    assert.ok(r.condition.resourceTypes?.includes("main_frame")); // pages too, not only subresources
-    assert.deepEqual(r.condition.excludedInitiatorDomains, ["own-uuid"]);
-  }
+  for (const r of base) assert.ok(r.condition.resourceTypes.includes("main_frame")); // pages too, not only subresources
+  // the static ruleset Firefox applies from the extension's start says exactly this
+  const file = JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), "..", "static", "rules.json"), "utf8"));
+  assert.deepEqual(file, base);
+  const manifest = JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), "..", "static", "manifest.json"), "utf8"));
+  assert.deepEqual(manifest.declarative_net_request.rule_resources, [{ id: "secrets", enabled: true, path: "rules.json" }]);
+  // twin: a rules file that lets cookies through is caught
+  assert.notDeepEqual(file.map((r: { action: object }) => ({ ...r, action: { type: "allow" } })), base);
+  assert.deepEqual(ownRule("own-uuid").condition.initiatorDomains, ["own-uuid"]);
+  assert.equal(ownRule("own-uuid").priority, 2);
   assert.deepEqual(base[0]!.action.requestHeaders?.map((h) => h.header), ["cookie", "authorization"]);
   assert.deepEqual(base[1]!.condition.excludedRequestMethods, ["get", "head", "options"]);
   // an allow rule is a prefix of that host:port's URLs and of no other's
