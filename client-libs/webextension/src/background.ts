@@ -1,11 +1,11 @@
 /**
  * The background page. Every HTTPS and WSS request is watched at two points:
  *
- * - before it leaves, by Firefox itself (declarativeNetRequest rules, credentials.ts):
- *   to a host:port whose certificate has not been confirmed in this session, its `Cookie` and
+ * - before it leaves, by Firefox itself (declarativeNetRequest rules, credentials.ts): to a
+ *   host:port whose certificate has not been confirmed in this session, its `Cookie` and
  *   `Authorization` headers are removed and a request with a body (any method but GET, HEAD,
- *   OPTIONS) is blocked; a confirmation adds an allow rule for that host:port. No listener
- *   runs before a request is sent, so a confirmed site costs nothing there.
+ *   OPTIONS) is blocked (the static ruleset static/rules.json); a confirmation adds an allow
+ *   session rule for that host:port. No listener runs before a request is sent.
  * - when its response headers arrive (webRequest.onHeadersReceived, blocking): the leaf
  *   certificate it came with is checked: the user's own exceptions, then the local cache,
  *   then the notaries. An untrusted response is cancelled before the page gets it; a
