@@ -443,6 +443,34 @@ def test_http2(world: World, browser: tuple[Any, str]) -> None:
     assert "genuine good.test over HTTP/2.0" in page_text(driver)
 
 
+def test_a_form_to_a_site_not_yet_confirmed_is_not_sent_until_it_is(
+    world: World, browser: tuple[Any, str]
+) -> None:
+    """A form posted to a genuine site not confirmed in this session is dropped by the rules
+    (not sent), checked with a HEAD, and the page says so; sent again, it goes (the twin)."""
+    driver, ext_uuid = browser
+    _, good = urls(world)
+    other = f"https://good.test:{world.h2_good.port}/"
+    forget(driver, ext_uuid)
+    visit(driver, good)
+    with contextlib.suppress(WebDriverException):
+        post_form(driver, other + "login")
+    WebDriverWait(driver, 30).until(
+        lambda d: (
+            d.current_url.startswith("moz-extension://")
+            and "not sent" in d.find_element(By.ID, "converge-verdict").text
+        )
+    )
+    assert "go back and send the form again" in page_text(driver).lower()
+    assert "held back" in driver.find_element(By.ID, "sent").text
+    assert not any(line.startswith("POST /login") for line in world.h2_good.log())
+    assert any(line.startswith("HEAD / ") for line in world.h2_good.log())
+    visit(driver, good)
+    post_form(driver, other + "login")
+    WebDriverWait(driver, 20).until(lambda d: "genuine good.test" in page_text(d))
+    assert any(line.startswith("POST /login") for line in world.h2_good.log())
+
+
 def test_after_a_genuine_first_visit(world: World, browser: tuple[Any, str]) -> None:
     driver, _ = browser
     swap = f"https://swap.test:{world.swap.port}/"
