@@ -109,6 +109,8 @@ def main() -> int:
     ap.add_argument("--attempts", type=int, default=3, help="best of N per rate")
     ap.add_argument("--server", choices=("raw", "aiohttp"), default="raw",
                     help="the trivial server: a bare asyncio protocol (default) or aiohttp")
+    ap.add_argument("--all-rates", action="store_true",
+                    help="measure every rate (default: stop after two rates over the limit)")
     ap.add_argument("--out", type=Path, default=results_path("bench/results/replay.json"))
     a = ap.parse_args()
     rates = [float(r) for r in a.rates.split(",")]
@@ -167,7 +169,7 @@ def main() -> int:
                       flush=True)
                 ok = step["dispatch_p99_ms"] < a.p99_limit_ms and step["errors"] == 0
                 misses = 0 if ok else misses + 1
-                if misses >= 2:
+                if misses >= 2 and not a.all_rates:
                     break
     finally:
         server.terminate()
