@@ -298,10 +298,6 @@ def main(argv: list[str] | None = None) -> int:
                 v["ratio_to_plain"] <= GOAL_RATIO for v in layouts.values())},
             "peak_rss_mb": {"limit": GOAL_RSS_MB,
                             "met": canon_row["peak_rss_mb"] < GOAL_RSS_MB},
-            "whole_command_flows_per_s": {"limit": GOAL_FLOWS_PER_S, "met": all(
-                v["command"]["flows_per_s"] >= GOAL_FLOWS_PER_S for v in layouts.values())},
-            "whole_command_peak_rss_mb": {"limit": GOAL_COMMAND_RSS_MB, "met": all(
-                v["command"]["peak_rss_mb"] <= GOAL_COMMAND_RSS_MB for v in layouts.values())},
         },
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -352,12 +348,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| {name} | {c['wall_s']:.2f} | {c['flows_per_s']:,.0f} | "
                          f"{c['cpu_s']:.2f} | {c['peak_rss_mb']:.0f} | "
                          f"{c['columns_read_wall_s']:.2f} | {c['ratio_to_columns_read']:.2f} |")
-    wc = g.get("whole_command_flows_per_s")
-    if wc:
-        lines += ["", f"Goal of {wc['limit']:,} flows/s for the whole command in every layout: "
-                  f"{'met' if wc['met'] else 'NOT met'}; peak RSS <= "
-                  f"{g['whole_command_peak_rss_mb']['limit']} MB: "
-                  f"{'met' if g['whole_command_peak_rss_mb']['met'] else 'NOT met'}."]
+    cmds = [v["command"] for v in doc["layouts"].values() if v.get("command")]
+    if cmds:
+        fast = all(c["flows_per_s"] >= GOAL_FLOWS_PER_S for c in cmds)
+        small = all(c["peak_rss_mb"] <= GOAL_COMMAND_RSS_MB for c in cmds)
+        lines += ["", f"Goal of {GOAL_FLOWS_PER_S:,} flows/s for the whole command in every "
+                  f"layout: {'met' if fast else 'NOT met'}; peak RSS <= {GOAL_COMMAND_RSS_MB} "
+                  f"MB: {'met' if small else 'NOT met'}."]
     lines += [
         "",
         "Ratio: the engine's time over polars' own plain read of the same file sorted by start "
