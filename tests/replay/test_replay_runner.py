@@ -210,6 +210,9 @@ async def test_kept_alive_requests_are_answered_and_counted(
     assert all(r.status == 200 and r.layer == "notary-hit" and r.bytes_received == len(REPLY)
                and r.wire is not None and r.wire >= r.actual for r in rows)
     assert stats["requests"] == 300 and stats["connections"] < 300  # connections reused
+    buf.seek(0)
+    raw = list(csv.reader(buf))[1:]  # written as ResultRow.as_row() writes a row, exactly
+    assert len(raw) == 300 and all(ResultRow.from_row(r).as_row() == r for r in raw)
 
 
 async def test_kept_alive_request_without_answer_times_out_on_time(
