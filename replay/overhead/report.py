@@ -122,10 +122,10 @@ def tables(doc: dict[str, Any]) -> list[Table]:
                      "TLS 1.3 full or resumed (no 0-RTT): 1. h2+tls1.3: HTTP/2 (hypercorn serving, "
                      "httpcore[http2] loading), one multiplexed TLS 1.3 connection per host, "
                      "against the same round's HTTP/1.1 http load (persistent rows only; "
-                     "absent when h2 is not installed). Above the model: the CPU of "
-                     "simultaneous handshakes on this machine (a wave opens up to six "
-                     "connections per host at once), the same in ms for TLS 1.2 and 1.3, not "
-                     "extra round trips (python -m replay.overhead.excess; docs/replay.md)."))
+                     "absent when h2 is not installed). Above the model: tens of ms in every "
+                     "variant from simultaneous handshakes' CPU on this machine (a wave opens "
+                     "up to six connections per host at once); a TLS 1.3 connection adds no "
+                     "round trip (python -m replay.overhead.excess; docs/replay.md)."))
     if doc.get("table4"):
         out.append(_table4(doc["table4"]))
     return out
