@@ -7,7 +7,8 @@ page server and client of ``replay overhead``.
    If the tickets (or Nagle / delayed ACKs through toxiproxy, or the client's read pattern)
    cost time, the GET after a TLS 1.3 handshake is slower than over http or TLS 1.2.
 2. k connections at once (k = 1, 6, 18: one host's six, and three hosts' six as in the quick
-   page's waves), each connect + handshake + GET: the time until the last is done.
+   page's waves), each connect + handshake + GET: the time until the last is done; full and
+   resumed (``+resume``: the session of an earlier connection offered) handshakes.
 
 Run as ``python -m replay.overhead.excess [--repeats N] [--out DIR]``; prints both tables
 and writes ``excess.json``.
@@ -36,7 +37,8 @@ from replay.services import free_port
 PATH = PathProfile("excess-90", 90, 0, 5000, 1000, "the thesis profile without its jitter")
 PAGE = PageShape(objects=1, hosts=0, html_bytes=2000, median_bytes=1000, sigma=0.1,
                  cap_bytes=2000, redirects=0)
-MODES = (Mode("http", False), Mode("https", False, "1.2"), Mode("https", False, "1.3"))
+MODES = (Mode("http", False), Mode("https", False, "1.2"), Mode("https", False, "1.3"),
+         Mode("https", False, "1.2", resume=True), Mode("https", False, "1.3", resume=True))
 
 
 def _exchange(b: Browser, m: Mode, host: str) -> tuple[float, float]:
@@ -77,8 +79,8 @@ def measure(out: Path, repeats: int) -> dict[str, Any]:
             f"tickets={t} {label}": {
                 "handshake_ms": statistics.median(x[0] for x in xs),
                 "get_ms": statistics.median(x[1] for x in xs),
-                "model": {"http": "0 + 1 RTT", "tls1.2": "2 + 1 RTT",
-                          "tls1.3": "1 + 1 RTT"}[label]}
+                "model": {"http": "0 + 1 RTT", "tls1.2": "2 + 1 RTT"}.get(label,
+                                                                          "1 + 1 RTT")}
             for (t, label), xs in split.items()}
         b = browsers["2"]
         par: dict[tuple[str, int], list[float]] = {}
