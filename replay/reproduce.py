@@ -57,6 +57,7 @@ class ReproduceConfig:
     worlds: tuple[str, ...] = WORLD_MODELS
     client_bench: bool = True
     overhead: bool = True  # the thesis's HTTPS overhead (replay overhead --quick)
+    overhead_args: tuple[str, ...] = ()  # more `replay overhead` options (tests: a smaller run)
     timeout: float = 10.0  # per replayed request
 
     def validate(self) -> None:
@@ -310,7 +311,7 @@ def _step_overhead(st: State) -> None:
     out = st.cfg.out
     quick("https overhead (thesis)", lambda: run(
         [bin_path("replay"), "overhead", "--quick", "--out", str(out / "overhead"), "--seed",
-         str(st.cfg.seed)], out / "overhead.log", timeout=900))
+         str(st.cfg.seed), *st.cfg.overhead_args], out / "overhead.log", timeout=900))
     doc = json.loads((out / "overhead" / "overhead.json").read_text())
     for t in doc["tables"]:
         st.tables.append(Table(t["title"], tuple(Row(*r) for r in t["rows"]),

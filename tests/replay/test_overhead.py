@@ -260,7 +260,10 @@ def test_reproduce_step_puts_the_overhead_tables_beside_the_others(tmp_path: Pat
     from replay.reproduce import ReproduceConfig, State, _step_overhead
     from replay.services import Services
 
-    st = State(ReproduceConfig(out=tmp_path), Services(tmp_path))
+    # one profile, one round: the step's wiring is what is tested here (the quick run's
+    # figures have their own test above)
+    cfg = ReproduceConfig(out=tmp_path, overhead_args=("--profiles", "thesis", "--repeats", "1"))
+    st = State(cfg, Services(tmp_path))
     _step_overhead(st)
     titles = [t.title for t in st.tables]
     assert any(t.startswith("Thesis Tables 1-2") for t in titles), titles
