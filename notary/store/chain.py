@@ -20,9 +20,14 @@ DIGEST = 32  # bytes of a certificate's SHA-256, the key of a deduplicated certi
 _LEN = struct.Struct(">I")
 
 
-def encode_chain(chain: Sequence[bytes]) -> bytes:
+def check_chain(chain: Sequence[bytes]) -> None:
+    """The bounds of a storable chain (BadData outside them)."""
     if not chain or len(chain) > MAX_CHAIN_CERTS or sum(map(len, chain)) > MAX_CHAIN_BYTES:
         raise BadData("a stored chain has 1 to 10 certificates and at most 64 KiB")
+
+
+def encode_chain(chain: Sequence[bytes]) -> bytes:
+    check_chain(chain)
     return MAGIC + b"".join(_LEN.pack(len(c)) + c for c in chain)
 
 
@@ -51,4 +56,4 @@ def chain_digests(chain: Sequence[bytes]) -> list[bytes]:
     return [hashlib.sha256(c).digest() for c in chain]
 
 
-__all__ = ["DIGEST", "chain_digests", "decode_chain", "encode_chain"]
+__all__ = ["DIGEST", "chain_digests", "check_chain", "decode_chain", "encode_chain"]

@@ -68,7 +68,7 @@ from notary.store.budget import (
     Budget,
     is_named,
 )
-from notary.store.chain import DIGEST, chain_digests, decode_chain, encode_chain
+from notary.store.chain import DIGEST, chain_digests, check_chain, decode_chain
 
 SCHEMA_VERSION = 6
 CERT_GRACE = 60  # seconds an unreferenced certificate is kept (see module)
@@ -520,7 +520,7 @@ class SQLiteStore:
     ) -> None:
         """Two statements: the certificates (each once, whoever stored it first), then the
         chain naming them by digest, whose triggers count the references."""
-        encode_chain(chain)  # the bounds, as BadData before anything is written
+        check_chain(chain)  # BadData before anything is written
         digests = chain_digests(chain)
         certs = dict(zip(digests, chain, strict=True))
         params: list[object] = []
