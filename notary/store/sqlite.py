@@ -32,12 +32,12 @@ per class) and the eviction indexes; older files gain them and their counts on f
 6 deduplicated chain certificates: each certificate's DER is stored once in ``certs``, keyed
 by its SHA-256, with the number of chains that refer to it; a chain row holds its
 certificates' digests (32 bytes each, leaf first) and how many DER bytes it stands for.
-Triggers keep the reference counts; certificates no chain refers to any more are deleted by
-the periodic sweep of :meth:`SQLiteStore.enforce` once a grace period has passed (saving a
-chain writes its certificates first, then the chain, so a sweep between the two must not
-take them). The budget charges every chain its whole DER, as if it were stored alone, so
-the accounted bytes stay an upper bound of the stored ones and a shared certificate never
-moves bytes between the two classes. Older files are converted on first open.
+Saving a chain is one statement (an insert into the view ``chain_in``, whose trigger
+writes the certificates and then the chain); triggers keep the reference counts and delete a
+certificate in the statement that drops its last reference, so an evicted chain's
+certificates go with it. The budget charges every chain its whole DER, as if it were stored
+alone, so the accounted bytes stay an upper bound of the stored ones and a shared
+certificate never moves bytes between the two classes. Older files are converted on first open.
 """
 
 from __future__ import annotations
@@ -71,7 +71,6 @@ from notary.store.budget import (
 from notary.store.chain import DIGEST, chain_digests, check_chain, decode_chain
 
 SCHEMA_VERSION = 6
-CERT_GRACE = 60  # seconds an unreferenced certificate is kept (see module)
 Driver = Literal["aiosqlite", "thread"]
 DRIVERS: tuple[Driver, ...] = ("aiosqlite", "thread")
 log = logging.getLogger("notary.store")
@@ -186,15 +185,35 @@ END""",
     f"""CREATE TRIGGER IF NOT EXISTS usage_chain_change AFTER UPDATE OF chain ON chains BEGIN
     UPDATE usage SET bytes = bytes + NEW.der_bytes - OLD.der_bytes
         WHERE named = (instr(NEW.location, '/') > 0);
-    UPDATE certs SET refs = refs - 1 WHERE sha256 IN ({_DIGESTS.format("OLD")});
     UPDATE certs SET refs = refs + 1 WHERE sha256 IN ({_DIGESTS.format("NEW")});
+    UPDATE certs SET refs = refs - 1 WHERE sha256 IN ({_DIGESTS.format("OLD")});
 END""",
     f"""CREATE TRIGGER IF NOT EXISTS usage_chain_out AFTER DELETE ON chains BEGIN
     UPDATE usage SET bytes = bytes - {_R} - length(OLD.location) - OLD.der_bytes
         WHERE named = {_NAMED.format("OLD")};
     UPDATE certs SET refs = refs - 1 WHERE sha256 IN ({_DIGESTS.format("OLD")});
 END""",
-    "CREATE INDEX IF NOT EXISTS certs_unreferenced ON certs(seen) WHERE refs <= 0",
+    # a certificate goes with its last reference (references are added before others are
+    # taken away, in usage_chain_change, so a kept certificate never reaches 0 on the way)
+    """CREATE TRIGGER IF NOT EXISTS unreferenced_certificate_goes
+AFTER UPDATE OF refs ON certs WHEN NEW.refs <= 0 BEGIN
+    DELETE FROM certs WHERE sha256 = NEW.sha256;
+END""",
+    # saving a chain, one statement: its certificates (each once), then the chain itself
+    f"""CREATE VIEW IF NOT EXISTS chain_in AS SELECT location, sha256, chain, seen, der_bytes,
+    {", ".join(f"NULL AS c{i}" for i in range(MAX_CHAIN_CERTS))} FROM chains WHERE 0""",
+    f"""CREATE TRIGGER IF NOT EXISTS chain_in_saves INSTEAD OF INSERT ON chain_in BEGIN
+    INSERT INTO certs(sha256, der, refs, seen)
+        SELECT substr(NEW.chain, n * {DIGEST} + 1, {DIGEST}), CASE n
+            {" ".join(f"WHEN {i} THEN NEW.c{i}" for i in range(MAX_CHAIN_CERTS))} END, 0,
+            NEW.seen
+        FROM seq WHERE n < length(NEW.chain) / {DIGEST}
+        ON CONFLICT(sha256) DO UPDATE SET seen = max(seen, excluded.seen);
+    INSERT INTO chains(location, sha256, chain, seen, der_bytes)
+        VALUES (NEW.location, NEW.sha256, NEW.chain, NEW.seen, NEW.der_bytes)
+        ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain,
+            seen = excluded.seen, der_bytes = excluded.der_bytes;
+END""",
     "CREATE INDEX IF NOT EXISTS targets_eviction ON targets(named, useful, last_used)",
     "CREATE INDEX IF NOT EXISTS targets_last_used ON targets(named, last_used)",
 )
@@ -234,14 +253,14 @@ RETURNING
     (SELECT records || ' ' || bytes FROM usage WHERE named = (instr(?1, '/') > 0))
 """
 _SAVE_BODY = "UPDATE targets SET body = ? WHERE location = ? AND version = ?"
-_SAVE_CERTS = (  # + one "(?, ?, 0, ?)" per certificate
-    "INSERT INTO certs(sha256, der, refs, seen) VALUES {}"
+_SAVE_CERT = (  # the schema-6 conversion of an older file
+    "INSERT INTO certs(sha256, der, refs, seen) VALUES (?, ?, 0, ?)"
     " ON CONFLICT(sha256) DO UPDATE SET seen = max(seen, excluded.seen)"
 )
 _SAVE_CHAIN = (
-    "INSERT INTO chains(location, sha256, chain, seen, der_bytes) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT(location, sha256) DO UPDATE SET chain = excluded.chain, seen = excluded.seen,"
-    " der_bytes = excluded.der_bytes"
+    "INSERT INTO chain_in(location, sha256, chain, seen, der_bytes, "
+    + ", ".join(f"c{i}" for i in range(MAX_CHAIN_CERTS)) + ") VALUES ("
+    + ", ".join("?" * (5 + MAX_CHAIN_CERTS)) + ")"
 )
 # a chain's certificates in order, with how many it names (a missing one: corrupt)
 _CHAIN_ROWS = f"""
@@ -255,7 +274,6 @@ _GET_CHAIN = _CHAIN_ROWS.format(
     "SELECT location, sha256, chain, seen FROM chains WHERE location = ? AND sha256 = ?")
 _CHAINS = _CHAIN_ROWS.format(
     "SELECT location, sha256, chain, seen FROM chains ORDER BY location, sha256 LIMIT ?")
-_SWEEP_CERTS = "DELETE FROM certs WHERE refs <= 0 AND seen < ?"
 _SEQ = "INSERT OR IGNORE INTO seq(n) VALUES " + ",".join(
     f"({i})" for i in range(MAX_CHAIN_CERTS))
 
@@ -358,6 +376,7 @@ async def _migrate(db: _Conn, path: str) -> None:
             if column not in have:
                 await db.fetchall(f"ALTER TABLE targets ADD COLUMN {column} {decl}")
         await db.fetchall(_SEQ)
+        await db.fetchall("DROP INDEX IF EXISTS certs_unreferenced")  # an earlier schema 6
         if version is not None and version < 6:
             await _dedupe_chains(db)
         if version is not None and version < 5:  # the trigger schema 5 changed
@@ -374,6 +393,7 @@ async def _migrate(db: _Conn, path: str) -> None:
             if dropped:
                 for table in ("chains", "observations", "targets"):
                     await db.fetchall(f"DELETE FROM {table}")
+        await db.fetchall("DELETE FROM certs WHERE refs <= 0")  # none is kept unreferenced
         counted = await db.fetchall("SELECT count(*) FROM usage")
         if version is None or version < 6 or int(counted[0][0]) != 2:
             await db.fetchall(_RECOUNT)
@@ -487,7 +507,6 @@ class SQLiteStore:
             return 0
         if now - self._expired_at >= EXPIRE_EVERY:
             self._expired_at = now
-            await self._run("write", _SWEEP_CERTS, (now - CERT_GRACE,))
             for named in (False, True):
                 ttl = budget.ttl_of(named)
                 if ttl:
@@ -518,18 +537,13 @@ class SQLiteStore:
     async def save_chain(
         self, location: str, sha256: bytes, chain: tuple[bytes, ...], now: int
     ) -> None:
-        """Two statements: the certificates (each once, whoever stored it first), then the
+        """One statement: the certificates (each once, whoever stored it first) and the
         chain naming them by digest, whose triggers count the references."""
         check_chain(chain)  # BadData before anything is written
-        digests = chain_digests(chain)
-        certs = dict(zip(digests, chain, strict=True))
-        params: list[object] = []
-        for d, der in certs.items():
-            params += [d, der, int(now)]
-        await self._run("write", _SAVE_CERTS.format(",".join(["(?, ?, 0, ?)"] * len(certs))),
-                        params)
-        await self._run("write", _SAVE_CHAIN, (location, sha256, b"".join(digests), int(now),
-                                               sum(map(len, chain))))
+        ders: list[bytes | None] = [*chain, *[None] * (MAX_CHAIN_CERTS - len(chain))]
+        await self._run("write", _SAVE_CHAIN, (location, sha256,
+                                               b"".join(chain_digests(chain)), int(now),
+                                               sum(map(len, chain)), *ders))
 
     async def get_chain(self, location: str, sha256: bytes) -> tuple[bytes, ...] | None:
         chains = _assemble(await self._run("read", _GET_CHAIN, (location, sha256)))
@@ -580,7 +594,7 @@ async def _dedupe_chains(db: _Conn) -> None:
             continue
         digests = chain_digests(chain)
         for d, der in zip(digests, chain, strict=True):
-            await db.fetchall(_SAVE_CERTS.format("(?, ?, 0, ?)"), (d, der, seen))
+            await db.fetchall(_SAVE_CERT, (d, der, seen))
         await db.fetchall("UPDATE chains SET chain = ?, der_bytes = ? WHERE location = ? AND "
                           "sha256 = ?", (b"".join(digests), sum(map(len, chain)), location,
                                          sha256))

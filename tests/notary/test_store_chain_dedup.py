@@ -1,11 +1,11 @@
 """Chain certificates deduplicated in the SQLite store (schema 6), on real SQLite files.
 
 A CA's intermediate appears in the chain of every site it issued for: stored once, with the
-number of chains that refer to it, and deleted by the periodic sweep once no chain does. The
-budget still charges every chain its whole DER (so the accounting bounds the file from
-above). Twins: without the sweep an unreferenced certificate stays; a certificate written
-just before its chain survives a sweep within the grace period; an old file's whole-blob
-chains are converted on first open.
+number of chains that refer to it, and deleted in the statement that drops its last
+reference. The budget still charges every chain its whole DER (so the accounting bounds the
+file from above). Twins: a certificate shared by a chain's old and new versions is kept
+while the one only the old version had goes; an old file's whole-blob chains are converted
+on first open.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 
 from notary.core.fingerprint import CertDigests
 from notary.errors import StoreUnavailable
-from notary.store.budget import EXPIRE_EVERY, Budget
+from notary.store.budget import Budget
 from notary.store.chain import encode_chain
-from notary.store.sqlite import CERT_GRACE, SQLiteStore
+from notary.store.sqlite import SQLiteStore
 
 NOW = 1_800_000_000
 INTERMEDIATE = b"\x30\x82" + b"intermediate CA certificate" * 50
@@ -66,41 +66,41 @@ async def test_shared_certificates_are_stored_once(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_unreferenced_certificates_go_with_the_sweep(tmp_path: Path) -> None:
-    path = tmp_path / "sweep.sqlite3"
+async def test_an_evicted_chains_certificates_go_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "evict.sqlite3"
     store = await SQLiteStore.open(path, budget=Budget(max_records=1, max_bytes=0))
     try:
         for i in range(3):  # a cap of one record: each new one evicts the one before
             loc = f"site{i}.test:443"
             await store.save_chain(loc, hashlib.sha256(leaf(i)).digest(), chain(i), NOW)
             await store.observe(loc, CertDigests.of(leaf(i)), NOW)
-        refs = file_certs(path)
-        assert refs[hashlib.sha256(INTERMEDIATE).digest()] == 1  # only the kept chain's
-        assert refs[hashlib.sha256(leaf(0)).digest()] == 0  # evicted, not yet swept
-        # twin: within the grace period (and before the next sweep) nothing is deleted
-        await store.enforce(NOW + 1)
-        assert hashlib.sha256(leaf(0)).digest() in file_certs(path)
-        await store.enforce(NOW + max(EXPIRE_EVERY, CERT_GRACE) + 1)
+        # in the same statement as the eviction: nothing unreferenced waits for a sweep (a
+        # flood of chains of distinct certificates stays within the budget)
         left = file_certs(path)
         assert set(left) == {hashlib.sha256(c).digest() for c in chain(2)}
+        assert set(left.values()) == {1}
         assert await store.get_chain("site2.test:443", hashlib.sha256(leaf(2)).digest()) == \
             chain(2)
     finally:
         await store.close()
 
 
-async def test_a_certificate_written_before_its_chain_survives_a_sweep(tmp_path: Path) -> None:
-    path = tmp_path / "race.sqlite3"
-    store = await SQLiteStore.open(path)
+async def test_saving_a_chain_is_one_statement(tmp_path: Path) -> None:
+    """Certificates and chain together: no state in between where a certificate is stored
+    without the chain that refers to it (twin of the eviction above: nothing is left)."""
+    store = await SQLiteStore.open(tmp_path / "one.sqlite3")
+    statements: list[str] = []
+    real = store._db.fetchall
+
+    async def counting(sql: str, params: object = ()) -> list[object]:
+        statements.append(sql)
+        return await real(sql, params)  # type: ignore[arg-type]
+
+    store._db.fetchall = counting  # type: ignore[method-assign]
     try:
         await store.save_chain("a.test:443", b"\x01" * 32, chain(1), NOW)
-        with sqlite3.connect(path) as db:  # the state between save_chain's two statements
-            db.execute("DELETE FROM chains")
-        assert set(file_certs(path).values()) == {0}
-        await store.enforce(NOW + EXPIRE_EVERY)  # a sweep within the grace period
-        assert len(file_certs(path)) == 3
-        await store.save_chain("a.test:443", b"\x01" * 32, chain(1), NOW + 1)
-        assert await store.get_chain("a.test:443", b"\x01" * 32) == chain(1)
+        assert len(statements) == 1, statements
+        assert set(file_certs(tmp_path / "one.sqlite3").values()) == {1}
     finally:
         await store.close()
 
@@ -113,8 +113,8 @@ async def test_replacing_and_pruning_chains_keep_the_counts(tmp_path: Path) -> N
         await store.save_chain("a.test:443", key, chain(1), NOW)
         await store.save_chain("a.test:443", key, (leaf(1), INTERMEDIATE), NOW + 1)  # replaced
         refs = file_certs(path)
-        assert refs[hashlib.sha256(ROOTISH).digest()] == 0
-        assert refs[hashlib.sha256(INTERMEDIATE).digest()] == 1
+        assert hashlib.sha256(ROOTISH).digest() not in refs  # its last reference went
+        assert refs[hashlib.sha256(INTERMEDIATE).digest()] == 1  # kept through the change
         await store.save_chain("b.test:443", key, (leaf(1), leaf(1), INTERMEDIATE), NOW)
         refs = file_certs(path)
         assert refs[key] == 2 and refs[hashlib.sha256(INTERMEDIATE).digest()] == 2
