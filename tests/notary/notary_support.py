@@ -421,3 +421,17 @@ async def start_served(settings: Settings, identity: Identity) -> Notary:
 
     host = settings.listen_addrs()[0][0]
     return Notary(port, identity, settings, host, None, _stop)
+
+
+def record_statements(store: Any) -> list[str]:
+    """Every SQL statement a :class:`~notary.store.sqlite.SQLiteStore` runs from now on (its
+    driver connection wrapped), in order."""
+    statements: list[str] = []
+    real = store._db.fetchall
+
+    async def counting(sql: str, params: object = ()) -> Any:
+        statements.append(sql)
+        return await real(sql, params)
+
+    store._db.fetchall = counting
+    return statements

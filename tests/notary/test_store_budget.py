@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from notary_support import record_statements
 from redis_testing import RedisServer
 
 from notary.core.fingerprint import CertDigests
@@ -249,14 +250,7 @@ async def test_sqlite_observe_is_one_statement_while_under_the_caps(tmp_path: Pa
     """The class's accounting comes back with the upsert, so a write under its caps costs one
     statement (one hop to the driver's thread); twin: over a cap, the eviction follows."""
     store = await SQLiteStore.open(tmp_path / "hops.sqlite3", budget=Budget(max_records=3))
-    statements: list[str] = []
-    real = store._db.fetchall
-
-    async def counting(sql: str, params: object = ()) -> list[object]:
-        statements.append(sql)
-        return await real(sql, params)  # type: ignore[arg-type]
-
-    store._db.fetchall = counting  # type: ignore[method-assign]
+    statements = record_statements(store)
     try:
         await store.observe("a.test:443", cert(1), NOW)  # the first write sweeps (due)
         for i in range(2, 4):

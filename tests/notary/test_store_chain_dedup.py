@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from notary_support import record_statements
 
 from notary.core.fingerprint import CertDigests
 from notary.errors import StoreUnavailable
@@ -89,14 +90,7 @@ async def test_saving_a_chain_is_one_statement(tmp_path: Path) -> None:
     """Certificates and chain together: no state in between where a certificate is stored
     without the chain that refers to it (twin of the eviction above: nothing is left)."""
     store = await SQLiteStore.open(tmp_path / "one.sqlite3")
-    statements: list[str] = []
-    real = store._db.fetchall
-
-    async def counting(sql: str, params: object = ()) -> list[object]:
-        statements.append(sql)
-        return await real(sql, params)  # type: ignore[arg-type]
-
-    store._db.fetchall = counting  # type: ignore[method-assign]
+    statements = record_statements(store)
     try:
         await store.save_chain("a.test:443", b"\x01" * 32, chain(1), NOW)
         assert len(statements) == 1, statements
