@@ -20,6 +20,7 @@ import time
 import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from replay.errors import ReplayIOError
 from replay.overhead.pages import MAX_REDIRECTS, Page, embedded
@@ -37,6 +38,7 @@ class Mode:
     tls: str = ""  # "1.2" or "1.3" (https)
     resume: bool = False
     h2: bool = False  # HTTP/2 (TLS 1.3, one multiplexed connection per host)
+    h3: bool = False  # HTTP/3 (QUIC over the UDP path; ``resume``: 0-RTT with a ticket)
 
     @property
     def label(self) -> str:
@@ -44,6 +46,8 @@ class Mode:
             return "http"
         if self.h2:
             return f"h2+tls{self.tls}"
+        if self.h3:
+            return "h3+0rtt" if self.resume else "h3"
         return f"tls{self.tls}" + ("+resume" if self.resume else "")
 
     @property
@@ -65,7 +69,8 @@ class Counters:
 
 class Browser:
     """Loads pages through the emulated paths: ``ports[(scheme, host)]`` is the loopback
-    port of the toxiproxy proxy in front of that host's server."""
+    port of the toxiproxy proxy in front of that host's server (scheme ``h3``: the UDP port
+    of the host's path in the UDP emulator)."""
 
     def __init__(self, ports: dict[tuple[str, str], int], profile: PathProfile, cafile: str,
                  seed: int, handshake_rtt: bool = True) -> None:
@@ -81,6 +86,7 @@ class Browser:
             c.minimum_version = c.maximum_version = tv
             self.ctx[v] = c
         self.sessions: dict[tuple[str, str], ssl.SSLSession] = {}
+        self.tickets: dict[str, Any] = {}  # HTTP/3: host -> session ticket (0-RTT)
         self.counters = Counters()
 
     def connect(self, mode: Mode, host: str) -> http.client.HTTPConnection:
@@ -159,6 +165,12 @@ class Browser:
             ctx = ssl.create_default_context(cafile=self.cafile)
             ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_3
             return load_h2(page, ports, ctx, self._delay, lambda: self.counters.add(False))
+        if mode.h3:
+            from replay.overhead.client_h3 import load_h3
+
+            h3_ports = {h: p for (s, h), p in self.ports.items() if s == "h3"}
+            return load_h3(page, h3_ports, self.cafile, self.tickets if mode.resume else None,
+                           self.counters.add)
         t0 = time.perf_counter()
         opened: list[http.client.HTTPConnection] = []
         try:

@@ -29,6 +29,7 @@ from replay.overhead.client import Browser, Mode
 from replay.overhead.pages import FULL, MAX_REDIRECTS, QUICK, Page, make_page, save
 from replay.overhead.profiles import PathProfile
 from replay.overhead.toxi import Toxiproxy, find_toxiproxy, port_free, stop_process
+from replay.overhead.udppath import UdpPath, free_udp_port, udp_port_free
 from replay.services import free_port
 
 VARIANTS = (("1.2", False), ("1.2", True), ("1.3", False), ("1.3", True))
@@ -78,15 +79,16 @@ def _pki(out: Path, page: Page) -> tuple[Path, Path, Path]:
 
 @dataclass(frozen=True)
 class Served:
-    upstreams: dict[str, int]  # scheme ("http", "https", "h2") -> the server's port
+    upstreams: dict[str, int]  # scheme ("http", "https", "h2") -> the server's TCP port
     cafile: Path
     chain: Path
     key: Path
+    h3_port: int = 0  # the HTTP/3 server's UDP port (0: none)
 
 
 @contextlib.contextmanager
-def serve_page(out: Path, page: Page, h2: bool,
-               options: tuple[str, ...] = ()) -> Iterator[Served]:
+def serve_page(out: Path, page: Page, h2: bool, options: tuple[str, ...] = (),
+               h3: bool = False) -> Iterator[Served]:
     """The page server (replay/overhead/server.py) for ``page`` on free loopback ports, with
     its certificate for every host of the page under ``out``; stopped on exit. ``options``:
     more of the server's command-line options (e.g. ``--tls13-tickets 0``)."""
@@ -95,21 +97,23 @@ def serve_page(out: Path, page: Page, h2: bool,
     ups = {"http": free_port(), "https": free_port()}
     if h2:
         ups["h2"] = free_port()
+    h3_port = free_udp_port() if h3 else 0
     log = (out / "server.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "replay.overhead.server", "--page", str(out / "page.json"),
          "--cert", str(chain), "--key", str(key), "--http-port", str(ups["http"]),
          "--https-port", str(ups["https"]), "--h2-port", str(ups.get("h2", 0)),
-         "--seconds", "3600", *options],
+         "--h3-port", str(h3_port), "--seconds", "3600", *options],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
-        while not all(_tcp_ready(p) for p in ups.values()):
+        while not (all(_tcp_ready(p) for p in ups.values())
+                   and (not h3_port or not udp_port_free(h3_port))):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise ReplayIOError(f"the page server did not start (see "
                                     f"{out / 'server.log'})")
             time.sleep(0.1)
-        yield Served(ups, cafile, chain, key)
+        yield Served(ups, cafile, chain, key, h3_port)
     finally:
         stop_process(server)
         log.close()
@@ -172,10 +176,12 @@ def stats(http: list[float], https: list[float]) -> dict[str, Any]:
 
 def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: bool,
              variants: tuple[tuple[str, bool], ...], rounds: int, rng: random.Random,
-             progress: Any, h2: bool) -> dict[str, Any]:
+             progress: Any, h2: bool, h3: bool = False) -> dict[str, Any]:
     modes = [Mode("http", persistent)] + [Mode("https", persistent, v, r) for v, r in variants]
     if persistent and h2:
         modes.append(Mode("https", True, "1.3", h2=True))
+    if persistent and h3:
+        modes += [Mode("https", True, "1.3", h3=True), Mode("https", True, "1.3", True, h3=True)]
     times: dict[str, list[float]] = {m.label: [] for m in modes}
     retries: dict[str, int] = {}
     for i in range(rounds + 1):
@@ -202,6 +208,17 @@ def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: boo
         s["model_ms"] = s["model_round_trips"] * profile.rtt_ms
         s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms else None
         out["h2+tls1.3"] = s
+    if persistent and h3:
+        for label, per_setup in (("h3", 0), ("h3+0rtt", -1)):
+            s = stats(times["http"], times[label])
+            # QUIC's handshake is one round trip, as the http load's TCP handshake: no round
+            # trip beyond http per connection set-up; 0-RTT (a ticket from the last visit)
+            # sends the requests with the handshake: one fewer than http per set-up
+            s["model_round_trips"] = per_setup * _persistent_waves(page)
+            s["model_ms"] = s["model_round_trips"] * profile.rtt_ms
+            s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms \
+                else None
+            out[label] = s
     for v, r in variants:
         label = Mode("https", persistent, v, r).label
         s = stats(times["http"], times[label])
@@ -232,11 +249,14 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     from replay.overhead.client_h2 import available
 
     h2 = available()
+    from replay.overhead.client_h3 import available as h3_available
+
+    h3 = h3_available()
     t_start = time.monotonic()
     results: dict[str, Any] = {}
     connections: dict[str, Any] = {}
     table4: dict[str, Any] | None = None
-    with serve_page(cfg.out, page, h2) as served, \
+    with serve_page(cfg.out, page, h2, h3=h3) as served, \
             Toxiproxy(exe, api_port, cfg.out / "toxiproxy.log") as tp:
         ports, names = paths(tp, page, served.upstreams)
         total = len(cfg.profiles) * 2 * (cfg.rounds + 1)
@@ -249,17 +269,25 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
             sys.stderr.flush()
 
         rng = random.Random(cfg.seed)
+        udp = {h: free_udp_port() for h in page.hosts} if h3 else {}
         for profile in cfg.profiles:
             for n in names:
                 tp.shape(n, profile)
-            browser = Browser(ports, profile, str(served.cafile), cfg.seed)
-            results[profile.name] = {
-                conn: _measure(browser, page, profile, conn == "persistent", variants,
-                               cfg.rounds, rng, progress, h2)
-                for conn in ("non-persistent", "persistent")}
+            browser = Browser({**ports, **{("h3", h): p for h, p in udp.items()}}, profile,
+                              str(served.cafile), cfg.seed)
+            with contextlib.ExitStack() as stack:
+                path = stack.enter_context(UdpPath(
+                    profile, {p: served.h3_port for p in udp.values()},
+                    cfg.out / f"udppath-{profile.name}.log", cfg.seed)) if h3 else None
+                results[profile.name] = {
+                    conn: _measure(browser, page, profile, conn == "persistent", variants,
+                                   cfg.rounds, rng, progress, h2, h3)
+                    for conn in ("non-persistent", "persistent")}
             connections[profile.name] = {
                 "opened": browser.counters.connections,
                 "tls_resumed": browser.counters.resumed}
+            if path is not None:
+                connections[profile.name]["udp_path"] = path.counters
         sys.stderr.write("\n")
         if cfg.table4:
             from replay.overhead.table4 import run_table4
@@ -268,6 +296,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
             table4 = run_table4(cfg.out, tp, served.chain, served.key,
                                 3 if cfg.quick else 10)
     doc = {"config": {"quick": cfg.quick, "rounds": cfg.rounds, "seed": cfg.seed, "http2": h2,
+                      "http3": h3,
                       "profiles": {p.name: asdict(p) for p in cfg.profiles},
                       "page": {"objects": len(page.objects),
                                "hosts": len(page.without_redirects().hosts),

@@ -19,6 +19,7 @@ class PathProfile:
     down_kbit: int  # server -> client, kbit/s (per connection in toxiproxy)
     up_kbit: int  # client -> server
     source: str
+    loss: float = 0.0  # per datagram, the UDP path only (toxiproxy cannot drop TCP's bytes)
 
     @property
     def up_ms(self) -> int:

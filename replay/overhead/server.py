@@ -1,7 +1,8 @@
 """The page server: aiohttp (a maintained server, already the notary's) serving one
 synthetic page and its objects over http and https (TLS 1.2 and 1.3, session tickets on:
 OpenSSL's defaults) on two loopback ports, and with ``--h2-port`` hypercorn serving it over
-HTTP/2 (TLS, ALPN h2) on a third. ``/`` on one of the page's redirect hosts (by the Host
+HTTP/2 (TLS, ALPN h2) on a third, and with ``--h3-port`` aioquic serving it over HTTP/3
+(QUIC) on a UDP port. ``/`` on one of the page's redirect hosts (by the Host
 header or ``:authority``) is answered 301 to the next host, in the request's scheme. Run as
 ``python -m replay.overhead.server --page P --cert C --key K --http-port A --https-port B``.
 """
@@ -16,7 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from replay.overhead.pages import html, load, object_size
+from replay.errors import ReplayInputError
+from replay.overhead.pages import Page, html, load, object_size
 
 CHUNK = b"\0" * 65536
 
@@ -32,14 +34,35 @@ def app(page_file: Path) -> web.Application:
         return web.Response(body=doc, content_type="text/html")
 
     async def obj(request: web.Request) -> web.Response:
-        size = object_size(request.match_info["name"])
-        body = (CHUNK * (size // len(CHUNK) + 1))[:size]
-        return web.Response(body=body, content_type="application/octet-stream")
+        return web.Response(body=_body(object_size(request.match_info["name"])),
+                            content_type="application/octet-stream")
 
     a = web.Application()
     a.router.add_get("/", index)
     a.router.add_get("/obj/{name}", obj)
     return a
+
+
+def _body(size: int) -> bytes:
+    return (CHUNK * (size // len(CHUNK) + 1))[:size]
+
+
+def respond(page: Page, doc: bytes, host: str, path: str,
+            scheme: str) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
+    """(status, content type, body, more headers) of a GET of ``path`` on ``host`` (its
+    ``:port`` ignored): a redirect hop's 301, the HTML, an object or 404."""
+    to = page.redirect_target(host.rsplit(":", 1)[0])
+    if path == "/" and to is not None:
+        return 301, b"text/plain", b"moved", [(b"location", f"{scheme}://{to}/".encode())]
+    if path == "/":
+        return 200, b"text/html", doc, []
+    if path.startswith("/obj/"):
+        try:
+            size = object_size(path[5:])
+        except ReplayInputError:
+            return 404, b"text/plain", b"not found", []
+        return 200, b"application/octet-stream", _body(size), []
+    return 404, b"text/plain", b"not found", []
 
 
 def asgi(page_file: Path) -> Any:
@@ -56,20 +79,8 @@ def asgi(page_file: Path) -> Any:
                 elif msg["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
                     return
-        path = scope["path"]
-        status, ctype, body = 404, b"text/plain", b"not found"
-        extra: list[tuple[bytes, bytes]] = []
-        host = dict(scope["headers"]).get(b"host", b"").decode().rsplit(":", 1)[0]
-        to = page.redirect_target(host)
-        if path == "/" and to is not None:
-            status, ctype, body = 301, b"text/plain", b"moved"
-            extra = [(b"location", f"{scope['scheme']}://{to}/".encode())]
-        elif path == "/":
-            status, ctype, body = 200, b"text/html", doc
-        elif path.startswith("/obj/"):
-            size = object_size(path[5:])
-            status, ctype = 200, b"application/octet-stream"
-            body = (CHUNK * (size // len(CHUNK) + 1))[:size]
+        host = dict(scope["headers"]).get(b"host", b"").decode()
+        status, ctype, body, extra = respond(page, doc, host, scope["path"], scope["scheme"])
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", ctype),
                                 (b"content-length", str(len(body)).encode()), *extra]})
@@ -90,6 +101,62 @@ async def _h2(args: argparse.Namespace, stop: asyncio.Event) -> None:
     await hserve(asgi(args.page), cfg, shutdown_trigger=stop.wait)
 
 
+def _h3_protocol(page: Page, doc: bytes) -> Any:
+    from aioquic.asyncio.protocol import QuicConnectionProtocol
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.events import ProtocolNegotiated, QuicEvent
+
+    class H3Server(QuicConnectionProtocol):
+        """The page over HTTP/3: each request answered when its headers arrive."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.h3: H3Connection | None = None
+
+        def quic_event_received(self, event: QuicEvent) -> None:
+            if isinstance(event, ProtocolNegotiated) and event.alpn_protocol in H3_ALPN:
+                self.h3 = H3Connection(self._quic)
+            if self.h3 is None:
+                return
+            for e in self.h3.handle_event(event):
+                if isinstance(e, HeadersReceived):
+                    h = dict(e.headers)
+                    status, ctype, body, extra = respond(
+                        page, doc, h.get(b":authority", b"").decode(),
+                        h.get(b":path", b"/").decode(), "https")
+                    self.h3.send_headers(e.stream_id, [
+                        (b":status", str(status).encode()), (b"content-type", ctype),
+                        (b"content-length", str(len(body)).encode()), *extra])
+                    self.h3.send_data(e.stream_id, body, end_stream=True)
+            self.transmit()
+
+    return H3Server
+
+
+async def _h3(args: argparse.Namespace) -> Any:
+    """aioquic's HTTP/3 server on UDP ``--h3-port``, session tickets kept for resumption
+    and 0-RTT (each ticket taken once: early data is not replayable)."""
+    from aioquic.asyncio.server import serve as qserve
+    from aioquic.h3.connection import H3_ALPN
+    from aioquic.quic.configuration import QuicConfiguration
+
+    cfg = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN)
+    cfg.load_cert_chain(args.cert, args.key)
+    tickets: dict[bytes, Any] = {}
+
+    def keep(t: Any) -> None:
+        if len(tickets) >= 10_000:  # bounded: the oldest goes
+            tickets.pop(next(iter(tickets)))
+        tickets[t.ticket] = t
+
+    page = load(args.page)
+    return await qserve("127.0.0.1", args.h3_port, configuration=cfg,
+                        create_protocol=_h3_protocol(page, html(page)),
+                        session_ticket_fetcher=lambda k: tickets.pop(k, None),
+                        session_ticket_handler=keep)
+
+
 async def serve(args: argparse.Namespace) -> None:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -101,7 +168,10 @@ async def serve(args: argparse.Namespace) -> None:
     await web.TCPSite(runner, "127.0.0.1", args.https_port, ssl_context=ctx).start()
     stop = asyncio.Event()
     h2 = asyncio.create_task(_h2(args, stop)) if args.h2_port else None
+    h3 = await _h3(args) if args.h3_port else None
     await asyncio.sleep(args.seconds)
+    if h3 is not None:
+        h3.close()
     stop.set()
     if h2 is not None:
         await h2
@@ -117,6 +187,8 @@ def main() -> None:
     p.add_argument("--https-port", type=int, required=True)
     p.add_argument("--h2-port", type=int, default=0,
                    help="also serve HTTP/2 over TLS with hypercorn on this port")
+    p.add_argument("--h3-port", type=int, default=0,
+                   help="also serve HTTP/3 (QUIC, aioquic) on this UDP port")
     p.add_argument("--seconds", type=float, default=1800.0)
     p.add_argument("--tls13-tickets", type=int, default=2,
                    help="TLS 1.3 session tickets sent after each full handshake (default: "
