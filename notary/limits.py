@@ -116,7 +116,9 @@ class RateLimiter:
         self.rate = rate
         self.burst = burst
         self._max = max_clients
-        self._buckets: OrderedDict[str, Bucket] = OrderedDict()
+        # per client [tokens, stamp], updated in place (no object per request): the same
+        # arithmetic as :func:`take`
+        self._buckets: OrderedDict[str, list[float]] = OrderedDict()
         self.refused = 0
 
     @property
@@ -128,21 +130,34 @@ class RateLimiter:
 
     def check(self, client: str, now: float) -> None:
         """Admit one request from ``client`` at ``now`` or raise :class:`RateLimited`."""
-        if self.rate <= 0:
+        rate = self.rate
+        if rate <= 0:
             return
         buckets = self._buckets
-        bucket, wait = take(buckets.get(client), now, self.rate, self.burst)
-        buckets[client] = bucket
-        buckets.move_to_end(client)
-        if len(buckets) > self._max:
-            buckets.popitem(last=False)
-        if wait > 0.0:
-            self.refused += 1
-            raise RateLimited(
-                f"too many {self.what} from your address (limit {self.rate:g}/s, burst "
-                f"{self.burst}); retry later",
-                retry_after=max(1, math.ceil(wait)),
-            )
+        bucket = buckets.get(client)
+        burst = float(self.burst)
+        if bucket is None:
+            bucket = buckets[client] = [burst, now]
+            if len(buckets) > self._max:
+                buckets.popitem(last=False)
+            tokens = burst
+        else:
+            buckets.move_to_end(client)
+            elapsed = now - bucket[1]
+            tokens = bucket[0]
+            if elapsed > 0.0:
+                tokens = min(burst, tokens + elapsed * rate)
+        bucket[1] = now
+        if tokens >= 1.0:
+            bucket[0] = tokens - 1.0
+            return
+        bucket[0] = tokens
+        self.refused += 1
+        raise RateLimited(
+            f"too many {self.what} from your address (limit {rate:g}/s, burst "
+            f"{self.burst}); retry later",
+            retry_after=max(1, math.ceil((1.0 - tokens) / rate)),
+        )
 
 
 class ConnectionCap:

@@ -42,7 +42,7 @@ from notary.relay import Relay
 from notary.service import ExtSigner
 from notary.store.sqlite import SQLiteStore
 from notary.tlog.note import NoteError, Signer, Verifier
-from notary.web import CONNS, INFO, SERVICE, build_resolver, create_app
+from notary.web import CONNS, INFO, SERVICE, build_resolver, create_app, install_fast_path
 
 PID_FILE = "notary.pid"  # `notary reload` sends SIGHUP to the process named here
 READY_KEY = "readyz.invalid:0"  # /readyz reads this (absent) record through to the store
@@ -150,6 +150,7 @@ async def serve(
     await runner.setup()
     if runner.server is not None:
         app[CONNS].watch(runner.server)
+        install_fast_path(app, runner.server)
     ssl_ctx = server_ssl_context(identity) if settings.tls else None
     urls: list[str] = []
     metrics_runner: web.AppRunner | None = None

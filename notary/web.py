@@ -16,9 +16,10 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.web_urldispatcher import _default_expect_handler
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from multidict import CIMultiDict
 
 from notary import __version__
 from notary.ca.checker import build_checker
@@ -147,57 +148,80 @@ def _client_text(exc: NotaryError) -> str:
     return text
 
 
-def _admit(request: web.Request) -> None:
+class _Front:
+    """What a ``/target`` request needs from its app, looked up once instead of per request
+    (the service exists once the app has started)."""
+
+    __slots__ = ("app", "body_timeout", "conns", "max_body", "metrics", "rate")
+
+    def __init__(self, app: web.Application, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.body_timeout = app[BODY_TIMEOUT]
+        self.rate = app[RATE]
+        self.conns = app[CONNS]
+        self.metrics: Metrics | None = app.get(METRICS)
+
+
+FRONT = web.AppKey("front", _Front)
+
+
+def _admit(front: _Front, request: web.BaseRequest) -> None:
     """Apply the connection cap and the client's rate limit (raises when over)."""
-    app = request.app
-    app[CONNS].check()
+    front.conns.check()
     client = client_key(request.remote or "")
-    app[RATE].check(client, time.monotonic())
+    front.rate.check(client, time.monotonic())
     CLIENT.set(client)  # live probes this request starts are charged to this address
 
 
-def _failed(request: web.Request, exc: NotaryError) -> web.Response:
+def _failed(front: _Front, exc: NotaryError) -> web.Response:
     resp = error_response(exc)
-    metrics = request.app.get(METRICS)
-    if metrics is not None:
-        metrics.failed(exc, resp.status)
+    if front.metrics is not None:
+        front.metrics.failed(exc, resp.status)
     return resp
 
 
-def _answer_response(answer: Answer) -> web.Response:
-    return web.Response(
-        status=answer.status,
-        body=answer.body,
-        content_type="application/json",
-        headers={"Cache-Status": CACHE_STATUS[answer.cache]},
-    )
+_JSON = "application/json"
+# the headers of every answer, by cache outcome, copied (not rebuilt) per response
+_ANSWER_HEADERS = {
+    (outcome, media): CIMultiDict({"Content-Type": media, "Cache-Status": text})
+    for outcome, text in CACHE_STATUS.items()
+    for media in (_JSON, extended.MEDIA_TYPE)
+}
+
+
+def _answer_response(answer: Answer, media: str = _JSON) -> web.Response:
+    return web.Response(status=answer.status, body=answer.body,
+                        headers=CIMultiDict(_ANSWER_HEADERS[answer.cache, media]))
 
 
 async def handle_target(request: web.Request) -> web.StreamResponse:
+    return await _target(request.app[FRONT], request)
+
+
+async def _target(front: _Front, request: web.BaseRequest) -> web.StreamResponse:
     method = request.method
     if method not in ("GET", "POST"):
-        metrics = request.app.get(METRICS)
-        if metrics is not None:
-            metrics.rejected(405)
+        if front.metrics is not None:
+            front.metrics.rejected(405)
         return web.Response(
             status=405,
             text=f"Method {method} is not allowed here; use POST (or GET).\n",
             headers={"Allow": _ALLOW, "Cache-Status": CS_BAD_REQUEST},
         )
-    service = request.app[SERVICE]
+    service = front.app[SERVICE]
     try:
-        _admit(request)
+        _admit(front, request)
         # the raw (still percent-encoded) path: the target parser decodes exactly once
         target = _parse_target_memo(request.rel_url.raw_path[len("/target/") :])
         fp: Fingerprint | None = None
         if method == "POST":
-            fp = _parse_body(await _read_body(request))
+            fp = _parse_body(await _read_body(front, request))
         answer = await service.validate(target, fp)
     except NotaryError as exc:
-        return _failed(request, exc)
-    metrics = request.app.get(METRICS)
-    if metrics is not None:
-        metrics.answered(answer.status, answer.cache.value)
+        return _failed(front, exc)
+    if front.metrics is not None:
+        front.metrics.answered(answer.status, answer.cache.value)
     return _answer_response(answer)
 
 
@@ -226,46 +250,74 @@ def _parse_body(body: bytes) -> Fingerprint:
     return parse_form_fingerprint(body)
 
 
-async def _read_body(request: web.Request) -> bytes:
+async def _read_body(front: _Front, request: web.BaseRequest) -> bytes:
     """The request body, bounded in size (413) and in time (408).
 
     aiohttp bounds the request head (keep-alive timeout) but not the body: without the
     deadline a client trickling a body holds its handler and connection for ever.
     """
+    content = request.content
+    if content.is_eof():
+        # The whole body came with the head (the usual small POST): it is taken as it is,
+        # without a read coroutine or a deadline (each measurable on cache hits).
+        body = content.read_nowait(-1)
+        if len(body) > front.max_body:
+            raise TooLarge(f"request body larger than {front.max_body} bytes")
+        return body
     try:
-        if request.content.is_eof():
-            # The whole body came with the head (the usual small POST): read() cannot wait,
-            # so no deadline is armed (a timer per request is measurable on cache hits).
-            return await request.read()
-        async with asyncio.timeout(request.app[BODY_TIMEOUT]):
+        async with asyncio.timeout(front.body_timeout):
             return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise TooLarge(
-            f"request body larger than {request.app[INFO]['policy']['max_body']} bytes"
-        ) from None
+        raise TooLarge(f"request body larger than {front.max_body} bytes") from None
     except TimeoutError:
         raise SlowRequest(
-            f"request body not received within {request.app[BODY_TIMEOUT]:g} s"
+            f"request body not received within {front.body_timeout:g} s"
         ) from None
 
 
 async def handle_answer(request: web.Request) -> web.StreamResponse:
     """``POST /v2/answer``: the extended format (JSON request, signed JSON answer)."""
+    return await _answer(request.app[FRONT], request)
+
+
+async def _answer(front: _Front, request: web.BaseRequest) -> web.StreamResponse:
     try:
-        _admit(request)
-        body = await _read_body(request)
-        answer = await request.app[SERVICE].validate_ext(_parse_ext(body))
+        _admit(front, request)
+        body = await _read_body(front, request)
+        answer = await front.app[SERVICE].validate_ext(_parse_ext(body))
     except NotaryError as exc:
-        return _failed(request, exc)
-    metrics = request.app.get(METRICS)
-    if metrics is not None:
-        metrics.answered(answer.status, answer.cache.value)
-    return web.Response(
-        status=answer.status,
-        body=answer.body,
-        content_type=extended.MEDIA_TYPE,
-        headers={"Cache-Status": CACHE_STATUS[answer.cache]},
-    )
+        return _failed(front, exc)
+    if front.metrics is not None:
+        front.metrics.answered(answer.status, answer.cache.value)
+    return _answer_response(answer, extended.MEDIA_TYPE)
+
+
+def install_fast_path(app: web.Application, server: web.Server) -> None:
+    """Dispatch the answer requests (``/target/...``, ``POST /v2/answer``) before aiohttp's
+    router, on ``server`` (the app's, from ``AppRunner.setup``; before any site starts).
+
+    A cache hit then skips what routing adds per request (the resolve, a match-info object,
+    the application's handler layer) and does only what the handlers themselves do: the
+    same admission (connection cap, rate limit), size and time bounds, parsing and answer
+    bytes. Anything else, and any request with ``Expect`` (its 100-continue handling lives
+    in the route), goes through the router as before. The app has no middlewares and no
+    response signals, so nothing skipped would act on these requests.
+    """
+    if app.middlewares or app.on_response_prepare:
+        raise RuntimeError("the fast path would skip the app's middlewares or signals")
+    general = server.request_handler
+    front = app[FRONT]
+
+    async def dispatch(request: web.BaseRequest) -> web.StreamResponse:
+        path = request.rel_url.raw_path
+        if hdrs.EXPECT not in request.headers:
+            if path.startswith("/target/"):
+                return await _target(front, request)
+            if path == "/v2/answer" and request.method == "POST":
+                return await _answer(front, request)
+        return await general(request)
+
+    server.request_handler = dispatch
 
 
 async def expect_handler(request: web.Request) -> web.StreamResponse | None:
@@ -278,7 +330,7 @@ async def expect_handler(request: web.Request) -> web.StreamResponse | None:
     limit = request.app[INFO]["policy"]["max_body"]
     length = request.content_length
     if length is not None and length > limit:
-        resp = _failed(request, TooLarge(f"request body larger than {limit} bytes"))
+        resp = _failed(request.app[FRONT], TooLarge(f"request body larger than {limit} bytes"))
         resp.force_close()
         await resp.prepare(request)
         await resp.write_eof()
@@ -383,6 +435,7 @@ def create_app(
             settings.probe_rate_limit, settings.probe_rate_burst, settings.rate_clients,
             what="live probes",
         ))
+    app[FRONT] = _Front(app, settings.max_body)
     ext_signer = ExtSigner(signing_key) if signing_key is not None else None
     app[INFO] = info_document(settings, identity, ext_signer.key_id if ext_signer else None)
 
@@ -474,4 +527,4 @@ def create_app(
 
 
 __all__ = ["CACHE_STATUS", "CONNS", "INFO", "METRICS", "RATE", "SERVICE", "create_app",
-           "error_response"]
+           "error_response", "install_fast_path"]
