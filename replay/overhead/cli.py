@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     x.add_argument("--table4", action="store_true",
                    help="also the 2014 study's Table 4: converge() of the Python client "
                    "against 1, 3 and 8 real notaries over emulated paths (about a minute)")
+    x.add_argument("--browser", action="store_true",
+                   help="also a real headless Firefox's page loads over http and https on "
+                   "the thesis profile (or the first), beside the Python client's")
     x.add_argument("--record", type=Path, default=None,
                    help="also write the figures without the per-load samples to this file "
                    "(e.g. bench/results/overhead.json)")
@@ -46,7 +49,7 @@ def run(a: argparse.Namespace) -> int:
 
     cfg = OverheadConfig(out=a.out, profiles=tuple(get_profiles(a.profiles)), quick=a.quick,
                          repeats=a.repeats, seed=a.seed, api_port=a.api_port,
-                         table4=a.table4, redirects=a.redirects)
+                         table4=a.table4, redirects=a.redirects, browser=a.browser)
     doc = run_overhead(cfg)
     print(summary(doc))
     if a.record is not None:

@@ -47,6 +47,7 @@ class OverheadConfig:
     api_port: int = 0  # toxiproxy's API port; 0: a free one
     table4: bool = False  # also the study's Table 4 over notary paths (replay/overhead/table4.py)
     redirects: int = -1  # redirect hops before the page; -1: the page shape's (1)
+    browser: bool = False  # also a real Firefox's loads (replay/overhead/browser.py)
 
     @property
     def rounds(self) -> int:
@@ -244,6 +245,13 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     if cfg.redirects >= 0:
         shape = replace(shape, redirects=cfg.redirects)
     page = make_page(shape, cfg.seed)
+    firefox = None
+    if cfg.browser:  # first: a missing Firefox is an error before the long part
+        from replay.overhead.browser import run_browser_subset
+
+        thesis = [p for p in cfg.profiles if p.name == "thesis"] or list(cfg.profiles[:1])
+        firefox = run_browser_subset(cfg.out / "browser", thesis, cfg.rounds, cfg.seed,
+                                     page=page)
     variants = VARIANTS
     api_port = cfg.api_port or free_port()
     from replay.overhead.client_h2 import available
@@ -307,5 +315,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
            "results": results, "connections": connections}
     if table4 is not None:
         doc["table4"] = table4
+    if firefox is not None:
+        doc["browser"] = firefox
     write_report(cfg.out, doc)
     return doc

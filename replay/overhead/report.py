@@ -141,6 +141,10 @@ def tables(doc: dict[str, Any]) -> list[Table]:
                      "round trip (python -m replay.overhead.excess; docs/replay.md)."))
     if doc.get("table4"):
         out.append(_table4(doc["table4"]))
+    if doc.get("browser"):
+        from replay.overhead.browser import browser_table
+
+        out.append(browser_table(doc["browser"]))
     return out
 
 
