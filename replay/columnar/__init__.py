@@ -44,7 +44,7 @@ import polars as pl
 from replay.columnar.events import partition_events, sum_counters
 from replay.columnar.ingest import Canonical, NotUtf8, Partitions, ingest_source
 from replay.columnar.output import iter_events, sha_key, write_events
-from replay.columnar.schema import MAX_PARTITIONS, PART_ROWS, EngineConfig
+from replay.columnar.schema import MAX_PARTITIONS, ONE_PART_ROWS, PART_ROWS, EngineConfig
 from replay.columnar.sources import Source, expand_inputs, plan_sources
 from replay.errors import ReplayInputError
 from replay.ingest import ErrorLog
@@ -104,6 +104,8 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
                                cfg.nfdump_filter)
         estimated = sum(_estimated_rows(src) for src in sources)
         count = max(cfg.jobs, min(MAX_PARTITIONS, math.ceil(estimated / PART_ROWS) or 1))
+        if cfg.jobs == 1 and estimated <= ONE_PART_ROWS:
+            count = 1  # one job: no hashing into partitions, and nothing to merge
         if progress is None:
             progress = Progress(estimated, emit)
         counters = StageCounters()
