@@ -48,6 +48,11 @@ const tabs = new Map<number, TabState>();
 const blocked = new Lru<string, Blocked>(() => settings.blockedEntries);
 /** requestIds sent again once their site was confirmed (at most once each) */
 const resent = new Lru<string, true>(() => 1000);
+/**
+ * URLs whose CORS preflight (OPTIONS) confirmed their site: the request it was made for had
+ * its headers decided before that, without its cookies (sent again once, like a first visit)
+ */
+const preflighted = new Lru<string, true>(() => 1000);
 const preflights = new Map<string, { promise: Promise<Seen | undefined>; resolve: (s: Seen | undefined) => void }>();
 const budget = new Budget(() => settings);
 let blockSeq = 0;
@@ -375,6 +380,9 @@ async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.
   }
   const key = siteKey(host, port);
   const wasConfirmed = confirmed.has(key);
+  // a preflighted request went without its cookies even if its preflight confirmed the site
+  const afterPreflight = wasConfirmed && d.method !== "OPTIONS" && preflighted.get(d.url) !== undefined;
+  if (afterPreflight) preflighted.delete(d.url);
   const { sha1, sha256 } = await certificateOf(d.requestId);
   let v: SiteVerdict;
   if (!sha256) {
@@ -382,17 +390,18 @@ async function onHeadersReceived(d: HeadersDetails): Promise<browser.webRequest.
   } else {
     v = knownVerdict(host, port, sha1, sha256) ?? await verdictFor(host, port, sha1, sha256, d.tabId, d.type === "main_frame");
   }
-  v = { ...v, sent: wasConfirmed ? AFTER_CONFIRMED : STRIPPED };
+  v = { ...v, sent: wasConfirmed && !afterPreflight ? AFTER_CONFIRMED : STRIPPED };
   remember(d.tabId, d.type, d.url, v);
   if (!v.trusted) {
     await unconfirm(key);
     return block(d, v);
   }
-  if (wasConfirmed) {
+  if (wasConfirmed && !afterPreflight) {
     void confirm(host, port); // most recently used
     return {};
   }
   await confirm(host, port);
+  if (d.method === "OPTIONS" && !wasConfirmed) preflighted.set(d.url, true);
   // it went without its cookies: once more, with them (its allow rule is in place now)
   if (d.method === "GET" && d.type !== "websocket" && !resent.has(d.requestId) && await hasCookies(d)) {
     resent.set(d.requestId, true);

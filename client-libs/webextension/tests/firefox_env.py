@@ -44,6 +44,8 @@ EXT = ROOT / "client-libs" / "webextension"
 NOTARY = ROOT / ".venv" / "bin" / "notary"
 ADDON_ID = "converge@converge-notary.github.io"
 ARTIFACTS = ROOT / "var" / "results" / "webextension"
+# CONVERGE_XPI: test another build of the extension (default: the one test.sh builds)
+XPI = Path(os.environ.get("CONVERGE_XPI", EXT / "dist" / "converge-0.1.0.xpi"))
 
 
 def free_port() -> int:
@@ -75,7 +77,9 @@ WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 SW_JS = b"""self.addEventListener("install", () => self.skipWaiting());
 self.addEventListener("activate", (e) => e.waitUntil(self.clients.claim()));
 self.addEventListener("message", (e) => {
-  fetch(e.data, { cache: "no-store" }).then(
+  // a URL, or { url, init } (e.g. credentials: "include" for a cross-origin fetch)
+  const [url, init] = typeof e.data === "string" ? [e.data, {}] : [e.data.url, e.data.init];
+  fetch(url, { cache: "no-store", ...init }).then(
     (r) => e.source.postMessage("ok " + r.status), (err) => e.source.postMessage("error " + err));
 });
 """
@@ -131,7 +135,14 @@ class _Site(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
-        self.send_header("Access-Control-Allow-Origin", "*")
+        # CORS: a credentialed cross-origin fetch/XHR needs its origin named, not "*"
+        origin = self.headers.get("Origin")
+        if origin and origin != "null":
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Allow-Credentials", "true")
+            self.send_header("Vary", "Origin")
+        else:
+            self.send_header("Access-Control-Allow-Origin", "*")
         for k, v in (extra or {}).items():
             self.send_header(k, v)
         self.end_headers()
@@ -142,6 +153,21 @@ class _Site(http.server.BaseHTTPRequestHandler):
         self._record()
         self._send(200, "text/html; charset=utf-8", self.body)
 
+    def do_OPTIONS(self) -> None:  # noqa: N802
+        """A CORS preflight: any method and header allowed, for the requesting origin."""
+        self._record()
+        self._send(
+            204,
+            "text/plain",
+            b"",
+            {
+                "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, DELETE",
+                "Access-Control-Allow-Headers": self.headers.get(
+                    "Access-Control-Request-Headers", ""
+                ),
+            },
+        )
+
     def do_POST(self) -> None:  # noqa: N802
         n = min(int(self.headers.get("Content-Length", "0") or 0), 1 << 20)
         self._record(self.rfile.read(n))
@@ -150,6 +176,8 @@ class _Site(http.server.BaseHTTPRequestHandler):
             "text/html; charset=utf-8",
             b"<!doctype html><title>posted</title><p id='page'>posted</p>",
         )
+
+    do_PUT = do_POST  # noqa: N815
 
     def do_GET(self) -> None:  # noqa: N802
         self._record()

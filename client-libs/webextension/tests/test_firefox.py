@@ -14,10 +14,8 @@ notaries unreachable and a cached verdict. Screenshots go to var/results/webexte
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +25,15 @@ pytest.importorskip("selenium")
 from firefox_env import (  # noqa: E402
     ADDON_ID,
     ARTIFACTS,
-    EXT,
+    XPI,
     World,
     firefox,
     make_profile,
-    start_world,
 )
 from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-# CONVERGE_XPI: test another build of the extension (default: the one test.sh builds)
-XPI = Path(os.environ.get("CONVERGE_XPI", EXT / "dist" / "converge-0.1.0.xpi"))
 pytestmark = [
     pytest.mark.skipif(
         shutil.which("firefox-esr") is None and shutil.which("firefox") is None,
@@ -47,24 +42,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("certutil") is None, reason="certutil not installed"),
     pytest.mark.timeout(600),
 ]
-
-
-@pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    if not XPI.exists():
-        pytest.fail(f"{XPI} not built (client-libs/webextension/test.sh builds it)")
-    w = start_world()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    yield w
-    w.close()
-
-
-@pytest.fixture(scope="module")
-def browser(world: World) -> Iterator[tuple[Any, str]]:
-    profile, ext_uuid = make_profile(world)
-    driver = firefox(profile)
-    yield driver, ext_uuid
-    driver.quit()
 
 
 def page_text(driver: Any) -> str:
