@@ -18,6 +18,9 @@ Optional, :class:`BudgetStore` (SQLite and Redis; notary/store/budget.py):
   ``(records, bytes)`` per class (``False``: own, ``True``: client-named);
   ``enforce(now)`` expires and evicts down to the budget (``observe`` calls it).
 
+Optional, :class:`DeferredBodyStore` (SQLite): ``save_body_soon`` is ``save_body`` without
+waiting for the write; its failures go to ``deferred_failed``.
+
 * ``save_chain(location, sha256, chain, now)`` keeps the chain presented with the leaf of
   that SHA-256 (last write wins); ``get_chain`` returns it or ``None``; ``chains(limit)``
   returns at most ``limit`` stored chains, for analysis.
@@ -25,7 +28,7 @@ Optional, :class:`BudgetStore` (SQLite and Redis; notary/store/budget.py):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -71,6 +74,16 @@ class ChainStore(Protocol):
 
 
 @runtime_checkable
+class DeferredBodyStore(Protocol):
+    """A store that can take a signed body without the caller waiting for the write
+    (SQLite: it goes with the next batch). A lost body is only signed again."""
+
+    deferred_failed: Callable[[str], None]
+
+    def save_body_soon(self, location: str, version: int, body: bytes) -> None: ...
+
+
+@runtime_checkable
 class BudgetStore(Protocol):
     async def touch(self, locations: Sequence[str], now: int) -> None: ...
 
@@ -79,4 +92,4 @@ class BudgetStore(Protocol):
     async def enforce(self, now: int) -> int: ...
 
 
-__all__ = ["BudgetStore", "ChainStore", "Store", "StoredChain", "TargetRecord"]
+__all__ = ["BudgetStore", "ChainStore", "DeferredBodyStore", "Store", "StoredChain", "TargetRecord"]

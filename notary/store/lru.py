@@ -15,7 +15,14 @@ from typing import TypeVar, cast
 
 from notary.core.fingerprint import CertDigests
 from notary.errors import StoreUnavailable
-from notary.store.base import BudgetStore, ChainStore, Store, StoredChain, TargetRecord
+from notary.store.base import (
+    BudgetStore,
+    ChainStore,
+    DeferredBodyStore,
+    Store,
+    StoredChain,
+    TargetRecord,
+)
 from notary.store.health import FailureLog
 
 T = TypeVar("T")
@@ -33,6 +40,8 @@ class CachedStore:
         # Protocol walks its members (about 5 % of a cached answer's CPU when done per hit)
         self._budgeted = isinstance(backend, BudgetStore)
         self._chains = isinstance(backend, ChainStore)
+        self._deferred: DeferredBodyStore | None = (
+            backend if isinstance(backend, DeferredBodyStore) else None)
         self._max = max_entries
         self._lru: OrderedDict[str, TargetRecord] = OrderedDict()
         self._uses: dict[str, int] = {}  # location -> last hit, not yet written
@@ -41,6 +50,8 @@ class CachedStore:
         # full disk fails writes while reads work: a read is no sign of recovery)
         self.reads = FailureLog("store reads")
         self.writes = FailureLog("store writes")
+        if self._deferred is not None:
+            self._deferred.deferred_failed = self.writes.failed
 
     def health_failed(self, exc: StoreUnavailable) -> None:
         """A failure the caller handled itself (it did not fail a request)."""
@@ -89,7 +100,12 @@ class CachedStore:
         return rec
 
     async def save_body(self, location: str, version: int, body: bytes) -> None:
-        await self._b(self.backend.save_body(location, version, body), self.writes)
+        """Keep the signed body of a version, here at once; a backend that can take it
+        without a wait (:class:`DeferredBodyStore`) writes it with its next batch."""
+        if self._deferred is not None:
+            self._deferred.save_body_soon(location, version, body)
+        else:
+            await self._b(self.backend.save_body(location, version, body), self.writes)
         rec = self._lru.get(location)
         if rec is not None and rec.version == version:
             self._lru[location] = replace(rec, body=body)

@@ -428,10 +428,16 @@ def record_statements(store: Any) -> list[str]:
     driver connection wrapped), in order."""
     statements: list[str] = []
     real = store._db.fetchall
+    real_batch = store._db.batch
 
     async def counting(sql: str, params: object = ()) -> Any:
         statements.append(sql)
         return await real(sql, params)
 
+    async def counting_batch(ops: Any, writes: Any) -> Any:
+        statements.extend(sql for sql, _ in ops)
+        return await real_batch(ops, writes)
+
     store._db.fetchall = counting
+    store._db.batch = counting_batch
     return statements
