@@ -169,13 +169,16 @@ def statement(
 
 
 def sign_answer(stmt: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
-    """The answer document bytes: statement plus Ed25519 signature over its canonical form."""
-    sig = key.sign(canonical_json(stmt))
-    doc = {
-        "statement": stmt,
-        "signature": {"alg": "ed25519", "key_id": stmt["key_id"], "value": b64url(sig)},
-    }
-    return canonical_json(doc)
+    """The answer document bytes: statement plus Ed25519 signature over its canonical form.
+
+    The document is the canonical JSON of ``{"signature": ..., "statement": stmt}``, put
+    together from the statement's canonical bytes (the ones just signed) instead of
+    serialising the statement a second time: in canonical JSON a member's value is written
+    the same wherever it stands, and ``signature`` sorts before ``statement``.
+    """
+    signed = canonical_json(stmt)
+    sig = {"alg": "ed25519", "key_id": stmt["key_id"], "value": b64url(key.sign(signed))}
+    return b'{"signature":' + canonical_json(sig) + b',"statement":' + signed + b"}"
 
 
 __all__ = [

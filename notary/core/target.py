@@ -17,7 +17,8 @@ Rules:
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from notary.errors import BadTarget
@@ -27,6 +28,7 @@ MAX_NAME = 253
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_MAYBE_IP = re.compile(r"[0-9A-Fa-f.:%\[\]]+")  # every character an IP literal may have
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,15 @@ class Target:
     host: str
     port: int
     ip: IPAddress | None = None
+    # worked out once: a parsed target is remembered and asked for its key on every hit
+    _key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.ip is None or self.ip.compressed == self.host:  # the host is that address
+            key = self.location
+        else:
+            key = f"{self.location}/{self.ip.compressed}"
+        object.__setattr__(self, "_key", key)
 
     @property
     def location(self) -> str:
@@ -49,9 +60,7 @@ class Target:
     def key(self) -> str:
         """The record key: ``host:port`` when the notary resolves the name itself,
         ``host:port/ip`` when the client named the address to connect to."""
-        if self.ip is None or self.ip.compressed == self.host:  # the host is that address
-            return self.location
-        return f"{self.location}/{self.ip.compressed}"
+        return self._key
 
     @property
     def host_is_ip(self) -> bool:
@@ -60,6 +69,8 @@ class Target:
 
 def parse_ip(text: str) -> IPAddress | None:
     """An IP literal (IPv6 optionally in brackets), or ``None`` if ``text`` is not one."""
+    if not _MAYBE_IP.fullmatch(text):
+        return None  # a character no IP literal has (a name): no ValueError to raise and catch
     bracketed = text.startswith("[") and text.endswith("]")
     if bracketed:
         text = text[1:-1]
