@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from replay.errors import ReplayInputError, ReplayIOError
-from replay.overhead.client import Browser, Mode
-from replay.overhead.pages import FULL, MAX_REDIRECTS, QUICK, Page, make_page, save
+from replay.overhead.client import PARALLEL, Browser, Mode
+from replay.overhead.pages import FULL, MAX_REDIRECTS, QUICK, Page, make_page, object_size, save
 from replay.overhead.profiles import PathProfile
 from replay.overhead.toxi import Toxiproxy, find_toxiproxy, port_free, stop_process
 from replay.overhead.udppath import UdpPath, free_udp_port, udp_port_free
@@ -157,6 +157,65 @@ def _persistent_waves(page: Page) -> int:
     return len(page.redirects) + 1 + int(others)
 
 
+# QUIC (aioquic): the congestion window starts at 10 datagrams of 1,200 bytes and doubles
+# every round trip without loss (slow start); before the client's address is validated (its
+# handshake done) a server sends at most 3 times what it received, the 1,200-byte padded
+# Initial: about 3,000 bytes besides a resumed handshake's (RFC 9000 section 8.1)
+QUIC_WINDOW = 10 * 1200
+QUIC_EARLY_BUDGET = 3 * 1200 - 600
+
+
+def slow_start_rounds(nbytes: int, window: int = QUIC_WINDOW) -> tuple[int, int]:
+    """Round trips to deliver ``nbytes`` from a window of ``window`` bytes doubling each
+    round trip; and the window after them."""
+    rounds, sent = 0, 0
+    while sent < nbytes or not rounds:
+        sent += window
+        window *= 2
+        rounds += 1
+    return rounds, window
+
+
+def _by_host(page: Page) -> dict[str, tuple[int, int]]:
+    """host -> (objects, bytes) of the page's objects."""
+    out: dict[str, tuple[int, int]] = {}
+    for h, p in page.objects:
+        n, b = out.get(h, (0, 0))
+        out[h] = n + 1, b + object_size(p)
+    return out
+
+
+def http_persistent_rtts(page: Page) -> int:
+    """Round trips of a persistent HTTP/1.1 load over http, the bandwidth left out (the TCP
+    paths have no slow start: toxiproxy ends TCP on loopback): per redirect hop TCP and the
+    GET; the page's TCP and GET; then per host ceil(objects / 6) GETs in a row on six
+    connections, after a TCP handshake (on the page's host too unless its one object goes on
+    the page's connection)."""
+    hosts = _by_host(page)
+    waves = max((int(h != page.host or n > 1) + math.ceil(n / PARALLEL)
+                 for h, (n, _) in hosts.items()), default=0)
+    return 2 * len(page.redirects) + 2 + waves
+
+
+def h3_rtts(page: Page, zero_rtt: bool) -> int:
+    """Round trips of the HTTP/3 load, the bandwidth left out: per redirect hop the QUIC
+    handshake and the GET; the page's handshake and its HTML in slow start; then the objects,
+    all requested at once on one connection per host: on the page's connection in its grown
+    window, on the others after their handshake from the initial window. 0-RTT: a connection
+    whose first response fits the server's budget before address validation (the redirects'
+    301s, a small HTML) has it one round trip earlier; a larger one waits for the handshake
+    as without a ticket."""
+    rounds, window = slow_start_rounds(page.html_bytes)
+    hosts = _by_host(page)
+    objects = max((slow_start_rounds(b, window)[0] if h == page.host
+                   else 1 + slow_start_rounds(b)[0] for h, (_, b) in hosts.items()),
+                  default=0)
+    total = 2 * len(page.redirects) + 1 + rounds + objects
+    if zero_rtt:
+        total -= len(page.redirects) + int(page.html_bytes <= QUIC_EARLY_BUDGET)
+    return total
+
+
 def stats(http: list[float], https: list[float]) -> dict[str, Any]:
     """Paired https - http in ms and % of http: median, mean, 75th and 90th percentiles."""
     d = [(s - h) * 1000 for h, s in zip(http, https, strict=True)]
@@ -210,12 +269,14 @@ def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: boo
         s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms else None
         out["h2+tls1.3"] = s
     if persistent and h3:
-        for label, per_setup in (("h3", 0), ("h3+0rtt", -1)):
+        for label, zero in (("h3", False), ("h3+0rtt", True)):
             s = stats(times["http"], times[label])
-            # QUIC's handshake is one round trip, as the http load's TCP handshake: no round
-            # trip beyond http per connection set-up; 0-RTT (a ticket from the last visit)
-            # sends the requests with the handshake: one fewer than http per set-up
-            s["model_round_trips"] = per_setup * _persistent_waves(page)
+            # QUIC's handshake is one round trip, as the http load's TCP handshake; beyond
+            # http: QUIC's slow start (the TCP paths have none), less the GET waves that
+            # multiplexing saves, less what 0-RTT saves
+            s["model_round_trips"] = h3_rtts(page, zero) - http_persistent_rtts(page)
+            s["model_handshake_round_trips"] = (0 if not zero else
+                                                h3_rtts(page, True) - h3_rtts(page, False))
             s["model_ms"] = s["model_round_trips"] * profile.rtt_ms
             s["overhead_round_trips"] = s["mean_ms"] / profile.rtt_ms if profile.rtt_ms \
                 else None
