@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
-from replay.columnar.schema import EPOCH_RE
+from replay.columnar.schema import EPOCH_FRACTION_RE, EPOCH_RE
 from replay.columnar.sources import Source
 from replay.flows import (
     MAX_FIELD_CHARS,
@@ -25,6 +26,10 @@ class Forms:
     epoch_times: bool = True
     numeric_proto: bool = True
     strip: bool = False
+    # epoch times: every sampled one has a fraction (so no millisecond integers to scale)
+    epoch_fraction: bool = False
+    # date-and-time forms: the lengths sampled, of 19 (seconds), 23 (.fff), 26 (.ffffff)
+    time_lengths: frozenset[int] = frozenset({19, 23, 26})
 
 
 def _text(name: str, forms: Forms) -> pl.Expr:
@@ -51,18 +56,28 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
     t = _text(name, forms)
     if forms.epoch_times:
         v = t.cast(pl.Float64, strict=False)
+        if forms.epoch_fraction:  # a time without a fraction (milliseconds?) is residue
+            return pl.when(t.str.contains(EPOCH_FRACTION_RE) & (v < 1e11) & _short(name)).then(v)
         ms = ~t.str.contains(".", literal=True) & (t.str.len_bytes() >= 13)
         v = pl.when(ms).then(_divide(v, 1000.0)).otherwise(v)
         return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11) & _short(name)).then(v)
     # the seconds part has few distinct values (about one per second of trace): parsed once
-    # each (strptime's cache); the fraction is plain digits
+    # each (strptime's cache); the fraction is plain digits. Only the lengths the file uses
+    # are tried (every branch costs a pass over the column): another length is residue.
     n = t.str.len_bytes()
     seconds = t.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S",
                                                strict=False, cache=True).dt.epoch("us")
     dot = t.str.slice(19, 1) == "."
-    frac = (pl.when(n == 19).then(pl.lit(0, pl.Int64))
-            .when((n == 23) & dot).then(t.str.slice(20, 3).cast(pl.Int64, strict=False) * 1000)
-            .when((n == 26) & dot).then(t.str.slice(20, 6).cast(pl.Int64, strict=False)))
+    frac: Any = pl
+    if 19 in forms.time_lengths:
+        frac = frac.when(n == 19).then(pl.lit(0, pl.Int64))
+    if 23 in forms.time_lengths:
+        frac = frac.when((n == 23) & dot).then(
+            t.str.slice(20, 3).cast(pl.Int64, strict=False) * 1000)
+    if 26 in forms.time_lengths:
+        frac = frac.when((n == 26) & dot).then(t.str.slice(20, 6).cast(pl.Int64, strict=False))
+    if frac is pl:  # no form sampled: every length is residue
+        frac = pl.lit(None, pl.Int64)
     # integer microseconds, the offset included, then seconds: the reference's arithmetic
     us = pl.when(frac >= 0).then(seconds + frac - int(round(offset * 1_000_000)))
     return _divide(us.cast(pl.Float64), 1_000_000.0)
@@ -106,8 +121,9 @@ def _sum(terms: list[pl.Expr]) -> pl.Expr:
 SAMPLE_LINES = 1000
 
 
-def _forms(src: Source, time_col: int, proto_col: int) -> Forms:
-    """The forms of the file's first rows (at most :data:`SAMPLE_LINES`)."""
+def _forms(src: Source, time_col: int, end_col: int, proto_col: int) -> Forms:
+    """The forms of the file's first rows (at most :data:`SAMPLE_LINES`); ``end_col`` -1:
+    no end time column."""
     import csv as _csv
     import itertools
 
@@ -118,14 +134,19 @@ def _forms(src: Source, time_col: int, proto_col: int) -> Forms:
         lines = itertools.islice(fh, 0 if src.layout == "nfdump-fmt" else 1, SAMPLE_LINES)
         rows = (line.split(sep) for line in lines) if sep == "|" else _csv.reader(lines)
         for row in rows:
-            if len(row) > max(time_col, proto_col):
+            if len(row) > max(time_col, end_col, proto_col):
                 times.append(row[time_col].strip())
+                if end_col >= 0:
+                    times.append(row[end_col].strip())
                 protos.append(row[proto_col].strip())
-    epoch = sum(1 for t in times if re.fullmatch(EPOCH_RE, t))
+    epochs = [t for t in times if re.fullmatch(EPOCH_RE, t)]
     numeric = sum(1 for p in protos if p.isdigit())
-    return Forms(epoch_times=epoch * 2 >= max(1, len(times)),
+    lengths = frozenset(len(t) for t in times if not re.fullmatch(EPOCH_RE, t)) & {19, 23, 26}
+    return Forms(epoch_times=len(epochs) * 2 >= max(1, len(times)),
                  numeric_proto=numeric * 2 >= max(1, len(protos)),
-                 strip=src.layout == "nfdump-fmt")
+                 strip=src.layout == "nfdump-fmt",
+                 epoch_fraction=bool(epochs) and all("." in t for t in epochs),
+                 time_lengths=lengths or Forms.time_lengths)
 
 
 def _fast_columns(src: Source, offset: float, forms: Forms,
@@ -213,14 +234,15 @@ def _fast_columns(src: Source, offset: float, forms: Forms,
     return exprs, needed, checks
 
 
-def _key_columns(src: Source) -> tuple[int, int]:
-    """The fields whose form decides the fast path: the start time and the protocol."""
+def _key_columns(src: Source) -> tuple[int, int, int]:
+    """The fields whose form decides the fast path: the start time, the end time (-1: none)
+    and the protocol."""
     if src.layout == "nfdump-fmt":
-        return 0, 6
+        return 0, 1, 6
     idx = {h.strip(): i for i, h in enumerate(src.header)}
-    t, p = {"canonical": ("start", "proto"), "nfdump-legacy": ("ts", "pr"),
-            "nfdump-new": ("firstSeen", "proto")}[src.layout]
-    return idx[t], idx[p]
+    t, e, p = {"canonical": ("start", "end", "proto"), "nfdump-legacy": ("ts", "te", "pr"),
+               "nfdump-new": ("firstSeen", "lastSeen", "proto")}[src.layout]
+    return idx[t], idx.get(e, -1), idx[p]
 
 
 def _scan(src: Source, lossy: bool = False) -> tuple[pl.LazyFrame, list[str]]:

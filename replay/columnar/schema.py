@@ -24,6 +24,7 @@ PAIR_SLACK = 2.0
 FILE_SHIFT = 40  # seq = file index << 40 | row index: arrival order across files
 
 EPOCH_RE = r"^\d+(\.\d+)?$"
+EPOCH_FRACTION_RE = r"^\d+\.\d+$"
 DATETIME_RE = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{3}|\.\d{6})?$"
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 CANONICAL_IPV4_RE = rf"^{_OCTET}(\.{_OCTET}){{3}}$"

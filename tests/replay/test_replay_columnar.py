@@ -344,3 +344,56 @@ def test_every_parsed_time_is_the_reference_float(tmp_path: Path, form: str) -> 
     off = pl.DataFrame({"us": [round(s * 1_000_000) for s, _ in ref]}).select(
         pl.col("us").cast(pl.Float64) / 1_000_000.0).to_series().to_list()
     assert sum(a != b[0] for a, b in zip(off, ref, strict=True)) > 100
+
+
+def _time_text(us: int, form: str) -> str:
+    from datetime import UTC, datetime
+
+    d = datetime.fromtimestamp(us // 1_000_000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return {"datetime-s": d, "datetime-ms": f"{d}.{us % 1_000_000 // 1000:03d}",
+            "datetime-us": f"{d}.{us % 1_000_000:06d}", "epoch-ms": str(us // 1000),
+            "epoch-s": str(us // 1_000_000),
+            "epoch-frac": f"{us // 1_000_000}.{us % 1_000_000:06d}"}[form]
+
+
+@pytest.mark.parametrize(("first", "later"), [
+    ("datetime-s", ["datetime-ms", "datetime-us"]),
+    ("datetime-ms", ["datetime-s", "datetime-us"]),
+    ("epoch-frac", ["epoch-ms", "epoch-s"]),
+])
+def test_time_forms_the_sample_did_not_see_as_the_reference(tmp_path: Path, first: str,
+                                                             later: list[str]) -> None:
+    """The fast path parses only the time forms of a file's first rows; rows further on in
+    another form (the sample never saw it) are still read as the reference reads them."""
+    import random
+    from datetime import UTC
+
+    from replay.columnar.parse import SAMPLE_LINES, _forms, _key_columns, _time
+
+    rng = random.Random(11)
+    rows = [",".join(CANONICAL_COLUMNS)]
+    forms = [first] * (SAMPLE_LINES + 200) + [f for f in later for _ in range(300)]
+    texts: dict[str, list[str]] = {f: [] for f in later}
+    for i, form in enumerate(forms):
+        us = 1_366_563_600_000_000 + i * 1_000_123 + rng.randrange(1000)
+        t = _time_text(us, form)
+        if form in texts:
+            texts[form].append(t)
+        rows.append(f"{t},{t},10.0.{i // 250}.{i % 250},198.18.0.{i % 3},40000,443,6,10,1000,")
+    path = tmp_path / "mixed.csv"
+    path.write_text("\n".join(rows) + "\n")
+    names = {f"198.18.0.{k}": f"site{k}.test" for k in range(3)}
+    c_ref, _ = reference([path], tmp_path / "r.csv", names)
+    c_eng, _ = engine([path], tmp_path / "e.csv", names)
+    assert same(c_ref, c_eng) == {} and c_eng.flows_read == len(forms)
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    # twin: the later forms are outside the fast path the sample chose (so the rows above
+    # took the reference's way), while the sampled form is inside it
+    src = columnar.plan_sources([path], "auto", "fmt", tmp_path, UTC)[0]
+    chosen = _forms(src, *_key_columns(src))
+    for form, values in texts.items():
+        fast = pl.DataFrame({"t": values}).select(_time("t", 0.0, chosen))["t"]
+        assert fast.null_count() == len(values), form
+    first_values = [_time_text(1_366_563_600_000_000 + k * 7919, first) for k in range(50)]
+    fast = pl.DataFrame({"t": first_values}).select(_time("t", 0.0, chosen))["t"]
+    assert fast.null_count() == 0
