@@ -45,6 +45,7 @@ from .tiles import TilePath
 log = logging.getLogger("notary.tlog")
 
 REPORT_PERIOD = 60.0
+RECORD_DELAY = 0.02  # seconds observations gather before one write to the log's store
 # what the log's store can raise: SQLite or Redis errors, a full or gone disk, a missing tile,
 # a Redis batch that lost its race (WatchError is a RedisError)
 DB_ERRORS = (sqlite3.Error, redis.RedisError, OSError, LookupError, RuntimeError)
@@ -115,6 +116,7 @@ class TransparencyLog:
         self._stored: OrderedDict[str, None] = OrderedDict()
         self._batch: list[tuple[str, bytes]] = []  # queued by record(), not yet written
         self._flushing = False
+        self._flush_soon: asyncio.TimerHandle | None = None
         self._checkpoint: bytes | None = None  # latest, with cosignatures
         self._size = 0
         self._proofs: OrderedDict[tuple[int, int], tuple[list[bytes], bytes]] = OrderedDict()
@@ -153,6 +155,8 @@ class TransparencyLog:
             self.db_errors.failed(exc)
 
     async def stop(self) -> None:
+        if self._flush_soon is not None:  # what was recorded is written before the log closes
+            self._start_flush()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -172,16 +176,26 @@ class TransparencyLog:
     def record(self, entry: Entry) -> None:
         """Queue an observation (fire and forget; never raises).
 
-        Entries recorded while a write is in flight go to the store together in the next
-        one (one transaction, one hand-off to the log's thread), so a busy notary pays one
-        store round trip per batch rather than per probe."""
+        Entries recorded within :data:`RECORD_DELAY` seconds, or while a write is in flight,
+        go to the store together (one transaction, one hand-off to the log's thread), so a
+        busy notary pays one store round trip per batch rather than per probe. The
+        sequencer writes what is waiting before it sequences, so the delay never makes a
+        batch miss an entry recorded before it."""
         key = entry.key
         if (key in self._known or key in self._queued or key in self._stored
                 or self._log is None):
             return
         self._queued.add(key)
         self._batch.append((key, entry.encode()))
-        if not self._flushing:
+        if not self._flushing and self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_later(
+                RECORD_DELAY, self._start_flush)
+
+    def _start_flush(self) -> None:
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
+        if not self._flushing and self._batch:
             self._flushing = True
             fut = asyncio.ensure_future(self._flush())
             self._pending_tasks.add(fut)
@@ -234,6 +248,12 @@ class TransparencyLog:
     async def _step(self) -> None:
         assert self._log is not None
         tl = self._log
+        if self._flush_soon is not None:  # what was recorded goes in before sequencing
+            self._flush_soon.cancel()
+            self._flush_soon = None
+            if not self._flushing:
+                self._flushing = True
+                await self._flush()
         try:
             held = await self._run(tl.take_lease, self._holder, time.time(),
                                    self.settings.lease_ttl)
