@@ -250,6 +250,14 @@ def test_quick_run_overhead_is_the_handshakes_round_trips(
     assert doc["config"]["http2"]  # httpcore[http2] and hypercorn: the replay extra
     h2 = doc["results"]["thesis"]["persistent"]["h2+tls1.3"]
     assert h2["n"] == 2 and isinstance(h2["median_ms"], float)
+    assert doc["config"]["http3"]  # aioquic: the replay extra
+    for label in ("h3", "h3+0rtt"):
+        h3 = doc["results"]["thesis"]["persistent"][label]
+        assert h3["n"] == 2 and isinstance(h3["median_ms"], float), label
+        assert isinstance(h3["model_round_trips"], int), label
+        assert label not in doc["results"]["thesis"]["non-persistent"]
+    udp = doc["connections"]["thesis"]["udp_path"]
+    assert udp["forwarded"] > 0 and udp["sessions"] > 0, udp
     md = (out / "overhead.md").read_text()
     assert "436 ms" in md and "16.1%" in md and "| measured |" in md and "| model" in md
 
