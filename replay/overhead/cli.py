@@ -12,7 +12,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     x = sub.add_parser(
         "overhead", help="HTTPS overhead: whole-page https - http over emulated paths",
         description="Whole-page downloads over http and https (TLS 1.2, 1.3, resumption; "
-        "non-persistent and persistent HTTP/1.1, 6 connections per host) through toxiproxy "
+        "non-persistent and persistent HTTP/1.1, 6 connections per host; HTTP/2; HTTP/3 "
+        "over a UDP path emulator with the same profiles) through toxiproxy "
         "path profiles; writes OUT/overhead.json and OUT/overhead.md beside the 2015 "
         "thesis's figures.")
     x.add_argument("--out", type=Path, required=True, help="output directory (required)")

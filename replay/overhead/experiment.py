@@ -1,5 +1,6 @@
 """``replay overhead``: the thesis's https-minus-http page download time, measured on real
-TLS stacks over emulated paths (toxiproxy between the browser and the page's servers).
+TLS stacks over emulated paths (toxiproxy between the browser and the page's servers; for
+HTTP/3, our UDP path emulator, udppath.py, with the same profile).
 
 For each path profile and connection mode (non-persistent, persistent), ``repeats`` rounds;
 each round loads the page once over http and once per TLS variant, in a shuffled order, and
