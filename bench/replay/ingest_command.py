@@ -8,8 +8,8 @@ processes on one core (``POLARS_MAX_THREADS=1``), alternating in every trial: th
 polars' own read of the columns the builder needs (the floor) and, with ``--baseline DIR``,
 the same command from another checkout (``DIR/replay``), so that a change is measured against
 its baseline in the same run on a shared machine. The load average is recorded before and
-after every trial. Results: ``bench/results/ingest-command.json`` (``var/results/`` unless
-recording).
+after every trial. Results: ``bench/results/ingest-command.json`` and its section of
+``docs/benchmarks.md`` (``var/results/`` unless recording).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.paths import results_path  # noqa: E402
+from bench.paths import results_path, write_section  # noqa: E402
 from bench.replay.ingest import (  # noqa: E402
     GOAL_COMMAND_RSS_MB,
     GOAL_FLOWS_PER_S,
@@ -58,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=ROOT / "var" / "bench-ingest")
     ap.add_argument("--out", type=Path,
                     default=results_path("bench/results/ingest-command.json"))
+    ap.add_argument("--md", type=Path, default=results_path("docs/benchmarks.md"),
+                    help="Markdown file for the section (default: docs/benchmarks.md when "
+                         "recording, else under var/results/)")
     a = ap.parse_args(argv)
+    load_before = os.getloadavg()
     a.work.mkdir(parents=True, exist_ok=True)
     data = synth(a.work, a.scale, 3600.0, list(LAYOUTS))
     scratch = a.work / "out-command.csv"
@@ -105,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "suite": "ingest-command", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_average_end": os.getloadavg()},
-        "scale": a.scale, "trials": a.trials,
-        "baseline": str(a.baseline) if a.baseline else None, "layouts": layouts,
+                    "load_average_start": load_before, "load_average_end": os.getloadavg()},
+        "scale": a.scale, "trials": a.trials, "commit": _commit(ROOT),
+        "baseline": str(a.baseline) if a.baseline else None,
+        "baseline_commit": _commit(a.baseline) if a.baseline else None, "layouts": layouts,
         "goals": {
             "flows_per_s": {"limit": GOAL_FLOWS_PER_S, "met": all(
                 v["command"]["flows_per_s"] >= GOAL_FLOWS_PER_S for v in layouts.values())},
@@ -122,7 +128,73 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"bench/ingest-command: wrote {a.out}")
+    write_section(a.md, "ingest-command", "bench/replay/ingest_command.py", render_markdown(doc))
+    print(f"bench/ingest-command: wrote its section of {a.md}")
     return 0
+
+
+def _commit(root: Path) -> str | None:
+    """The commit a checkout is at (a ``BASELINE_COMMIT`` file names it in an exported
+    tree), or None."""
+    marker = root / "BASELINE_COMMIT"
+    if marker.exists():
+        return marker.read_text().strip() or None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The ingest-command section of docs/benchmarks.md."""
+    m = doc["machine"]
+    base = doc.get("baseline")
+    lines = [
+        "## Trace ingest as users pay it (`replay workload --jobs 1`, whole command)",
+        "",
+        f"Run {doc['when']} at commit {doc.get('commit') or '?'} on {m['cpus']} CPUs, Python "
+        f"{m['python']}; the synthetic hour at scale {doc['scale']:g}, {doc['trials']} trials "
+        "per layout, each a fresh process on one core (`POLARS_MAX_THREADS=1`), the kinds "
+        "alternating in every trial. CPU time (user + system, from `wait4`) includes the "
+        "interpreter's start and the imports; *columns* is polars' own read of just the "
+        "columns the builder needs, as a whole command too (the floor of reading the layout)"
+        + (f"; *baseline* the same command from commit {doc.get('baseline_commit') or base}"
+           if base else "") + ". `bench/results/ingest-command.json` has every trial.",
+        "",
+        "| Layout | Flows | CPU s (min-max) | Flows per CPU-s | Peak RSS MB | Columns CPU s |"
+        + (" Baseline CPU s (min-max) | CPU ratio to baseline | Baseline RSS MB |"
+           if base else ""),
+        "|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if base else ""),
+    ]
+    for name, v in doc["layouts"].items():
+        c, col = v["command"], v["columns"]
+        row = (f"| {name} | {v['flows']:,} | {c['cpu_s']:.2f} ({c['cpu_min_s']:.2f}-"
+               f"{c['cpu_max_s']:.2f}) | {c['flows_per_cpu_s']:,.0f} | {c['peak_rss_mb']:.0f} | "
+               f"{col['cpu_s']:.2f} |")
+        if base:
+            b = v["baseline"]
+            row += (f" {b['cpu_s']:.2f} ({b['cpu_min_s']:.2f}-{b['cpu_max_s']:.2f}) | "
+                    f"{v['cpu_ratio_to_baseline']:.2f} | {b['peak_rss_mb']:.0f} |")
+        lines.append(row)
+    g = doc["goals"]
+    loads = [t[k] for v in doc["layouts"].values() for runs in v.values()
+             if isinstance(runs, dict) and "trials" in runs for t in runs["trials"]
+             for k in ("loadavg_1m_before", "loadavg_1m_after")]
+    walls = [t["wall_s"] for v in doc["layouts"].values() for t in v["command"]["trials"]]
+    lines += [
+        "",
+        f"Goal of {g['flows_per_cpu_s']['limit']:,} flows per CPU-second for the whole "
+        f"command in every layout: {'met' if g['flows_per_cpu_s']['met'] else 'NOT met'}; "
+        f"peak RSS <= {g['peak_rss_mb']['limit']} MB: "
+        f"{'met' if g['peak_rss_mb']['met'] else 'NOT met'}. Load average (1 min) "
+        f"{m['load_average_start'][0]:.2f} at the start and {m['load_average_end'][0]:.2f} at "
+        f"the end, {min(loads):.2f}-{max(loads):.2f} before and after the trials; the "
+        f"command's wall times ({min(walls):.1f}-{max(walls):.1f} s) follow the load, CPU "
+        "times much less.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -207,5 +207,6 @@ def make_workload(inputs: list[Path], output: Path, cfg: EngineConfig, errors: E
     return counters, rows, stages
 
 
-__all__ = ["EngineConfig", "Partitions", "Progress", "Source", "build", "expand_inputs",
-           "iter_events", "make_workload", "plan_sources", "sha_key"]
+__all__ = ["Canonical", "EngineConfig", "Partitions", "Progress", "Source", "build",
+           "expand_inputs", "ingest_source", "iter_events", "make_workload", "plan_sources",
+           "sha_key"]

@@ -15,10 +15,10 @@ BATCH_ROWS = 1_000_000
 # flows per partition: phase 2 holds a partition and its joins and sorts (a few times its
 # size) per job, so this bounds memory (bench/replay/ingest.py --big-flows)
 PART_ROWS = 1_000_000
-# one job holds this many flows in one partition (peak RSS 0.76 GB at 2 M flows, against 0.68
-# GB in two): hashing flows into partitions and merging their events would cost more than a
-# third of a short trace's whole run
-ONE_PART_ROWS = 2_500_000
+# one job holds up to this many flows in one partition (the whole command's peak RSS is about
+# 0.9 GB at 2 M flows, 0.1 GB more than in two partitions): hashing flows into partitions and
+# merging their events back cost about a fifth of such a run's CPU time
+ONE_PART_ROWS = 2_200_000
 MAX_PARTITIONS = 4096
 PAIR_SLACK = 2.0
 FILE_SHIFT = 40  # seq = file index << 40 | row index: arrival order across files
