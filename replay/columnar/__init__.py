@@ -128,6 +128,8 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
             rdns_map = cfg.rdns(_unnamed_destinations(parts, name_map))
         names_df = pl.DataFrame({"address": list(name_map), "name": list(name_map.values())},
                                 schema={"address": pl.String, "name": pl.String})
+        # one number per distinct name (the client cache's key packs it)
+        names_df = names_df.with_columns(pl.col("name").rank("dense").alias("name_id"))
         rdns_df = pl.DataFrame({"address": [a for a, n in rdns_map.items() if n],
                                 "name": [n for n in rdns_map.values() if n]},
                                schema={"address": pl.String, "name": pl.String})

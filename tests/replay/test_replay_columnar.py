@@ -397,3 +397,37 @@ def test_time_forms_the_sample_did_not_see_as_the_reference(tmp_path: Path, firs
     first_values = [_time_text(1_366_563_600_000_000 + k * 7919, first) for k in range(50)]
     fast = pl.DataFrame({"t": first_values}).select(_time("t", 0.0, chosen))["t"]
     assert fast.null_count() == 0
+
+
+def test_client_cache_packed_key_gives_the_three_columns_hits() -> None:
+    """Where every host is a map name, the client cache keys each flow by one integer
+    packing (client, name, port); its hits are those of the three columns as they are."""
+    import random
+
+    from replay.columnar.events import _client_cache, _packed_key
+
+    rng = random.Random(5)
+    names = pl.DataFrame({"name": ["a.test", "b.test", "a.test", "c.test"]}).with_columns(
+        pl.col("name").rank("dense").alias("name_id"))  # two addresses, one name
+    addresses = [rng.randrange(4) for _ in range(5000)]
+    rows = [names.row(a) for a in addresses]
+    clients = [f"client{rng.randrange(40)}" for _ in rows]
+    df = pl.DataFrame({"client": clients, "name": [r[0] for r in rows],
+                       "name_id": [r[1] for r in rows],
+                       "port": [rng.choice([443, 8443, 65535]) for _ in rows]})
+    df = df.with_columns(pl.col("client").rank("dense").alias("client_id"),
+                         pl.col("name").alias("host"), pl.lit(None, pl.String).alias("sni"),
+                         pl.lit(None, pl.String).alias("name_rdns"))
+    three = df.select(~pl.struct("client", "host", "port").is_first_distinct())
+    assert _packed_key(df) is not None
+    hits = _client_cache(df, None)
+    assert hits.to_list() == three.to_series().to_list() and 0 < hits.sum() < df.height
+    # twin: keyed by address instead of name, two addresses of one name would miss
+    by_address = df.with_columns(pl.Series("name_id", addresses)).select(
+        ~pl.struct("client", "name_id", "port").is_first_distinct()).to_series()
+    assert by_address.sum() < hits.sum()
+    # twin: a host from SNI (not a map name) is keyed by the three columns, not packed
+    with_sni = df.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("x.test"))
+                               .alias("sni"))
+    assert _packed_key(with_sni) is None
+    assert _client_cache(with_sni, None).to_list() == three.to_series().to_list()
