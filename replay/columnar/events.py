@@ -125,35 +125,34 @@ def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
     c.ssl_bytes_kept = int(kept["bytes"].sum())
     c.first_start = float(kept["start"][0])
     c.last_start = float(kept["start"][-1])
-    # only the columns the events need, the joins and the filter fused in one query (each
-    # eager step would copy every column)
-    lean = kept.lazy().select("start", "seq", "src", "dst", "dport", "bytes", "sni").join(
-        names.lazy(), left_on="dst", right_on="address", how="left", maintain_order="left")
+    # only the columns the events need (each join and filter copies every column); eager
+    # joins: polars' lazy join of a small table took four times as long here
+    named = kept.select("start", "seq", "src", "dst", "dport", "bytes", "sni").join(
+        names, left_on="dst", right_on="address", how="left", maintain_order="left")
     if rdns.height:
-        lean = lean.join(rdns.lazy(), left_on="dst", right_on="address", how="left",
-                         suffix="_rdns", maintain_order="left")
+        named = named.join(rdns, left_on="dst", right_on="address", how="left",
+                           suffix="_rdns", maintain_order="left")
     else:
-        lean = lean.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
-    named = lean.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"),
-                              pl.when(pl.col("sni").is_not_null()).then(pl.lit("sni"))
-                              .when(pl.col("name").is_not_null()).then(pl.lit("map"))
-                              .otherwise(pl.lit("rdns")).alias("named_by"))\
-        .filter(pl.col("host").is_not_null()).collect()
+        named = named.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
+    named = named.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"),
+                               pl.when(pl.col("sni").is_not_null()).then(pl.lit("sni"))
+                               .when(pl.col("name").is_not_null()).then(pl.lit("map"))
+                               .otherwise(pl.lit("rdns")).alias("named_by"))
+    named = named.filter(pl.col("host").is_not_null())
     c.unnamed_dropped = kept.height - named.height
     c.named = named.height
     c.named_by = {str(k): int(v) for k, v in named["named_by"].value_counts().iter_rows()}
     c.ssl_bytes_named = int(named["bytes"].sum()) if named.height else 0
     clients = pseudonyms(named["src"].unique())
     clients = clients.with_columns(pl.col("client").rank("dense").alias("client_id"))
-    lean = named.lazy().join(clients.lazy(), on="src", how="left", maintain_order="left")
+    named = named.join(clients, on="src", how="left", maintain_order="left")
     if targets.height:
-        lean = lean.join(targets.lazy(), on="host", how="left", maintain_order="left")
+        named = named.join(targets, on="host", how="left", maintain_order="left")
     else:  # no farm: every event keeps its own port
-        lean = lean.with_columns(pl.lit(None, pl.Int64).alias("target_port"),
-                                 pl.lit(None, pl.String).alias("target_fingerprint"))
-    named = lean.with_columns(pl.coalesce("target_port", "dport").alias("port"),
-                              pl.col("target_fingerprint").fill_null("").alias("fingerprint"))\
-        .collect()
+        named = named.with_columns(pl.lit(None, pl.Int64).alias("target_port"),
+                                   pl.lit(None, pl.String).alias("target_fingerprint"))
+    named = named.with_columns(pl.coalesce("target_port", "dport").alias("port"),
+                               pl.col("target_fingerprint").fill_null("").alias("fingerprint"))
     named = named.with_columns(_client_cache(named, cfg.client_cache_lifetime).alias("hit"))
     c.client_cache_hits = int(named["hit"].sum())
     c.notary_requests = named.height - c.client_cache_hits
