@@ -81,6 +81,14 @@ class CachedStore:
         if len(lru) > self._max:
             lru.popitem(last=False)
 
+    def peek(self, location: str) -> TargetRecord | None:
+        """The in-process record of ``location`` (marked recently used), or None; no backend
+        call and nothing awaited (for a cache hit answered at once)."""
+        rec = self._lru.get(location)
+        if rec is not None:
+            self._lru.move_to_end(location)
+        return rec
+
     async def get(self, location: str, *, fresh: bool = False) -> TargetRecord | None:
         if not fresh:
             rec = self._lru.get(location)
