@@ -51,9 +51,11 @@ async def test_one_turn_of_the_loop_is_one_batch(tmp_path: Path, driver: Driver)
         assert stored(tmp_path / "b.sqlite3", "SELECT count(*) FROM observations") == [(21,)]
         assert [r.version for r in recs] == [1] * 20
         assert [len(r.history) for r in recs] == [1] * 20
+        reads = store.loop_reads
         got = await asyncio.gather(*(store.get(f"h{i}.test:443") for i in range(20)),
                                    store.get("nowhere.test:443"))
-        assert store.batches - before == 2
+        # nothing is being written: every read on the loop's own connection, no hop
+        assert store.batches - before == 1 and store.loop_reads - reads == 21
         assert [g is not None and g.history == r.history
                 for g, r in zip(got[:-1], recs, strict=True)] == [True] * 20
         assert got[-1] is None
@@ -69,6 +71,37 @@ async def test_twin_one_after_the_other_is_one_batch_each(tmp_path: Path,
         for i in range(5):
             await store.observe(f"h{i}.test:443", cert(i), NOW)
         assert store.batches - before == 5
+    finally:
+        await store.close()
+
+
+async def test_a_read_waits_for_the_writes_about_its_location(tmp_path: Path,
+                                                              driver: Driver) -> None:
+    store = await opened(tmp_path / "w.sqlite3", driver)
+    try:
+        reads = store.loop_reads
+        writing = asyncio.ensure_future(store.observe("a.test:443", cert(1), NOW))
+        await asyncio.sleep(0)  # the write is queued, not yet committed
+        got = await store.get("a.test:443")  # through the queue, after it
+        assert got is not None and got.version == 1
+        assert store.loop_reads == reads
+        await writing
+    finally:
+        await store.close()
+
+
+async def test_twin_a_read_about_another_location_does_not_wait(tmp_path: Path,
+                                                                driver: Driver) -> None:
+    store = await opened(tmp_path / "w.sqlite3", driver)
+    try:
+        reads = store.loop_reads
+        writing = asyncio.ensure_future(store.observe("a.test:443", cert(1), NOW))
+        await asyncio.sleep(0)
+        assert await store.get("first.test:443") is not None  # on the loop, at once
+        assert await store.get("b.test:443") is None
+        assert store.loop_reads - reads == 2
+        assert not writing.done()
+        await writing
     finally:
         await store.close()
 
