@@ -134,14 +134,20 @@ def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
                            suffix="_rdns", maintain_order="left")
     else:
         named = named.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
-    named = named.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"),
-                               pl.when(pl.col("sni").is_not_null()).then(pl.lit("sni"))
-                               .when(pl.col("name").is_not_null()).then(pl.lit("map"))
-                               .otherwise(pl.lit("rdns")).alias("named_by"))
-    named = named.filter(pl.col("host").is_not_null())
+    if rdns.height or named["sni"].null_count() < named.height:
+        named = named.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"))\
+            .filter(pl.col("host").is_not_null())
+    else:  # names from the map alone
+        named = named.filter(pl.col("name").is_not_null()).with_columns(
+            pl.col("name").alias("host"))
     c.unnamed_dropped = kept.height - named.height
     c.named = named.height
-    c.named_by = {str(k): int(v) for k, v in named["named_by"].value_counts().iter_rows()}
+    # named by SNI where there is one, else by the map, else by reverse DNS
+    by_sni = named.height - named["sni"].null_count()
+    by_map = int(named.select((pl.col("sni").is_null() & pl.col("name").is_not_null()).sum())
+                 .item())
+    c.named_by = {k: v for k, v in (("sni", by_sni), ("map", by_map),
+                                    ("rdns", named.height - by_sni - by_map)) if v}
     c.ssl_bytes_named = int(named["bytes"].sum()) if named.height else 0
     clients = pseudonyms(named["src"].unique())
     clients = clients.with_columns(pl.col("client").rank("dense").alias("client_id"))
