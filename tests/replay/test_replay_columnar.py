@@ -431,3 +431,26 @@ def test_client_cache_packed_key_gives_the_three_columns_hits() -> None:
                                .alias("sni"))
     assert _packed_key(with_sni) is None
     assert _client_cache(with_sni, None).to_list() == three.to_series().to_list()
+
+
+def test_names_from_the_map_and_reverse_dns_as_the_reference(hour: Path,
+                                                             tmp_path: Path) -> None:
+    """Half the destinations named by the map, a quarter of the others by reverse DNS: the
+    same workload and named-by counts as the reference's."""
+    names = read_name_map(hour / "names.txt")
+    keys = sorted(names)
+    by_map = {k: names[k] for k in keys[::2]}
+    by_rdns = {k: f"r-{names[k]}" for k in keys[1::4]}
+    ref, eng = tmp_path / "ref.csv", tmp_path / "eng.csv"
+    c_ref = StageCounters()
+    errors = ErrorLog()
+    write_workload(build_workload(read_flows([hour / "flows.csv"], errors),
+                                  Namer(by_map, by_rdns), WorkloadConfig(), c_ref, {}), ref)
+    c_eng, _ = engine([hour / "flows.csv"], eng, by_map,
+                      rdns=lambda addresses: {a: by_rdns.get(a) for a in addresses})
+    assert same(c_ref, c_eng) == {}
+    assert ref.read_bytes() == eng.read_bytes()
+    assert c_eng.named_by.get("map", 0) > 0 and c_eng.named_by.get("rdns", 0) > 0
+    # twin: without reverse DNS those flows are not named
+    c_map, _ = engine([hour / "flows.csv"], tmp_path / "map.csv", by_map)
+    assert "rdns" not in c_map.named_by and c_map.named == c_eng.named - c_eng.named_by["rdns"]
