@@ -293,6 +293,15 @@ def _measure(browser: Browser, page: Page, profile: PathProfile, persistent: boo
     return out
 
 
+def h3_profiles(cfg: OverheadConfig) -> set[str]:
+    """The profiles with HTTP/3 rows: every one, but with ``--quick`` only ``thesis`` (or the
+    first given): an HTTP/3 load costs ~0.2 s of CPU here (aioquic, the relay: Python)."""
+    if not cfg.quick:
+        return {p.name for p in cfg.profiles}
+    names = [p.name for p in cfg.profiles]
+    return {"thesis" if "thesis" in names else names[0]}
+
+
 def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
     """Measure; write ``overhead.json`` and ``overhead.md`` under ``cfg.out``; the document."""
     from replay.overhead.report import write_report
@@ -340,7 +349,9 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
 
         rng = random.Random(cfg.seed)
         udp = {h: free_udp_port() for h in page.hosts} if h3 else {}
+        h3_on = h3_profiles(cfg) if h3 else set()
         for profile in cfg.profiles:
+            h3_here = profile.name in h3_on
             for n in names:
                 tp.shape(n, profile)
             browser = Browser({**ports, **{("h3", h): p for h, p in udp.items()}}, profile,
@@ -348,10 +359,10 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
             with contextlib.ExitStack() as stack:
                 path = stack.enter_context(UdpPath(
                     profile, {p: served.h3_port for p in udp.values()},
-                    cfg.out / f"udppath-{profile.name}.log", cfg.seed)) if h3 else None
+                    cfg.out / f"udppath-{profile.name}.log", cfg.seed)) if h3_here else None
                 results[profile.name] = {
                     conn: _measure(browser, page, profile, conn == "persistent", variants,
-                                   cfg.rounds, rng, progress, h2, h3)
+                                   cfg.rounds, rng, progress, h2, h3_here)
                     for conn in ("non-persistent", "persistent")}
             connections[profile.name] = {
                 "opened": browser.counters.connections,
@@ -366,7 +377,7 @@ def run_overhead(cfg: OverheadConfig) -> dict[str, Any]:
             table4 = run_table4(cfg.out, tp, served.chain, served.key,
                                 3 if cfg.quick else 10)
     doc = {"config": {"quick": cfg.quick, "rounds": cfg.rounds, "seed": cfg.seed, "http2": h2,
-                      "http3": h3,
+                      "http3": h3, "http3_profiles": sorted(h3_on),
                       "profiles": {p.name: asdict(p) for p in cfg.profiles},
                       "page": {"objects": len(page.objects),
                                "hosts": len(page.without_redirects().hosts),
