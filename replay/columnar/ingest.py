@@ -245,8 +245,7 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     fast_ok = pl.all_horizontal([pl.col(c).is_not_null() for c in (
         "start", "end", "sport", "dport", "proto", "packets", "bytes", "src_raw", "dst_raw")])
     parsed = parsed.with_columns(
-        (pl.col("_complete") & fast_ok & (pl.col("end") >= pl.col("start"))).alias("_ok"),
-        _hostname_fast(pl.col("sni_raw")).alias("sni_raw"))
+        (pl.col("_complete") & fast_ok & (pl.col("end") >= pl.col("start"))).alias("_ok"))
     residue: set[int] = set()
     flows = 0
     stop: int | None = None
@@ -267,6 +266,9 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
             canon.learn_addresses(ok["dst_raw"])
             sni = pl.lit(None, pl.String)
             named = ok["sni_raw"].null_count() < ok.height
+            if named:  # only then: a column of empty fields costs nothing more
+                ok = ok.with_columns(_hostname_fast(pl.col("sni_raw")).alias("sni_raw"))
+                named = ok["sni_raw"].null_count() < ok.height
             if named:
                 canon.map_names(ok["sni_raw"])
                 sni = pl.col("sni_raw").replace_strict(canon.names, default=None,
