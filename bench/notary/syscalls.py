@@ -3,8 +3,12 @@
     python -m bench.notary.syscalls [--seconds 5]
 
 One notary (1 worker, plain HTTP) under wrk's forced probes (16 connections, every request a
-new name and a live probe), ``strace -c -f`` attached to it for the loaded seconds only.
-The probe count is the notary's ``connect`` calls (one per probe). Needs ``strace`` (in
+new name and a live probe). First, untraced, the thread hand-offs: every thread's context
+switches from ``/proc`` (voluntary: the thread blocked, waiting for another; involuntary:
+the scheduler took the core), and every thread's CPU, per answered request. Then
+``strace -c -f`` attached to it for as many loaded seconds (ptrace stops every system
+call, so the switches are counted without it). The probe count is the notary's ``connect``
+calls (one per probe). Needs ``strace`` (in
 scripts/install-system-deps); without it the suite says so and exits 0. Results:
 ``bench/results/notary-syscalls.json`` when recording, else under ``var/results/``.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -42,6 +47,41 @@ def parse_strace_summary(text: str) -> dict[str, int]:
     return calls
 
 
+def thread_counts(pid: int) -> dict[str, tuple[int, int, float]]:
+    """Per thread of ``pid``: (voluntary switches, involuntary switches, CPU seconds)."""
+    out: dict[str, tuple[int, int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        cpu = stat.rsplit(")", 1)[1].split()
+        out[tid] = (int(fields["voluntary_ctxt_switches"]),
+                    int(fields["nonvoluntary_ctxt_switches"]),
+                    (int(cpu[11]) + int(cpu[12])) / tick)
+    return out
+
+
+def handoffs(before: dict[str, tuple[int, int, float]], after: dict[str, tuple[int, int, float]],
+             requests: int) -> dict[str, Any]:
+    """Context switches and CPU per request, all threads and the busiest ones apart."""
+    if requests <= 0:
+        raise BenchError("no requests were answered")
+    per = []
+    for tid, (vol, invol, cpu) in after.items():
+        v0, i0, c0 = before.get(tid, (0, 0, 0.0))
+        per.append((cpu - c0, vol - v0, invol - i0))
+    per.sort(reverse=True)
+    return {"voluntary_switches_per_request": round(sum(p[1] for p in per) / requests, 2),
+            "involuntary_switches_per_request": round(sum(p[2] for p in per) / requests, 2),
+            "cpu_us_per_request": round(sum(p[0] for p in per) / requests * 1e6),
+            "threads_cpu_us_per_request": [round(p[0] / requests * 1e6) for p in per
+                                           if p[0] > 0]}
+
+
 def measure(work: Path, extra: Sequence[str], seconds: int) -> dict[str, Any]:
     with Processes(work / "logs") as ps:
         target = make_rsa_cert(work / "target", SITE)
@@ -60,6 +100,9 @@ def measure(work: Path, extra: Sequence[str], seconds: int) -> dict[str, Any]:
         ps.wait_http("notary", HOST, port)
         url = f"http://{HOST}:{port}"
         wrk.run_wrk(url, script, threads=2, connections=16, seconds=1)  # warm-up
+        before = thread_counts(proc.pid)
+        untraced = wrk.run_wrk(url, script, threads=2, connections=16, seconds=seconds)
+        switches = handoffs(before, thread_counts(proc.pid), untraced.requests)
         out = work / "strace.txt"
         st = subprocess.Popen(["strace", "-c", "-f", "-o", str(out), "-p", str(proc.pid)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -72,7 +115,7 @@ def measure(work: Path, extra: Sequence[str], seconds: int) -> dict[str, Any]:
     probes = calls.get("connect", 0)
     if probes <= 0:
         raise BenchError("strace counted no connect calls: no probes were made")
-    return {"requests": r.requests, "probes": probes,
+    return {"requests": r.requests, "probes": probes, "untraced": switches,
             "per_probe": {k: round(v / probes, 2) for k, v in
                           sorted(calls.items(), key=lambda kv: -kv[1])},
             "total_per_probe": round(sum(calls.values()) / probes, 1)}
@@ -93,10 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="converge-syscalls-") as tmp:
             for name, extra in (("log", ()), ("no_log", ("--no-log",))):
                 doc[name] = measure(Path(tmp) / name, extra, args.seconds)
+                u = doc[name]["untraced"]
                 print(f"{name}: {doc[name]['total_per_probe']} system calls per probe "
                       f"({doc[name]['probes']} probes); top: "
                       + ", ".join(f"{k} {v}" for k, v in
-                                  list(doc[name]["per_probe"].items())[:6]))
+                                  list(doc[name]["per_probe"].items())[:6])
+                      + f"; untraced: {u['voluntary_switches_per_request']} voluntary and "
+                      f"{u['involuntary_switches_per_request']} involuntary context switches,"
+                      f" {u['cpu_us_per_request']} us CPU per request (threads: "
+                      + ", ".join(map(str, u["threads_cpu_us_per_request"])) + ")")
     except BenchError as exc:
         print(f"bench/notary/syscalls: failed: {exc}", file=sys.stderr)
         return 1
