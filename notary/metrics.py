@@ -51,6 +51,7 @@ class Metrics:
         cache = Counter("notary_cache", "Notary cache lookups by outcome (hit answers without "
                         "a probe; miss and stale probe)", ["result"], registry=r)
         self._cache = {k: cache.labels(k) for k in ("hit", "miss", "stale")}
+        self._answered: dict[tuple[int, str], int] = {}  # not yet in the counters
         self.negative_hits = Counter("notary_negative_cache_hits",
                                      "503s answered from the negative cache", registry=r)
         self.store_errors = Counter("notary_store_errors",
@@ -84,9 +85,20 @@ class Metrics:
                                  registry=r)
 
     def answered(self, status: int, cache: str) -> None:
-        """One answered request (``cache`` is ``hit``, ``miss`` or ``stale``)."""
-        self._status.get(status, self._status_other).inc()
-        self._cache[cache].inc()
+        """One answered request (``cache`` is ``hit``, ``miss`` or ``stale``).
+
+        Counted in a plain dict and added to the counters when they are read
+        (:meth:`exposition`): each counter increment takes a lock, and two per cache hit
+        were ~1.3 us, the dict ~0.1 us."""
+        key = (status, cache)
+        pending = self._answered
+        pending[key] = pending.get(key, 0) + 1
+
+    def _flush(self) -> None:
+        pending, self._answered = self._answered, {}
+        for (status, cache), n in pending.items():
+            self._status.get(status, self._status_other).inc(n)
+            self._cache[cache].inc(n)
 
     def failed(self, exc: NotaryError, status: int) -> None:
         """One request that ended in an error response."""
@@ -110,6 +122,7 @@ class Metrics:
         self._probe[outcome].observe(seconds)
 
     def exposition(self) -> bytes:
+        self._flush()
         return generate_latest(self.registry)
 
 
