@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from notary.tlog import log as tlog_log
 from notary.tlog.log import TileLog
 from notary.tlog.merkle import (
     Frontier,
@@ -165,6 +166,21 @@ def test_dedupe_and_the_pending_queue(tmp_path: Path) -> None:
     assert log.index_of("a") == 0 and log.index_of("b") is None
     assert log.sequence(SIGNER) is None  # nothing new: no new checkpoint
     assert log.sequence(SIGNER, force=True) is not None
+
+
+def test_the_pending_queue_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At MAX_PENDING waiting entries a new one is refused (LogFull); twin: once the
+    sequencer has taken them, there is room again."""
+    monkeypatch.setattr(tlog_log, "MAX_PENDING", 3)
+    log = TileLog(tmp_path / "b.sqlite3", ORIGIN)
+    assert log.enqueue_many([("a", b"1"), ("b", b"2")]) == 2
+    assert not log.enqueue("a", b"1")  # queued already
+    assert log.enqueue("c", b"3")
+    with pytest.raises(tlog_log.LogFull):
+        log.enqueue("d", b"4")
+    assert log.sequence(SIGNER) is not None and log.size() == 3
+    assert log.enqueue_many([("d", b"4"), ("a", b"1"), ("e", b"5")]) == 2  # a: logged
+    assert log.sequence(SIGNER) is not None and log.size() == 5
 
 
 def test_another_origin_is_refused(tmp_path: Path) -> None:
