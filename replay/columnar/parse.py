@@ -79,7 +79,9 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
     if frac is pl:  # no form sampled: every length is residue
         frac = pl.lit(None, pl.Int64)
     # integer microseconds, the offset included, then seconds: the reference's arithmetic
-    us = pl.when(frac >= 0).then(seconds + frac - int(round(offset * 1_000_000)))
+    shift = int(round(offset * 1_000_000))
+    us = (pl.when(n == 19).then(seconds - shift) if forms.time_lengths == {19}
+          else pl.when(frac >= 0).then(seconds + frac - shift))
     return _divide(us.cast(pl.Float64), 1_000_000.0)
 
 
@@ -194,7 +196,9 @@ def _fast_columns(src: Source, offset: float, forms: Forms,
         if "td" in idx:
             td = text(col("td"))
             absent = td.is_null() | (td == "")
-            end = pl.when(absent).then(end).otherwise(
+            # max_horizontal skips a null term: without a duration (absent, or not a
+            # number: then the check below sends the row to the residue) the end is te's
+            end = pl.when(end.is_not_null()).then(
                 pl.max_horizontal(end, ts + _duration(col("td"), forms)))
             checks.append(absent | _duration(col("td"), forms).is_not_null())
         opt = {n: col(n) for n in ("obyt", "ipkt", "opkt") if n in idx}
