@@ -252,25 +252,30 @@ async function verdictFor(host: string, port: number, sha1: string, sha256: stri
   return p;
 }
 
+/** tabId -> the problem its badge shows ("" or absent: the window's badge) */
 const badges = new Map<number, string>();
 
+/**
+ * A tab's badge: "!" untrusted, "?" notaries unreachable or busy, set only for a problem (the
+ * popup says what was confirmed; the window's badge reads "off" while not configured). Firefox
+ * clears a tab's own badge whenever the tab navigates, which is after its page's response was
+ * checked: so a page's own verdict is shown by the block page (it asks for its tab's badge
+ * when it opens), and its subresources' problems as they are found.
+ */
 function badge(tabId: number, v: SiteVerdict | undefined): void {
   if (tabId < 0) return;
-  const [text, color, title]: [string, string, string] = !configured()
-    ? ["off", "#6e7781", "Converge: not configured (no notary enabled): nothing is checked"]
-    : v === undefined ? ["", "#888888", "Converge"]
-    : v.source === "exempt" ? ["", "#888888", `Converge: ${v.host} is on your list of names not checked`]
-    : v.trusted ? ["ok", "#1a7f37", `Converge: ${v.host}:${v.port} confirmed`]
+  const [text, color, title]: [string, string, string] = !configured() || v === undefined || v.trusted ? ["", "", ""]
     : v.notaryBusy ? ["?", "#b35900", `Converge: ${v.host}:${v.port} blocked, notary busy`]
     : v.notariesUnreachable ? ["?", "#b35900", `Converge: ${v.host}:${v.port} blocked, notaries unreachable`]
     : ["!", "#cf222e", `Converge: ${v.host}:${v.port} untrusted`];
   // each call is a message to the browser: only when the badge changes
-  const key = `${text}|${title}`;
-  if (badges.get(tabId) === key) return;
+  const key = text && `${text}|${title}`;
+  if ((badges.get(tabId) ?? "") === key) return;
   badges.set(tabId, key);
-  void browser.browserAction.setBadgeText({ tabId, text }).catch(() => undefined);
-  void browser.browserAction.setBadgeBackgroundColor({ tabId, color }).catch(() => undefined);
-  void browser.browserAction.setTitle({ tabId, title }).catch(() => undefined);
+  // null: the tab shows the window's badge again
+  void browser.browserAction.setBadgeText({ tabId, text: text || null }).catch(() => undefined);
+  void browser.browserAction.setBadgeBackgroundColor({ tabId, color: color || null }).catch(() => undefined);
+  void browser.browserAction.setTitle({ tabId, title: title || null }).catch(() => undefined);
 }
 
 function worstOf(t: TabState): SiteVerdict | undefined {
@@ -285,15 +290,18 @@ function refreshBadges(): void {
 
 function remember(tabId: number, type: string, url: string, v: SiteVerdict): void {
   if (tabId < 0) return;
-  if (type === "main_frame") tabs.set(tabId, { url, main: v, others: [] });
-  else {
-    const t = tabs.get(tabId);
-    if (t && !t.others.some((o) => o.host === v.host && o.port === v.port)) {
-      t.others.push(v);
-      if (t.others.length > 200) t.others.splice(0, t.others.length - 200);
-    }
+  if (type === "main_frame") {
+    tabs.set(tabId, { url, main: v, others: [] });
+    // the tab is about to navigate, which clears its badge (a blocked page's is set by the
+    // block page)
+    badges.delete(tabId);
+    return;
   }
   const t = tabs.get(tabId);
+  if (t && !t.others.some((o) => o.host === v.host && o.port === v.port)) {
+    t.others.push(v);
+    if (t.others.length > 200) t.others.splice(0, t.others.length - 200);
+  }
   badge(tabId, t ? worstOf(t) : v);
 }
 
@@ -467,8 +475,15 @@ browser.runtime.onMessage.addListener(async (msg: BackgroundMessage, sender) => 
   // only the extension's own pages talk to the background
   if (!(sender.url ?? "").startsWith(OWN)) return undefined;
   switch (msg.type) {
-    case "block-info":
-      return blocked.get(msg.id) ?? null;
+    case "block-info": {
+      const b = blocked.get(msg.id);
+      const tabId = sender.tab?.id;
+      if (b !== undefined && tabId !== undefined) {
+        badges.delete(tabId); // this page's navigation cleared it
+        badge(tabId, b);
+      }
+      return b ?? null;
+    }
     case "trust": {
       const b = blocked.get(msg.id);
       if (!b || !msg.confirmed || !b.sha256) return { ok: false };

@@ -18,7 +18,15 @@ import time
 from typing import Any
 
 from firefox_env import XPI, World
-from test_firefox import forget, import_bundles, pytestmark, visit
+from test_firefox import (
+    IMG,
+    forget,
+    import_bundles,
+    probe,
+    pytestmark,
+    visit,
+    wait_blocked,
+)
 
 __all__ = ["pytestmark"]  # Firefox and certutil installed; the time limit
 
@@ -207,3 +215,35 @@ def test_a_service_workers_cross_origin_fetch(world: World, browser: tuple[Any, 
     assert run(driver, SW, forged(world) + "from-sw").startswith("error")
     got = world.bank_forged.hits[seen:]
     assert got and all(h.cookie == "" for h in got), got
+
+
+def badge_of(driver: Any, ext_uuid: str, url: str) -> list[str]:
+    """The toolbar badge text of the tabs showing `url` (asked from the options page)."""
+    page = driver.current_window_handle
+    driver.switch_to.new_window("tab")
+    driver.get(f"moz-extension://{ext_uuid}/options.html")
+    driver.set_script_timeout(10)
+    got = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "browser.tabs.query({}).then((ts) => Promise.all(ts.filter((t) => t.url === arguments[0])"
+        "  .map((t) => browser.browserAction.getBadgeText({tabId: t.id})))).then(done);",
+        url,
+    )
+    driver.close()
+    driver.switch_to.window(page)
+    return list(got)
+
+
+def test_the_badge_shows_a_tabs_problem(world: World, browser: tuple[Any, str]) -> None:
+    """Firefox clears a tab's badge when it navigates (after the page's response was checked):
+    the block page's tab shows "!", a page with a forged image shows "!" once the image is
+    refused; twin: a confirmed page's tab shows none."""
+    driver, ext_uuid = browser
+    good = f"https://good.test:{world.good.port}/"
+    visit(driver, forged(world) + "badge")
+    wait_blocked(driver)
+    assert badge_of(driver, ext_uuid, driver.current_url) == ["!"]
+    visit(driver, good + "badge")
+    assert badge_of(driver, ext_uuid, good + "badge") == [""]
+    assert probe(driver, IMG, forged(world) + "img.gif") == "error"
+    assert badge_of(driver, ext_uuid, good + "badge") == ["!"]
