@@ -149,8 +149,7 @@ def _client_text(exc: NotaryError) -> str:
 
 
 class _Front:
-    """What a ``/target`` request needs from its app, looked up once instead of per request
-    (the service exists once the app has started)."""
+    """What an answer request needs from its app, looked up once instead of per request."""
 
     __slots__ = ("app", "body_timeout", "conns", "max_body", "metrics", "rate")
 
