@@ -177,8 +177,12 @@ def sign_answer(stmt: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
     the same wherever it stands, and ``signature`` sorts before ``statement``.
     """
     signed = canonical_json(stmt)
-    sig = {"alg": "ed25519", "key_id": stmt["key_id"], "value": b64url(key.sign(signed))}
-    return b'{"signature":' + canonical_json(sig) + b',"statement":' + signed + b"}"
+    # the signature object written directly, its members in canonical order; base64url
+    # needs no escaping and the key id is written as canonical_json writes a string
+    sig = ('{"signature":{"alg":"ed25519","key_id":'
+           + json.dumps(stmt["key_id"], ensure_ascii=False)
+           + ',"value":"' + b64url(key.sign(signed)) + '"},"statement":')
+    return sig.encode("utf-8") + signed + b"}"
 
 
 __all__ = [
