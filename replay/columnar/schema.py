@@ -16,7 +16,7 @@ BATCH_ROWS = 1_000_000
 # size) per job, so this bounds memory (bench/replay/ingest.py --big-flows)
 PART_ROWS = 1_000_000
 # one job holds up to this many flows in one partition (the whole command's peak RSS is about
-# 0.9 GB at 2 M flows, 0.1 GB more than in two partitions): hashing flows into partitions and
+# 0.6 GB at 2 M flows, bench/results/ingest-command.json): hashing flows into partitions and
 # merging their events back cost about a fifth of such a run's CPU time
 ONE_PART_ROWS = 2_200_000
 MAX_PARTITIONS = 4096
