@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import trustme
 from aiohttp import web
-from conftest import make_settings
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from notary_support import (
     FakeClock,
@@ -26,10 +25,19 @@ from notary_support import (
     sha1_fp,
 )
 
+from notary.config import Settings
 from notary.keys import Identity
 from notary.web import create_app, install_fast_path
 
 MakeTarget = Callable[..., Awaitable[TLSTarget]]
+
+
+def make_settings(data_dir: Path, **overrides: Any) -> Settings:
+    """A plain-HTTP test notary on an ephemeral loopback port (site.test is 127.0.0.1)."""
+    settings = Settings(data_dir=data_dir, listen=["127.0.0.1:0"], allow_target=["127.0.0.0/8"],
+                        resolve=["site.test=127.0.0.1"], probe_timeout=2.0, **overrides)
+    settings.check()
+    return settings
 Pair = Callable[..., Awaitable[tuple[Notary, Notary]]]
 
 
