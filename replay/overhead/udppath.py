@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -65,13 +66,13 @@ class Link:
         self.loss = loss
         self.busy_until = 0.0  # when the bucket has sent the last datagram given to it
         self.last_arrival = 0.0
-        self.waiting = 0
+        self.queue: deque[tuple[float, bytes]] = deque()  # (arrival time, datagram)
 
     def push(self, data: bytes) -> None:
         if self.loss and self.rng.random() < self.loss:
             self.counters.lost += 1
             return
-        if self.waiting >= QUEUE:
+        if len(self.queue) >= QUEUE:
             self.counters.overflow += 1
             return
         now = self.loop.time()
@@ -80,14 +81,22 @@ class Link:
         j = self.rng.uniform(-self.jitter, self.jitter) if self.jitter else 0.0
         at = max(self.last_arrival, self.busy_until + max(0.0, self.delay + j))
         self.last_arrival = at
-        self.waiting += 1
-        self.loop.call_at(at, self._arrive, data)
+        self.queue.append((at, data))
+        if len(self.queue) == 1:
+            self.loop.call_at(at, self._arrive)
 
-    def _arrive(self, data: bytes) -> None:
-        self.waiting -= 1
-        self.counters.forwarded += 1
-        with contextlib.suppress(OSError):
-            self.send(data)
+    def _arrive(self) -> None:
+        """Sends every datagram due, in the order pushed (one timer per link at a time: the
+        event loop's timers of equal times may fire in any order, which would reorder
+        datagrams whose jitter put them at the same instant)."""
+        now = self.loop.time()
+        while self.queue and self.queue[0][0] <= now:
+            _, data = self.queue.popleft()
+            self.counters.forwarded += 1
+            with contextlib.suppress(OSError):
+                self.send(data)
+        if self.queue:
+            self.loop.call_at(self.queue[0][0], self._arrive)
 
 
 def _big_buffer(t: asyncio.BaseTransport) -> None:

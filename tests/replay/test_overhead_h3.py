@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import threading
@@ -42,6 +43,7 @@ class UdpEcho:
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
         self.port = int(self.sock.getsockname()[1])
@@ -53,10 +55,14 @@ class UdpEcho:
         ups: list[float] = []
         while not self.stop.is_set():
             try:
-                data, addr = self.sock.recvfrom(65535)
+                data, anc, _, addr = self.sock.recvmsg(65535, 64)
             except TimeoutError:
                 continue
-            now = time.perf_counter()
+            now = time.time()
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMP:
+                    sec, usec = struct.unpack("qq", raw[:16])
+                    now = sec + usec / 1e6
             op = data[:1]
             if op == b"p":
                 self.sock.sendto(data, addr)
@@ -88,9 +94,29 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("udppath")
 
 
+# the kernel's receive time of each datagram (Linux SO_TIMESTAMP, a struct timeval of
+# CLOCK_REALTIME): what the path did, not when this process, on a loaded machine, got to it
+SO_TIMESTAMP = 29
+
+
+def _timestamped(s: socket.socket) -> None:
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+
+
+def _recv(s: socket.socket) -> tuple[bytes, float]:
+    """A datagram and the kernel's time of its arrival (time.time()'s clock)."""
+    data, anc, _, _ = s.recvmsg(65535, 64)
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMP:
+            sec, usec = struct.unpack("qq", raw[:16])
+            return data, sec + usec / 1e6
+    return data, time.time()
+
+
 def _client(port: int) -> socket.socket:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # room for a burst's echoes
+    _timestamped(s)
     s.settimeout(5)
     s.connect(("127.0.0.1", port))
     return s
@@ -100,22 +126,25 @@ def _ping_ms(port: int, n: int = 9) -> float:
     with _client(port) as s:
         out = []
         for i in range(n):
-            t0 = time.perf_counter()
+            t0 = time.time()
             s.send(b"p%d" % i)
-            while s.recv(100) != b"p%d" % i:
-                pass
-            out.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(out)
+            while True:
+                data, t1 = _recv(s)
+                if data == b"p%d" % i:
+                    break
+            out.append((t1 - t0) * 1000)
+    # the lower quartile: the path's jitter is symmetric and +-6 ms at most (the quartile of
+    # the thesis profile's is 2 ms below its RTT), while this shared machine's load only
+    # adds (the relay and the echo server are processes waiting for a core: at load average
+    # 15 the median of 15 pings was seen 30 ms above the setting)
+    return statistics.quantiles(out, n=4)[0]
 
 
 def _down_kbit(port: int, n: int = 120) -> float:
     """n datagrams sent back at once: their rate from the first's arrival to the last's."""
     with _client(port) as s:
         s.send(b"d%d" % n)
-        arrivals = []
-        for _ in range(n):
-            s.recv(65535)
-            arrivals.append(time.perf_counter())
+        arrivals = [_recv(s)[1] for _ in range(n)]
     return (n - 1) * DGRAM * 8 / (arrivals[-1] - arrivals[0]) / 1000
 
 
@@ -132,7 +161,11 @@ def _up_kbit(port: int, n: int = 40) -> float:
 
 def _check(port: int, profile: PathProfile) -> list[str]:
     """What of RTT, down and up rate is not within 10% of ``profile``'s settings."""
-    rtt, down, up = _ping_ms(port), _down_kbit(port), _up_kbit(port)
+    # medians of three: the relay is a process on this shared machine, and a load spike
+    # that stalls it for tens of ms is its error, but a sporadic one
+    rtt = _ping_ms(port, 15)
+    down = statistics.median(_down_kbit(port) for _ in range(3))
+    up = statistics.median(_up_kbit(port) for _ in range(3))
     print(f"measured: RTT {rtt:.1f} ms, {down:.0f} / {up:.0f} kbit/s")
     return [name for name, m, target in (("rtt", rtt, profile.rtt_ms),
                                          ("down", down, profile.down_kbit),
@@ -145,7 +178,7 @@ def test_thesis_profile_rtt_and_rates_through_the_udp_path(echo: UdpEcho, logs: 
     with UdpPath(THESIS, {port: echo.port}, logs / "thesis.log") as path:
         assert _check(port, THESIS) == []
     assert path.counters["lost"] == path.counters["overflow"] == 0
-    assert path.counters["forwarded"] > 120 + 40
+    assert path.counters["forwarded"] > 3 * (120 + 40)
 
 
 def test_wrong_settings_fail_the_same_check(echo: UdpEcho, logs: Path) -> None:
@@ -197,6 +230,27 @@ def test_queue_is_bounded_and_overflow_counted(echo: UdpEcho, logs: Path) -> Non
     # at most QUEUE wait, plus the few sent on meanwhile (100 kbit/s: ~10 a second)
     assert path.counters["overflow"] >= 150, path.counters
     assert path.counters["forwarded"] <= 30, path.counters
+
+
+def _inversions(seq: list[int]) -> int:
+    """Adjacent pairs out of order."""
+    return sum(a > b for a, b in zip(seq, seq[1:], strict=False))
+
+
+def test_jitter_keeps_the_order(echo: UdpEcho, logs: Path) -> None:
+    """+-10 ms of jitter each way on datagrams sent 0.2 ms apart: many arrive at the same
+    instant (no earlier than the one before), and the event loop's timers of equal times
+    may fire in any order, so the relay sends them from one queue per direction."""
+    jittery = PathProfile("jittery", 40, 40, 100_000, 100_000, "test")
+    port = free_udp_port()
+    with UdpPath(jittery, {port: echo.port}, logs / "jittery.log"), _client(port) as s:
+        for i in range(300):
+            s.send(b"p%d" % i)
+            time.sleep(0.0002)
+        got = [int(s.recv(100)[1:]) for _ in range(300)]
+    assert sorted(got) == list(range(300))
+    assert _inversions(got) == 0, got
+    assert _inversions([0, 2, 1, 3]) == 1  # the twin: the check sees a swapped pair
 
 
 def _one_line(argv: list[str]) -> str:
