@@ -171,9 +171,12 @@ def load_h3(page: Page, ports: dict[str, int], cafile: str, tickets: Tickets | N
     ``ports``: host -> the UDP port of its emulated path; ``tickets``: a session ticket
     cache across loads (None: every connection a first visit, no ticket kept);
     ``opened(early)``: called per connection, ``early`` when it sent 0-RTT data."""
+    from aioquic.h3.exceptions import H3Error
+    from aioquic.quic.connection import QuicConnectionError
+
     try:
         return asyncio.run(asyncio.wait_for(_load(page, ports, cafile, tickets, opened),
                                             TIMEOUT * 2))
-    except (OSError, TimeoutError, ConnectionError) as exc:
+    except (OSError, TimeoutError, ConnectionError, H3Error, QuicConnectionError) as exc:
         raise ReplayIOError(f"page load over HTTP/3 failed: {exc or type(exc).__name__}") \
             from exc

@@ -9,7 +9,8 @@ one-way delay later (upstream ``rtt // 2``, downstream the rest, as toxiproxy's 
 uniform jitter of the direction's share, never before the datagram ahead of it (no
 reordering, as toxiproxy's latency on a TCP stream). Loss: each datagram is dropped with the
 path's probability, drawn from a seeded RNG. Bounded: at most ``QUEUE`` datagrams waiting
-per link and ``SESSIONS`` sessions per relay; more are dropped and counted. The rate is per
+per link (more are dropped and counted) and ``SESSIONS`` sessions per relay (beyond, the
+least recently used is closed and counted). The rate is per
 session (per connection, as toxiproxy's bandwidth toxic) and counts UDP payload bytes.
 
 Run as ``python -m replay.overhead.udppath --profile thesis --map LISTEN:UPSTREAM ...``:
@@ -40,7 +41,7 @@ from replay.overhead.profiles import PathProfile, get_profiles
 from replay.overhead.toxi import stop_process
 
 QUEUE = 512  # datagrams waiting per link (direction of a session) before drops
-SESSIONS = 1024  # client addresses per relay
+SESSIONS = 1024  # client addresses per relay (a load opens one per connection)
 RCVBUF = 4 << 20  # bytes asked for each relay socket's receive buffer
 
 
@@ -50,7 +51,7 @@ class Counters:
     lost: int = 0  # dropped by the loss probability
     overflow: int = 0  # dropped: the link's queue full
     sessions: int = 0
-    sessions_refused: int = 0  # client addresses beyond SESSIONS
+    sessions_evicted: int = 0  # the least recently used, for a new one beyond SESSIONS
 
 
 class Link:
@@ -156,8 +157,9 @@ class _Front(asyncio.DatagramProtocol):
     """The listening side of one relay."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, upstream: int, profile: PathProfile,
-                 rng: random.Random, counters: Counters) -> None:
+                 rng: random.Random, counters: Counters, max_sessions: int = SESSIONS) -> None:
         self.loop, self.upstream, self.profile = loop, upstream, profile
+        self.max_sessions = max_sessions
         self.rng, self.counters = rng, counters
         self.transport: asyncio.DatagramTransport | None = None
         self.sessions: dict[tuple[str, int], _Session] = {}
@@ -169,11 +171,15 @@ class _Front(asyncio.DatagramProtocol):
 
     def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
         key = (str(addr[0]), int(addr[1]))
-        s = self.sessions.get(key)
-        if s is None:
-            if len(self.sessions) >= SESSIONS:
-                self.counters.sessions_refused += 1
-                return
+        s = self.sessions.pop(key, None)
+        if s is not None:
+            self.sessions[key] = s  # the most recently used last
+        else:
+            if len(self.sessions) >= self.max_sessions:  # the least recently used goes
+                old = self.sessions.pop(next(iter(self.sessions)))
+                if old.transport is not None:
+                    old.transport.close()
+                self.counters.sessions_evicted += 1
             s = self.sessions[key] = _Session(self, key)
             self.counters.sessions += 1
             task = self.loop.create_task(s.open())
@@ -220,7 +226,7 @@ def parse_map(text: str) -> tuple[int, int]:
 
 
 async def relay(profile: PathProfile, maps: list[tuple[int, int]], seed: int,
-                stop: asyncio.Event, ready: Any = None) -> Counters:
+                stop: asyncio.Event, ready: Any = None, max_sessions: int = SESSIONS) -> Counters:
     """Relays ``maps`` (listen, upstream) with ``profile`` until ``stop`` is set; their
     counters. ``ready()`` is called once every port is bound."""
     loop = asyncio.get_running_loop()
@@ -230,7 +236,7 @@ async def relay(profile: PathProfile, maps: list[tuple[int, int]], seed: int,
     try:
         for listen, upstream in maps:
             try:
-                front = _Front(loop, upstream, profile, rng, counters)
+                front = _Front(loop, upstream, profile, rng, counters, max_sessions)
                 await loop.create_datagram_endpoint(lambda: front,  # noqa: B023 (awaited here)
                                                     local_addr=("127.0.0.1", listen))
             except OSError as exc:
@@ -256,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(opt, type=int, default=None)
     p.add_argument("--loss", type=float, default=None, help="loss probability per datagram")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--max-sessions", type=int, default=SESSIONS,
+                   help="client addresses per port (default: %(default)s)")
     p.add_argument("--stats", type=Path, default=None, help="counters as JSON at exit")
     p.add_argument("--seconds", type=float, default=3600.0, help="stop after (default 1 h)")
     a = p.parse_args(argv)
@@ -272,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         if not 0.0 <= profile.loss < 1.0:
             raise ReplayInputError(f"--loss {profile.loss} is not a probability in [0, 1)")
         maps = [parse_map(m) for m in a.map]
-        counters = asyncio.run(_serve(profile, maps, a.seed, a.seconds))
+        if not 1 <= a.max_sessions <= 100_000:
+            raise ReplayInputError("--max-sessions must be in [1, 100000]")
+        counters = asyncio.run(_serve(profile, maps, a.seed, a.seconds, a.max_sessions))
     except ReplayInputError as exc:
         print(f"udppath: error: {exc}", file=sys.stderr)
         return 2
@@ -282,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _serve(profile: PathProfile, maps: list[tuple[int, int]], seed: int,
-                 seconds: float) -> Counters:
+                 seconds: float, max_sessions: int) -> Counters:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -292,7 +302,7 @@ async def _serve(profile: PathProfile, maps: list[tuple[int, int]], seed: int,
     def ready() -> None:
         print("ready", flush=True)
 
-    return await relay(profile, maps, seed, stop, ready)
+    return await relay(profile, maps, seed, stop, ready, max_sessions)
 
 
 class UdpPath:
@@ -300,7 +310,7 @@ class UdpPath:
     context manager; stopped on exit, its counters then in :attr:`counters`)."""
 
     def __init__(self, profile: PathProfile, maps: dict[int, int], log: Path,
-                 seed: int = 1) -> None:
+                 seed: int = 1, max_sessions: int = SESSIONS) -> None:
         for listen in maps:
             if not udp_port_free(listen):
                 raise ReplayInputError(f"UDP port {listen} on 127.0.0.1 is in use (the UDP "
@@ -310,7 +320,8 @@ class UdpPath:
         args = [sys.executable, "-m", "replay.overhead.udppath", "--seed", str(seed),
                 "--stats", str(self.stats), "--rtt-ms", str(profile.rtt_ms),
                 "--jitter-ms", str(profile.jitter_ms), "--down-kbit", str(profile.down_kbit),
-                "--up-kbit", str(profile.up_kbit), "--loss", str(profile.loss)]
+                "--up-kbit", str(profile.up_kbit), "--loss", str(profile.loss),
+                "--max-sessions", str(max_sessions)]
         for listen, up in maps.items():
             args += ["--map", f"{listen}:{up}"]
         self._log = log.open("wb")

@@ -232,6 +232,23 @@ def test_queue_is_bounded_and_overflow_counted(echo: UdpEcho, logs: Path) -> Non
     assert path.counters["forwarded"] <= 30, path.counters
 
 
+def test_sessions_are_bounded_least_recently_used_first(echo: UdpEcho, logs: Path) -> None:
+    port = free_udp_port()
+    with UdpPath(PROFILES["lan"], {port: echo.port}, logs / "few.log", max_sessions=2) as path:
+        clients = [_client(port) for _ in range(3)]
+        try:
+            for c in clients:  # the third evicts the first
+                c.send(b"p0")
+                assert _recv(c)[0] == b"p0"
+            clients[0].send(b"p1")  # a new session again, evicting the second
+            assert _recv(clients[0])[0] == b"p1"
+        finally:
+            for c in clients:
+                c.close()
+    assert path.counters["sessions"] == 4 and path.counters["sessions_evicted"] == 2, \
+        path.counters
+
+
 def _inversions(seq: list[int]) -> int:
     """Adjacent pairs out of order."""
     return sum(a > b for a, b in zip(seq, seq[1:], strict=False))
@@ -266,6 +283,8 @@ def test_bad_input_is_one_line(logs: Path) -> None:
     assert "unknown path profile 'nope'" in _one_line(["--profile", "nope", "--map", "1:2"])
     assert "LISTEN:UPSTREAM" in _one_line(["--profile", "lan", "--map", "80"])
     assert "probability" in _one_line(["--profile", "lan", "--map", "1:2", "--loss", "1.5"])
+    assert "--max-sessions" in _one_line(["--profile", "lan", "--map", "1:2",
+                                          "--max-sessions", "0"])
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as busy:
         busy.bind(("127.0.0.1", 0))
         port = busy.getsockname()[1]
