@@ -603,7 +603,8 @@ class SQLiteStore:
                 except (ValueError, RuntimeError) as exc:  # the driver's thread is gone
                     outcomes = [exc] * len(ops)
                 self.batches += 1
-                for op, out in zip(ops, outcomes, strict=True):
+                done, ops = ops, []
+                for op, out in zip(done, outcomes, strict=True):
                     self._written(op)
                     what, fut = op[0], op[3]
                     if isinstance(out, list):
@@ -613,10 +614,10 @@ class SQLiteStore:
                     failure = StoreUnavailable(f"store {what} failed: " + (
                         str(out) if isinstance(out, sqlite3.Error) else "the store is closed"))
                     if fut is None:
-                        self.deferred_failed(failure.message)
+                        with contextlib.suppress(Exception):  # a report must not stop the rest
+                            self.deferred_failed(failure.message)
                     elif not fut.done():
                         fut.set_exception(failure)
-                ops = []
         finally:
             self._flushing = None
             # cancelled with work left (the loop is closing): nobody is left hanging
