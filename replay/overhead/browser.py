@@ -56,9 +56,9 @@ from typing import Any
 from replay.errors import ReplayError, ReplayInputError, ReplayIOError
 from replay.overhead.client import Browser as PythonClient
 from replay.overhead.client import Mode
-from replay.overhead.experiment import paths, serve_page, stats
 from replay.overhead.pages import MAX_REDIRECTS, QUICK, Page, make_page
 from replay.overhead.profiles import PROFILES, PathProfile, get_profiles
+from replay.overhead.serving import paths, serve_page, stats
 from replay.overhead.toxi import Toxiproxy, find_toxiproxy
 from replay.services import free_port
 from replay.sidebyside import MEASURED, Row, Table, markdown

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from replay.overhead.client import Browser, Mode
-from replay.overhead.experiment import paths, serve_page
 from replay.overhead.pages import PageShape, make_page
 from replay.overhead.profiles import PathProfile
+from replay.overhead.serving import paths, serve_page
 from replay.overhead.toxi import Toxiproxy, find_toxiproxy
 from replay.services import free_port
 

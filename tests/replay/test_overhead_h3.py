@@ -22,9 +22,10 @@ import pytest
 
 from replay.errors import ReplayInputError
 from replay.overhead.client import Browser, Mode
-from replay.overhead.experiment import h3_rtts, http_persistent_rtts, serve_page, slow_start_rounds
+from replay.overhead.experiment import h3_rtts, http_persistent_rtts, slow_start_rounds
 from replay.overhead.pages import Page, PageShape, make_page
 from replay.overhead.profiles import PROFILES, PathProfile
+from replay.overhead.serving import serve_page
 from replay.overhead.udppath import QUEUE, UdpPath, free_udp_port
 
 THESIS = PROFILES["thesis"]

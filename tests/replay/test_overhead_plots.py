@@ -19,8 +19,8 @@ pytest.importorskip("matplotlib")
 def _doc(seed: int = 1) -> dict[str, Any]:
     """A document shaped as run_overhead's, with per-load samples (two profiles)."""
     rng = random.Random(seed)
-    from replay.overhead.experiment import stats
     from replay.overhead.profiles import PROFILES
+    from replay.overhead.serving import stats
 
     results: dict[str, Any] = {}
     for prof, rtt in (("thesis", 0.09), ("lan", 0.001)):

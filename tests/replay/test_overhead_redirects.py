@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from replay.overhead.client import Browser, Mode
-from replay.overhead.experiment import paths, serve_page
 from replay.overhead.pages import Page, PageShape, make_page
 from replay.overhead.profiles import PathProfile
+from replay.overhead.serving import paths, serve_page
 from replay.overhead.toxi import Toxiproxy, find_toxiproxy
 from replay.services import free_port
 
