@@ -59,7 +59,7 @@ from replay.overhead.client import Mode
 from replay.overhead.pages import MAX_REDIRECTS, QUICK, Page, make_page
 from replay.overhead.profiles import PROFILES, PathProfile, get_profiles
 from replay.overhead.serving import paths, serve_page, stats
-from replay.overhead.toxi import Toxiproxy, find_toxiproxy
+from replay.overhead.toxi import Toxiproxy, explicit_executable, find_toxiproxy
 from replay.services import free_port
 from replay.sidebyside import MEASURED, Row, Table, markdown
 
@@ -149,13 +149,8 @@ TLS_VERSIONS = {0: "SSL 3", 1: "TLS 1.0", 2: "TLS 1.1", 3: "TLS 1.2", 4: "TLS 1.
 def find_firefox() -> str | None:
     """Firefox's executable: ``$REPLAY_FIREFOX``, else ``firefox-esr`` or ``firefox`` on
     PATH (scripts/install-system-deps installs Firefox ESR); None: not installed."""
-    explicit = os.environ.get(FIREFOX_ENV)
-    if explicit is not None:
-        if not (Path(explicit).is_file() and os.access(explicit, os.X_OK)):
-            raise ReplayInputError(f"Firefox {explicit!r} (${FIREFOX_ENV}) is not an "
-                                   "executable file")
-        return explicit
-    return shutil.which("firefox-esr") or shutil.which("firefox")
+    return (explicit_executable(FIREFOX_ENV, "Firefox") or shutil.which("firefox-esr")
+            or shutil.which("firefox"))
 
 
 def find_geckodriver() -> str:

@@ -30,14 +30,21 @@ INSTALL = ROOT / "scripts" / "install-toxiproxy"
 ENV = "REPLAY_TOXIPROXY"  # an explicit toxiproxy-server executable
 
 
+def explicit_executable(env: str, what: str) -> str | None:
+    """The executable an environment variable names (None: unset); ``what`` names it in the
+    error when the path is not an executable file."""
+    explicit = os.environ.get(env)
+    if explicit is not None and not (Path(explicit).is_file()
+                                     and os.access(explicit, os.X_OK)):
+        raise ReplayInputError(f"{what} {explicit!r} (${env}) is not an executable file")
+    return explicit
+
+
 def find_toxiproxy() -> str:
     """The toxiproxy-server executable: ``$REPLAY_TOXIPROXY``, else the project's build (made
     by ``scripts/install-toxiproxy`` if missing), else ``toxiproxy-server`` on PATH."""
-    explicit = os.environ.get(ENV)
+    explicit = explicit_executable(ENV, "the path emulator")
     if explicit is not None:
-        if not (Path(explicit).is_file() and os.access(explicit, os.X_OK)):
-            raise ReplayInputError(f"the path emulator {explicit!r} (${ENV}) is not an "
-                                   "executable file")
         return explicit
     if INSTALL.exists():
         try:
