@@ -6,8 +6,11 @@
   beside (``bench/results/notary-runs.json`` and a section of ``docs/benchmarks.md``), and
   ``bench.notary.syscalls``: system calls per forced probe, log on and off (needs strace).
 * ``bench/client/bench_client.py`` and the replay benchmark (``python -m bench.replay`` if
-  ``bench/replay/__main__.py`` exists, else ``bench/replay/bench_replayer.py``) when
-  present; a missing one is skipped with a message.
+  ``bench/replay/__main__.py`` exists, else ``bench.replay.replay_runs``: the replayer's
+  ladder over 3 separate runs quiet and 3 busy, else ``bench/replay/bench_replayer.py``)
+  when present; a missing one is skipped with a message.
+* ``bench.replay.ingest`` and ``bench.replay.ingest_command`` (trace ingest, and the whole
+  ``replay workload --jobs 1`` command as users pay it),
 * ``bench.extended`` (extended vs legacy cached rate), ``bench.scale.run`` (workers, stores,
   metrics, locust vs wrk), ``bench.rootstore.run`` (CA verification cost), ``bench.tlog.run``
   (the transparency log's sequencing rate, a 10-million-entry log) and each client
@@ -53,6 +56,9 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     replay = root / "bench" / "replay"
     if (replay / "__main__.py").is_file():
         out.append(("replay", [py, "-m", "bench.replay"], ""))
+    elif (replay / "replay_runs.py").is_file():
+        # the replayer's ladder, 3 separate runs quiet and 3 busy
+        out.append(("replay", [py, "-m", "bench.replay.replay_runs"], ""))
     elif (replay / "bench_replayer.py").is_file():
         out.append(("replay", [py, str(replay / "bench_replayer.py")], ""))
     else:
@@ -64,6 +70,10 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     ingest = root / "bench" / "replay" / "ingest.py"
     out.append(("ingest", [py, "-m", "bench.replay.ingest"] if ingest.is_file() else None,
                 f"{ingest.relative_to(root)} not found"))
+    command = root / "bench" / "replay" / "ingest_command.py"
+    out.append(("ingest-command",
+                [py, "-m", "bench.replay.ingest_command"] if command.is_file() else None,
+                f"{command.relative_to(root)} not found"))
     for name in ("scale", "rootstore", "tlog"):
         run = root / "bench" / name / "run.py"
         out.append((name, [py, "-m", f"bench.{name}.run"] if run.is_file() else None,

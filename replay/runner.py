@@ -17,6 +17,7 @@ import asyncio
 import collections
 import contextlib
 import csv
+import gc
 import hashlib
 import json
 import signal
@@ -24,7 +25,7 @@ import ssl
 import sys
 import time
 import zlib
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -39,6 +40,33 @@ from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
 ROUTES = ("round-robin", "client-hash")
 START_LEAD = 0.05
 BURST = 64  # requests sent back to back before the dispatcher yields to the loop
+TIMER_STEP = 0.0005  # the shortest wait the event loop's timers do not round to zero
+# allocations between young-generation collections during a run (CPython's default is 700)
+GC_YOUNG = 20_000
+
+
+@contextlib.contextmanager
+def collector_quiet() -> Iterator[None]:
+    """Keep the cyclic garbage collector's pauses off the schedule during a run.
+
+    A full collection walks every object the process holds: with a workload in memory it took
+    18-22 ms at 20,000 requests/s here, twice the lateness budget. Objects that exist when the
+    run starts (the workload, the modules) are moved out of the collector's sight
+    (``gc.freeze``) and young collections happen every ``GC_YOUNG`` allocations instead of 700;
+    both are undone when the run ends. Nothing is leaked: garbage is still collected, only
+    less often. A caller that froze objects itself keeps its own freeze.
+    """
+    thresholds = gc.get_threshold()
+    froze = gc.get_freeze_count() == 0
+    if froze:
+        gc.freeze()
+    gc.set_threshold(max(thresholds[0], GC_YOUNG), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if froze:
+            gc.unfreeze()
 
 
 @dataclass(frozen=True)
@@ -52,7 +80,7 @@ class RunConfig:
     route: str = "round-robin"
     insecure: bool = False
     pin_sha256: bytes | None = None
-    spin: float = 0.001
+    spin: float = 0.0  # >0: yield-wait the last `spin` seconds before a send (a busy wait)
     limit: int | None = None
     max_duration: float | None = None
     progress_interval: float = 1.0
@@ -72,6 +100,8 @@ class RunConfig:
             raise ReplayInputError("timeout, max-inflight and connections must be positive")
         if self.method not in ("POST", "GET"):
             raise ReplayInputError("method must be POST or GET")
+        if not 0 <= self.spin <= 1:
+            raise ReplayInputError("spin must be between 0 and 1000 ms")
 
 
 @dataclass
@@ -344,12 +374,24 @@ class Replayer:
         the loop until due, since loop timers fire up to a few milliseconds late."""
         clock = time.perf_counter
         delay = when - clock()
-        if delay > self.config.spin:
-            await asyncio.sleep(delay - self.config.spin)
+        spin = self.config.spin
+        if spin <= 0:
+            # timers only: the loop's timers have millisecond steps and a wait under half a
+            # millisecond rounds to none, so it gets one step (sent up to ~1 ms late, no
+            # busy wait)
+            if delay > 0:
+                await asyncio.sleep(max(delay, TIMER_STEP))
+            return
+        if delay > spin:
+            await asyncio.sleep(delay - spin)
         while clock() < when and not self._stopping:
             await asyncio.sleep(0)
 
     async def run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
+        with collector_quiet():
+            return await self._run(events)
+
+    async def _run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
         cfg = self.config
         clock = time.perf_counter
         client = HTTPClient(cfg.connections, tls_context(cfg), cfg.pin_sha256,

@@ -28,12 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.notary.run import BURNER  # noqa: E402
 from bench.paths import results_path  # noqa: E402
 from replay.model import KIND_REQUEST, WorkloadEvent  # noqa: E402
 from replay.pacer import LogHistogram, Pacer  # noqa: E402
 from replay.runner import Replayer, ResultWriter, RunConfig  # noqa: E402
 
 DEFAULT_RATES = (250, 500, 1000, 2000, 4000, 6000, 8000, 10000, 12000, 16000, 20000, 24000)
+BUSY_LIMIT_S = 900  # the burner's own deadline
 STUDY_PEAK = 1000.0
 STUDY_MEAN = 160.0
 
@@ -111,6 +113,9 @@ def main() -> int:
                     help="the trivial server: a bare asyncio protocol (default) or aiohttp")
     ap.add_argument("--all-rates", action="store_true",
                     help="measure every rate (default: stop after two rates over the limit)")
+    ap.add_argument("--busy", action="store_true",
+                    help="run a CPU burner (one process in a busy loop) beside the whole run: "
+                    "the busy-machine scenario")
     ap.add_argument("--out", type=Path, default=results_path("bench/results/replay.json"))
     a = ap.parse_args()
     rates = [float(r) for r in a.rates.split(",")]
@@ -122,6 +127,10 @@ def main() -> int:
     except ImportError:
         loop_name = "asyncio"
     port = free_port()
+    load_start = os.getloadavg()
+    # bounded: the burner stops by itself even if this process dies
+    burner = (subprocess.Popen([sys.executable, "-c", BURNER, str(BUSY_LIMIT_S)])
+              if a.busy else None)
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("trivial_server.py")),
                                str(port)] + (["--raw"] if a.server == "raw" else []))
     url = f"http://127.0.0.1:{port}"
@@ -174,6 +183,9 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        if burner is not None:
+            burner.kill()
+            burner.wait(timeout=10)
     good = [s for s in steps if s["dispatch_p99_ms"] < a.p99_limit_ms and s["errors"] == 0]
     best = max((s["rate"] for s in good), default=0.0)
     contiguous = 0.0
@@ -191,6 +203,8 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loop": loop_name, "platform": platform.platform()},
         "server": a.server, "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
+        "busy": a.busy, "loadavg_before": list(load_start), "loadavg_after": list(os.getloadavg()),
+        "spin_s": RunConfig(notaries=(url,)).spin,
         "max_rate_dispatch_p99_under_limit": best,
         "max_rate_all_lower_rates_also_under_limit": contiguous,
         "max_rate_wire_p99_under_limit": best_wire,

@@ -38,9 +38,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.add_argument("--pin-sha1",
                    help="pin the notary certificate with this published SHA-1 "
                    "(default: the system store)")
-    r.add_argument("--spin-ms", type=float, default=1.0,
-                   help="yield-wait this long before each send instead of a timer, for "
-                   "precision (default: %(default)s)")
+    r.add_argument("--spin-ms", type=float, default=0.0,
+                   help="busy-wait this long before each send instead of a timer: sends "
+                   "within microseconds of their time at the cost of a whole core (default: "
+                   "%(default)s, timers only: up to about 1 ms late)")
     r.add_argument("--limit", type=int, help="send at most this many events (default: all)")
     r.add_argument("--max-duration", type=float,
                    help="stop after this many seconds (default: the whole workload)")

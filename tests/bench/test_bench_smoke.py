@@ -182,6 +182,11 @@ def test_run_all_skips_missing_suites(tmp_path: Path) -> None:
     found = {n: c for n, c, _ in run_all.suites(tmp_path)}
     assert found["client"] is not None and found["replay"] is not None
     assert found["replay"][-1].endswith("bench_replayer.py")
+    # the repeated runs (quiet and busy) take the single ladder's place when present
+    (tmp_path / "bench" / "replay" / "replay_runs.py").write_text("")
+    found = {n: c for n, c, _ in run_all.suites(tmp_path)}
+    assert found["replay"] is not None and found["replay"][-1] == "bench.replay.replay_runs"
+    assert names["ingest-command"] is None
 
 
 def test_results_go_to_var_unless_recording(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import gc
 import io
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from replay.aggregate import ResultRow
 from replay.errors import ReplayInputError
 from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, WorkloadEvent
 from replay.pacer import LogHistogram, Pacer, ScheduleMonitor
-from replay.runner import Replayer, ResultWriter, RunConfig, replay_file
+from replay.runner import GC_YOUNG, Replayer, ResultWriter, RunConfig, replay_file
 
 
 def test_pacer_schedule_ignores_everything_but_offset_and_speed() -> None:
@@ -138,6 +139,46 @@ async def test_client_hits_are_recorded_without_traffic(
     assert (tmp_path / "results.csv.summary.json").exists()
 
 
+def _watched(events: list[WorkloadEvent],
+             seen: list[tuple[int, int, bool]]) -> Iterator[WorkloadEvent]:
+    """The events, noting the collector's state as the run takes each one."""
+    for ev in events:
+        seen.append((gc.get_freeze_count(), gc.get_threshold()[0], gc.isenabled()))
+        yield ev
+
+
+async def test_a_run_keeps_old_objects_from_the_collector_and_restores_it(
+        tmp_path: Path) -> None:
+    # objects older than the run are frozen and young collections are rarer while it runs
+    # (a full collection over a workload in memory took twice the lateness budget); the
+    # collector still runs, and is as it was once the run ends
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    seen: list[tuple[int, int, bool]] = []
+    cfg = RunConfig(notaries=("http://127.0.0.1:9",), progress_interval=0)
+    await replay_file(_watched(_events(3, 0.001, KIND_CLIENT_HIT), seen), cfg,
+                      tmp_path / "r.csv", log=lambda m: None)
+    assert len(seen) == 3
+    assert all(frozen > 0 and young >= GC_YOUNG and enabled for frozen, young, enabled in seen)
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    # twin: outside a run nothing is frozen and young collections keep the caller's threshold
+    outside = list(_watched(_events(1, 0.0), []))
+    assert outside and gc.get_freeze_count() == 0 and gc.get_threshold()[0] < GC_YOUNG
+
+
+async def test_a_callers_own_freeze_survives_a_run(tmp_path: Path) -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        cfg = RunConfig(notaries=("http://127.0.0.1:9",), progress_interval=0)
+        await replay_file(_events(2, 0.001, KIND_CLIENT_HIT), cfg, tmp_path / "r.csv",
+                          log=lambda m: None)
+        # (a frozen object that dies leaves the count; an unfreeze would leave none)
+        assert frozen > 0 and gc.get_freeze_count() > frozen // 2
+    finally:
+        gc.unfreeze()
+
+
 def test_run_config_rejects_bad_values() -> None:
     with pytest.raises(ReplayInputError):
         RunConfig(notaries=()).validate()
@@ -145,6 +186,10 @@ def test_run_config_rejects_bad_values() -> None:
         RunConfig(notaries=("ftp://x",)).validate()
     with pytest.raises(ReplayInputError):
         RunConfig(notaries=("http://127.0.0.1:1",), route="random").validate()
+    for spin in (-0.001, math.nan, 2.0):
+        with pytest.raises(ReplayInputError):
+            RunConfig(notaries=("http://127.0.0.1:1",), spin=spin).validate()
+    RunConfig(notaries=("http://127.0.0.1:1",), spin=0.001).validate()  # twin
 
 
 def test_client_hash_routing_keeps_a_client_on_one_notary() -> None:

@@ -1,0 +1,217 @@
+"""The replayer's goal over separate runs, quiet and busy.
+
+    python -m bench.replay.replay_runs [--runs 3] [--rates ...] [--step-seconds 3]
+
+Runs ``bench/replay/bench_replayer.py`` (one open-loop sender against the trivial raw server,
+a ladder of rates, one attempt per rate: no best-of) ``--runs`` times as separate processes on
+a quiet machine, then as many times with a CPU burner beside ("busy", ``--busy``), the two
+kinds alternating. Reports per condition the median and spread of: the highest rate up to
+which every rate kept the send lateness p99 under 10 ms, the lateness p99 at the goal rate
+(20,000/s) and the sender's CPU per request there. The load average is recorded before and
+after every run. Results: ``bench/results/replay-runs.json`` and its section of
+``docs/benchmarks.md`` (``var/results/`` unless recording).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.paths import results_path, write_section  # noqa: E402
+
+GOAL_RATE = 20_000.0
+GOAL_P99_MS = 10.0
+RATES = "8000,12000,16000,20000,24000,28000"
+RUN_TIMEOUT_S = 300.0
+CONDITIONS = ("quiet", "busy")
+
+
+def one_run(busy: bool, rates: str, step_seconds: float, out: Path) -> dict[str, Any]:
+    argv = [sys.executable, str(ROOT / "bench" / "replay" / "bench_replayer.py"),
+            "--rates", rates, "--step-seconds", f"{step_seconds:g}", "--attempts", "1",
+            "--all-rates", "--p99-limit-ms", f"{GOAL_P99_MS:g}", "--out", str(out)]
+    if busy:
+        argv.append("--busy")
+    subprocess.run(argv, cwd=ROOT, check=True, timeout=RUN_TIMEOUT_S)
+    doc: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return doc
+
+
+def at_goal(doc: dict[str, Any]) -> dict[str, Any] | None:
+    for step in doc.get("steps", []):
+        if step["rate"] == GOAL_RATE:
+            return dict(step)
+    return None
+
+
+def run_figures(doc: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one run: what the table reports, plus its load."""
+    goal = at_goal(doc)
+    return {
+        "sustained_rate": doc["max_rate_all_lower_rates_also_under_limit"],
+        "p99_ms_at_goal": None if goal is None else goal["dispatch_p99_ms"],
+        "wire_p99_ms_at_goal": None if goal is None else goal["wire_p99_ms"],
+        "errors_at_goal": None if goal is None else goal["errors"],
+        "sender_cpu_us_at_goal": None if goal is None else goal["sender_cpu_us_per_request"],
+        "loadavg_before": doc.get("loadavg_before"), "loadavg_after": doc.get("loadavg_after"),
+    }
+
+
+def spread(xs: Sequence[float | None]) -> dict[str, float] | None:
+    vals = [x for x in xs if x is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "n": len(vals)}
+
+
+def aggregate(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for cond, docs in runs.items():
+        figs = [run_figures(d) for d in docs]
+        agg: dict[str, Any] = {k: spread([f[k] for f in figs]) for k in
+               ("sustained_rate", "p99_ms_at_goal", "wire_p99_ms_at_goal",
+                "sender_cpu_us_at_goal")}
+        p99 = agg["p99_ms_at_goal"]
+        rate = agg["sustained_rate"]
+        errors = sum(f["errors_at_goal"] or 0 for f in figs)
+        agg["met"] = bool(p99 and rate and p99["median"] < GOAL_P99_MS
+                          and rate["median"] >= GOAL_RATE and errors == 0)
+        agg["errors_at_goal"] = errors
+        agg["runs"] = figs
+        out[cond] = agg
+    return out
+
+
+def _fmt(s: dict[str, float] | None, pattern: str) -> str:
+    if s is None:
+        return "-"
+    return (f"{pattern.format(s['median'])} ({pattern.format(s['min'])}-"
+            f"{pattern.format(s['max'])})")
+
+
+def render(doc: dict[str, Any]) -> str:
+    lines = [
+        "## The replayer over separate runs, quiet and busy",
+        "",
+        f"Run {doc['started_at']} to {doc['finished_at']} at commit {doc['commit']} on "
+        f"{doc['machine']['cpus']} CPUs ({doc['machine']['cpu']}), Python "
+        f"{doc['machine']['python']}: {doc['runs_per_condition']} separate runs of "
+        f"`bench/replay/bench_replayer.py` per condition (rates {doc['rates']} per second, "
+        f"{doc['step_seconds']:g} s each, one attempt per rate, the sender and the trivial raw "
+        "server each in its own process); *busy* runs a CPU burner (one process in a busy "
+        "loop, bounded in time) beside the whole run. Lateness is the time a request was "
+        "handed to the socket minus its scheduled time. `bench/results/replay-runs.json` has "
+        "every run and every step.",
+        "",
+        "| Figure | Goal | Quiet: median (min-max) | Met | Busy: median (min-max) | Met |",
+        "|---|---:|---:|---|---:|---|",
+    ]
+    q, b = doc["conditions"]["quiet"], doc["conditions"]["busy"]
+
+    def met(agg: dict[str, Any], key: str, ok: Any) -> str:
+        s = agg[key]
+        return "-" if s is None else ("yes" if ok(s["median"]) else "**no**")
+
+    rows = [
+        ("highest rate with every rate up to it under the p99 limit (/s)",
+         f"≥ {GOAL_RATE:,.0f}", "sustained_rate", "{:,.0f}", lambda v: v >= GOAL_RATE),
+        (f"send lateness p99 at {GOAL_RATE:,.0f}/s (ms)", f"< {GOAL_P99_MS:g}",
+         "p99_ms_at_goal", "{:.2f}", lambda v: v < GOAL_P99_MS),
+        (f"on the wire, lateness p99 at {GOAL_RATE:,.0f}/s (ms)", "-",
+         "wire_p99_ms_at_goal", "{:.2f}", None),
+        (f"sender CPU per request at {GOAL_RATE:,.0f}/s (µs)", "-", "sender_cpu_us_at_goal",
+         "{:.1f}", None),
+    ]
+    for label, goal, key, pat, ok in rows:
+        lines.append(f"| {label} | {goal} | {_fmt(q[key], pat)} | "
+                     f"{'-' if ok is None else met(q, key, ok)} | {_fmt(b[key], pat)} | "
+                     f"{'-' if ok is None else met(b, key, ok)} |")
+    lines += ["", f"Errors at {GOAL_RATE:,.0f}/s: quiet {q['errors_at_goal']}, busy "
+              f"{b['errors_at_goal']}. Load average (1, 5, 15 min) before / after each run:"]
+    for cond in CONDITIONS:
+        for i, r in enumerate(doc["conditions"][cond]["runs"], 1):
+            before = ", ".join(f"{x:.2f}" for x in r["loadavg_before"] or [])
+            after = ", ".join(f"{x:.2f}" for x in r["loadavg_after"] or [])
+            lines.append(f"* {cond} run {i}: {before} / {after}")
+    return "\n".join(lines) + "\n"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="separate runs per condition")
+    ap.add_argument("--rates", default=RATES)
+    ap.add_argument("--step-seconds", type=float, default=3.0)
+    ap.add_argument("--out", type=Path, default=results_path("bench/results/replay-runs.json"))
+    ap.add_argument("--md", type=Path, default=results_path("docs/benchmarks.md"))
+    a = ap.parse_args(argv)
+    if a.runs < 1 or not 0 < a.step_seconds <= 30:
+        ap.error("--runs must be at least 1 and --step-seconds in (0, 30]")
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONDITIONS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(a.runs):
+            # alternate the conditions so both see the same drift of the machine
+            order = CONDITIONS if i % 2 == 0 else tuple(reversed(CONDITIONS))
+            for cond in order:
+                print(f"bench/replay-runs: {cond} run {i + 1}/{a.runs}", flush=True)
+                doc = one_run(cond == "busy", a.rates, a.step_seconds,
+                              Path(tmp) / f"{cond}-{i}.json")
+                runs[cond].append(doc)
+    conditions = aggregate(runs)
+    result = {
+        "benchmark": "replay-runs", "started_at": started,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        "commit": _commit(), "rates": a.rates, "step_seconds": a.step_seconds,
+        "runs_per_condition": a.runs,
+        "machine": {"cpus": os.cpu_count(), "cpu": _cpu_name(),
+                    "python": platform.python_version()},
+        "goal": {"rate": GOAL_RATE, "p99_ms": GOAL_P99_MS},
+        "conditions": conditions,
+        "run_results": runs,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_section(a.md, "replay-runs", "bench/replay/replay_runs.py", render(result))
+    for cond in CONDITIONS:
+        c = conditions[cond]
+        print(f"{cond}: sustained {_fmt(c['sustained_rate'], '{:,.0f}')}/s, p99 at "
+              f"{GOAL_RATE:,.0f}/s {_fmt(c['p99_ms_at_goal'], '{:.2f}')} ms, goal "
+              f"{'met' if c['met'] else 'NOT met'}", flush=True)
+    print(f"bench/replay-runs: wrote {a.out} and its section of {a.md}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
