@@ -115,9 +115,13 @@ class LogRelay:
     def handle(self, s: ssl.SSLSocket) -> None:
         request = read_request(s)
         self.requests.append(request)
-        head, _, body = ask_notary(self.upstream_port, request).partition(b"\r\n\r\n")
+        # one exchange per connection on both sides (a client may ask to keep it open)
+        upstream = request.replace(b"\r\nConnection: keep-alive\r\n",
+                                   b"\r\nConnection: close\r\n", 1)
+        head, _, body = ask_notary(self.upstream_port, upstream).partition(b"\r\n\r\n")
         body = self.rewrite(body)
-        lines = [h for h in head.split(b"\r\n") if not h.lower().startswith(b"content-length:")]
+        lines = [h for h in head.split(b"\r\n")
+                 if not h.lower().startswith((b"content-length:", b"connection:"))]
         s.sendall(b"\r\n".join(lines) + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 
 

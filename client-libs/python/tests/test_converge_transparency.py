@@ -8,12 +8,15 @@ Each must-fail case has a must-pass twin."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import hashlib
 import io
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -469,3 +472,121 @@ def test_a_big_tree_proof_verifies_and_a_wrong_index_does_not() -> None:
         with pytest.raises(ValueError):
             transparency.verify_inclusion(leaves[i], i ^ 1, 1000, path(i, 0, 1000), root)
 
+
+
+# ---------------------------------------------------------------- kept connections
+
+
+class CountingForwarder:
+    """A TCP forwarder on 127.0.0.1 in front of the notary (TLS passes through it untouched,
+    so the pin is the notary's): counts the connections clients open, and can cut them all."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.accepted = 0
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(("127.0.0.1", self.upstream), timeout=10)
+            with self.lock:
+                self.accepted += 1
+                self.open += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Close every connection (as a notary does with idle ones after its timeout)."""
+        with self.lock:
+            for s in self.open:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            self.open.clear()
+
+    def stop(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+@pytest.fixture()
+def forwarder(logged: RealNotary) -> Iterator[CountingForwarder]:
+    f = CountingForwarder(logged.port)
+    yield f
+    f.stop()
+
+
+def _client(tmp: Path, bundle: NotaryBundle, **over: Any) -> Client:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return Client(dataclasses.replace(make_config(tmp, [bundle], cache_lifetime=0), **over))
+
+
+def test_extended_checks_keep_one_connection_to_the_notary(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+) -> None:
+    with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
+        for _ in range(3):
+            v = c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256)
+            assert v.trusted and _kind(v) == ("success", "match"), v.results
+    assert forwarder.accepted == 1
+
+
+def test_without_keep_alive_or_in_the_legacy_format_each_check_connects(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+) -> None:
+    """Twin of the kept connection: Config(keep_alive=False), and the legacy format (the
+    add-on's exact request, Connection: close) with keep-alive on."""
+    bundle = logged.bundle(port=forwarder.port)
+    with _client(tmp_path / "a", bundle, keep_alive=False) as c:
+        for _ in range(3):
+            assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+    assert forwarder.accepted == 3
+    with _client(tmp_path / "b", bundle, extended="off") as c:
+        for _ in range(2):
+            assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+    assert forwarder.accepted == 5
+
+
+def test_a_kept_connection_the_notary_closed_is_replaced_once(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+) -> None:
+    with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
+        assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+        forwarder.cut()
+        time.sleep(0.1)
+        v = c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256)
+        assert v.trusted and _kind(v) == ("success", "match"), v.results
+        assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+    assert forwarder.accepted == 2
+
+
+def test_a_kept_connection_still_checks_the_pin_and_the_answer(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+) -> None:
+    """A reused connection is no shortcut: a fingerprint the notary did not see is still a
+    failure on it (twin: the genuine one before and after, same connection)."""
+    with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
+        assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+        v = c.check("127.0.0.1", sites[0].port, "AB" * 32)
+        assert not v.trusted and v.results[0].vote == "failure", v.results
+        assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+    assert forwarder.accepted == 1

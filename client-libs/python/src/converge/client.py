@@ -249,6 +249,7 @@ class Client:
             max_skew=cfg.max_skew,
             fallback=cfg.extended == "fallback",
             clock=self._clock,
+            keep_alive=cfg.keep_alive,
         )
 
     async def _ask(

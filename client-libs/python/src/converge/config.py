@@ -119,6 +119,9 @@ class Config:
     bounce_port: int = 4242
     extended: Mode = "prefer"
     extended_nonce: bool = True
+    # extended queries keep a direct connection open for the next one (an API setting, not a
+    # key of the configuration file the languages share)
+    keep_alive: bool = True
     max_skew: int = DEFAULT_MAX_SKEW
     bundles: tuple[NotaryBundle, ...] | None = field(default=None, compare=False)
 

@@ -4,9 +4,16 @@ the bundle's certificate, one legacy request, the response read until the server
 * The notary's certificate is pinned: the SHA-1 of its DER leaf must equal the bundle's; no
   CA or host name check. The request is not sent when the pin does not match.
 * A direct connection offers the TLS session of the last connection to the same host, port
-  and pin whose certificate matched and whose response was read (TLS resumption; the HTTP
-  exchange is unchanged, one request per connection). The pin is checked on every
-  connection, resumed or not.
+  and pin whose certificate matched and whose response was read (TLS resumption). The pin is
+  checked on every connection, resumed or not, and before every request.
+* A direct connection in the extended format is kept open for the next query to the same
+  host, port and pin when the notary offers it (the request asks ``Connection: keep-alive``
+  instead of the legacy add-on's ``close``; the answer says
+  ``Connection: keep-alive`` and has a ``Content-Length``): the next check skips the TCP and
+  TLS handshakes. At most :data:`MAX_IDLE_PER_HOST` idle connections per host, each for
+  :data:`IDLE_SECONDS` (under the notary's own keep-alive timeout) and only on the event loop
+  that opened it. A kept connection the notary closed meanwhile is replaced by a new one
+  once, transparently. Queries through a relay keep one request per connection.
 * All physical hosts of one logical notary are raced; the first definitive answer (a 200 or
   409 that reduced to a success or failure vote) wins and the others are cancelled. When no
   host answers definitively, the notary's vote is the most telling failure seen: a pin
@@ -120,6 +127,7 @@ class ExtendedQuery:
     max_skew: int = extended.DEFAULT_MAX_SKEW
     fallback: bool = False
     clock: Callable[[], float] = time.time
+    keep_alive: bool = True  # keep a direct connection open when the notary offers it
 
 
 Opened = tuple[asyncio.StreamReader, asyncio.StreamWriter, NotaryHost]
@@ -135,6 +143,8 @@ class _ResumingContext(ssl.SSLContext):
     resumed session carries the certificate of its first handshake)."""
 
     session: ssl.SSLSession | None = None
+    # connections whose last answer was read in full, most recent last
+    idle: list[_Idle]
 
     def wrap_bio(
         self,
@@ -149,8 +159,19 @@ class _ResumingContext(ssl.SSLContext):
         return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
 
 
+@dataclass(slots=True)
+class _Idle:
+    loop: asyncio.AbstractEventLoop
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    since: float
+
+
 _PINNED: dict[tuple[str, int, bytes], _ResumingContext] = {}
 MAX_PINNED_CONTEXTS = 256
+MAX_IDLE_PER_HOST = 4
+IDLE_SECONDS = 10.0  # a notary's keep-alive timeout is 15 s by default
+KEEP_ALIVE = b"\r\nConnection: keep-alive\r\n"
 
 
 def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
@@ -159,11 +180,14 @@ def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
     ctx = _PINNED.get(key)
     if ctx is None:
         if len(_PINNED) >= MAX_PINNED_CONTEXTS:
+            for full in _PINNED.values():
+                _drop_idle(full)
             _PINNED.clear()
         ctx = _PINNED[key] = _ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.idle = []
     return ctx
 
 
@@ -178,6 +202,45 @@ def _remember_session(writer: asyncio.StreamWriter, nh: NotaryHost) -> None:
     session = ssl_object.session
     if session is not None and session.has_ticket:
         ctx.session = session
+
+
+def _take_idle(ctx: _ResumingContext) -> _Idle | None:
+    """The most recent usable idle connection of ``ctx`` on this loop (others are closed
+    when they are on this loop and too old or closed, dropped otherwise)."""
+    loop = asyncio.get_running_loop()
+    now = time.monotonic()
+    while ctx.idle:
+        idle = ctx.idle.pop()
+        if idle.loop is not loop:
+            continue  # another thread's loop: not ours to use or to close
+        if (now - idle.since < IDLE_SECONDS and not idle.writer.is_closing()
+                and not idle.reader.at_eof()):
+            return idle
+        idle.writer.transport.abort()
+    return None
+
+
+def _drop_idle(ctx: _ResumingContext) -> None:
+    loop = asyncio.get_running_loop()
+    for idle in ctx.idle:
+        if idle.loop is loop:
+            idle.writer.transport.abort()
+    ctx.idle.clear()
+
+
+def _keep(nh: NotaryHost, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Keep a connection whose answer was read in full for the next query to ``nh``."""
+    ctx = _PINNED.get((nh.host.lower(), nh.ssl_port, nh.pin.digest))
+    ssl_object = writer.get_extra_info("ssl_object")
+    if ctx is None or ssl_object is None or ssl_object.context is not ctx:
+        return False
+    loop = asyncio.get_running_loop()
+    if len(ctx.idle) >= MAX_IDLE_PER_HOST:
+        oldest = ctx.idle.pop(0)
+        if oldest.loop is loop:
+            oldest.writer.transport.abort()
+    ctx.idle.append(_Idle(loop, reader, writer, time.monotonic()))
+    return True
 
 
 async def _open_direct(nh: NotaryHost, max_bytes: int) -> Opened:
@@ -314,25 +377,41 @@ async def _query_host(
             target_host, target_port, asked, nonce=nonce, ip=ip, transparency=ext.log is not None
         )
     writer: asyncio.StreamWriter | None = None
+    kept = False
+    # the extended format keeps a direct connection open when the notary offers it (the
+    # legacy request stays the add-on's exact bytes, one per connection)
+    keep_alive = relay is None and ext is not None and ext.keep_alive
+    if keep_alive:
+        request = request.replace(b"\r\nConnection: close\r\n", KEEP_ALIVE, 1)
     try:
         try:
-            async with asyncio.timeout(connect_timeout):
+            idle = _take_idle(_pinned_ctx(nh)) if keep_alive else None
+            raw: bytes | None = None
+            reusable = False
+            if idle is not None:
+                reader, writer = idle.reader, idle.writer
+                raw, reusable = await _exchange(reader, writer, nh, label, request, max_bytes,
+                                                kept=True)
+                if raw is None:
+                    # the notary closed the kept connection meanwhile: a new one, once
+                    writer.transport.abort()
+                    writer = None
+            if raw is None:
+                async with asyncio.timeout(connect_timeout):
+                    if relay is None:
+                        reader, writer, nh = await _open_direct(nh, max_bytes)
+                    else:
+                        reader, writer, nh = await _open_via_relay(
+                            relay, relay_dests or (nh,), bounce_port, max_bytes
+                        )
+                        label = f"{nh.host}:{bounce_port} via {relay.name}"
+                raw, reusable = await _exchange(reader, writer, nh, label, request, max_bytes)
                 if relay is None:
-                    reader, writer, nh = await _open_direct(nh, max_bytes)
-                else:
-                    reader, writer, nh = await _open_via_relay(
-                        relay, relay_dests or (nh,), bounce_port, max_bytes
-                    )
-                    label = f"{nh.host}:{bounce_port} via {relay.name}"
-            ssl_object = writer.get_extra_info("ssl_object")
-            der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
-            if not der or hashlib.sha1(der).digest() != nh.pin.digest:
-                raise PinMismatch(f"{label} presented a certificate other than the pinned one")
-            writer.write(request)
-            await writer.drain()
-            raw = await _read_to_eof(reader, max_bytes)
-            if relay is None:
-                _remember_session(writer, nh)
+                    _remember_session(writer, nh)
+            if raw is None:  # (only a kept connection's exchange gives None)
+                raise NotaryUnreachable(f"{label}: closed the connection without an answer")
+            if keep_alive and reusable and writer is not None:
+                kept = _keep(nh, reader, writer)
         except TimeoutError as e:
             raise NotaryUnreachable(f"{label}: timed out") from e
         except (OSError, ssl.SSLError, EOFError) as e:
@@ -376,8 +455,75 @@ async def _query_host(
     except BadInput as e:
         return _HostAnswer(Outcome("failure", e.kind, None, str(e), protocol=proto), label, None)
     finally:
-        if writer is not None:
+        if writer is not None and not kept:
             writer.transport.abort()
+
+
+async def _exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    nh: NotaryHost,
+    label: str,
+    request: bytes,
+    max_bytes: int,
+    kept: bool = False,
+) -> tuple[bytes | None, bool]:
+    """Check the pin, send ``request`` and read the answer: ``(raw, reusable)``. On a
+    ``kept`` connection raw is None when it ended before the first byte of an answer (the
+    notary closed it meanwhile); on a new one that is an empty answer or the error itself,
+    as for any one-request connection."""
+    ssl_object = writer.get_extra_info("ssl_object")
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+    if not der or hashlib.sha1(der).digest() != nh.pin.digest:
+        raise PinMismatch(f"{label} presented a certificate other than the pinned one")
+    try:
+        writer.write(request)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError as e:
+        if not e.partial:
+            return (None if kept else b""), False
+        return e.partial, False  # a truncated head: the parser names it
+    except asyncio.LimitOverrunError as e:
+        raise ResponseError(f"response larger than {max_bytes} bytes") from e
+    except (ConnectionResetError, BrokenPipeError):
+        if kept:
+            return None, False
+        raise
+    except ssl.SSLError as e:
+        if kept and "UNEXPECTED_EOF" in str(e).upper():
+            return None, False
+        raise
+    length, keep_alive = _framing(head)
+    if length is None or not keep_alive:
+        return head + await _read_to_eof(reader, max_bytes - len(head)), False
+    if len(head) + length > max_bytes:
+        raise ResponseError(f"response larger than {max_bytes} bytes")
+    try:
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as e:
+        return head + e.partial, False  # a truncated body: the parser names it
+    return head + body, True
+
+
+def _framing(head: bytes) -> tuple[int | None, bool]:
+    """``(Content-Length or None, the notary keeps the connection open)`` of a response
+    head; any doubt (two lengths, a transfer coding, no keep-alive) means read to the end."""
+    length: int | None = None
+    keep_alive = False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            v = value.strip()
+            if length is not None or not v.isdigit() or len(v) > 12:
+                return None, False
+            length = int(v)
+        elif name == b"connection":
+            keep_alive = value.strip().lower() == b"keep-alive"
+        elif name == b"transfer-encoding":
+            return None, False
+    return length, keep_alive
 
 
 async def _read_to_eof(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
