@@ -68,7 +68,8 @@ def _client(d: dict[str, Any]) -> Iterator[Row]:
            "yes" if d.get("cache_hit_p50_under_target") else "NO")
     goal = d.get("goal_one_notary_over_raw_request")
     for k, v in (d.get("ratios") or {}).items():
-        if goal is not None and k == "one_notary_over_raw_request_paired":
+        if goal is not None and k in ("one_notary_over_raw_request_paired",
+                                      "one_notary_new_connection_over_raw_request_paired"):
             yield (f"client: {k}", f"{v:g}x", f"<= {goal:g}x", "yes" if v <= goal else "NO")
         else:
             yield (f"client: {k}", f"{v:g}x", "-", "-")

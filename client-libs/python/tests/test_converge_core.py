@@ -506,3 +506,45 @@ def test_bounds_and_strictness_at_the_limit_and_one_past(ok: str, bad: str | byt
     loads_verified(ok.encode())
     with pytest.raises(ValueError):
         loads_verified(bad if isinstance(bad, bytes) else bad.encode())
+
+
+def _reference_bounds_scan(data: bytes) -> None:
+    """The bounds scan as the rules state it, one token at a time (the reference the module's
+    faster form must agree with)."""
+    import re
+
+    token_re = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]|[-0-9][-+.0-9eE]*',
+                          re.DOTALL)
+    depth = 0
+    for m in token_re.finditer(data):
+        token = m.group()
+        if token[:1] == b'"':
+            continue
+        if token[:1] in (b"[", b"{"):
+            depth += 1
+            if depth > 32:
+                raise ValueError("deep")
+        elif token[:1] in (b"]", b"}"):
+            depth -= 1
+        elif not re.fullmatch(rb"-?(?:0|[1-9][0-9]{0,14})", token):
+            raise ValueError("number")
+
+
+@given(st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b"0", b"1", b"-", b".",
+                                 b"e", b"9" * 15, b"9" * 16, b" ", b",", b":", b"x", b"[" * 33,
+                                 b'"\\"', b"1.5", b"-0", b"01"]), max_size=60))
+def test_bounds_scan_agrees_with_the_token_by_token_reference(parts: list[bytes]) -> None:
+    from converge.signedjson import bounds_scan
+
+    data = b"".join(parts)
+    try:
+        _reference_bounds_scan(data)
+        expected = True
+    except ValueError:
+        expected = False
+    try:
+        bounds_scan(data)
+        got = True
+    except ValueError:
+        got = False
+    assert got == expected, data

@@ -21,27 +21,29 @@ import re
 from typing import Any
 
 MAX_DEPTH = 32
-# a string (possibly unterminated), one bracket, or a number token
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[\[\]{}]|[-0-9][-+.0-9eE]*', re.DOTALL)
+# a string (possibly unterminated): everything in it is out of the scan
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
+_NUMBER = re.compile(rb"[-0-9][-+.0-9eE]*")
 _INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]{0,14})")
 
 
 def bounds_scan(data: bytes) -> None:
     """Raise :class:`ValueError` if ``data`` nests deeper than :data:`MAX_DEPTH` levels or
     holds a number that is not an integer of at most 15 digits (see the module rules)."""
-    depth = 0
-    for m in _TOKEN.finditer(data):
+    bare = _STRING.sub(b'""', data)  # what is left: brackets, numbers, literals, punctuation
+    if bare.count(b"[") + bare.count(b"{") > MAX_DEPTH:  # else no nesting can be too deep
+        depth = 0
+        for m in _BRACKET.finditer(bare):
+            if m.group() in (b"[", b"{"):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+            else:
+                depth -= 1
+    for m in _NUMBER.finditer(bare):
         token = m.group()
-        first = token[:1]
-        if first == b'"':
-            continue
-        if first in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        elif first in (b"]", b"}"):
-            depth -= 1
-        elif not _INTEGER.fullmatch(token):
+        if not _INTEGER.fullmatch(token):
             raise ValueError(f"number {token[:20]!r} is not an integer of at most 15 digits")
 
 
