@@ -213,8 +213,10 @@ def _take_idle(ctx: _ResumingContext) -> _Idle | None:
         idle = ctx.idle.pop()
         if idle.loop is not loop:
             continue  # another thread's loop: not ours to use or to close
+        # bytes that arrived unasked while it was idle make it suspect (an answer is read to
+        # its exact length; the next request's nonce would refuse a stale one anyway)
         if (now - idle.since < IDLE_SECONDS and not idle.writer.is_closing()
-                and not idle.reader.at_eof()):
+                and not idle.reader.at_eof() and not getattr(idle.reader, "_buffer", None)):
             return idle
         idle.writer.transport.abort()
     return None
