@@ -38,6 +38,7 @@ type Client struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
+	pool   connPool // idle extended-format connections to notaries
 	opened bool
 	caches []*LocalCache
 	writer *LocalCache
@@ -116,8 +117,10 @@ func (c *Client) openCaches() ([]*LocalCache, error) {
 	return c.caches, nil
 }
 
-// Close closes the cache connections (the client reopens them when used again).
+// Close closes the cache connections and the idle notary connections (the client reopens
+// them when used again).
 func (c *Client) Close() error {
+	c.pool.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, x := range c.caches {
@@ -300,6 +303,9 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 	defer cancel()
 	opts := queryOpts{connectTimeout: seconds(cfg.ConnectTimeout), maxBytes: cfg.MaxResponseBytes,
 		relay: relay, bouncePort: cfg.BouncePort, dialer: c.Dial, ip: ip}
+	if !cfg.DisableKeepAlives {
+		opts.pool = &c.pool
+	}
 	type indexed struct {
 		i int
 		r NotaryResult

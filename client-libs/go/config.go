@@ -66,6 +66,9 @@ type Config struct {
 	ExtendedNonce    bool      // a fresh random nonce with every extended query
 	MaxSkew          int64     // seconds an extended answer's time may differ from ours
 	Bundles          []*Bundle // when non-nil, used instead of NotariesDir
+	// DisableKeepAlives: one connection per extended query, as for legacy ones (an API
+	// setting, not a key of the configuration file the languages share)
+	DisableKeepAlives bool
 }
 
 // DefaultConfig holds the defaults of every key (no directory, no cache, no notaries).

@@ -1,6 +1,7 @@
 package converge
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -14,8 +15,10 @@ import (
 )
 
 // Asking notaries over the network (IO): one TLS connection per physical host, pinned to the
-// bundle's certificate (no CA or host name check), one legacy request, the response read
-// until the server closes. All hosts of one logical notary are raced; the first definitive
+// bundle's certificate (no CA or host name check; the pin is checked before every request),
+// one legacy request, the response read until the server closes. An extended query over a
+// direct connection keeps it open for the next one when the notary offers it (keepalive.go).
+// All hosts of one logical notary are raced; the first definitive
 // answer wins. Through a bounce relay, one CONNECT names every host of the notary and the
 // relay picks. Every wait is bounded (connect timeout, notary timeout, response size).
 
@@ -145,6 +148,7 @@ type queryOpts struct {
 	ext            *extQuery
 	ip             string // ask the notaries to connect to this address ("" = resolve host)
 	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
+	pool           *connPool // the client's idle connections; nil: one connection per query
 }
 
 func (o *queryOpts) dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -255,45 +259,57 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 	if err != nil {
 		return hostAnswer{outcome: failureOf(err, 0), host: label}
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
-	var conn *tls.Conn
-	if o.relay == nil {
-		conn, nh, err = openDirect(cctx, nh, o)
+	// the extended format keeps a direct connection open when the notary offers it (the
+	// legacy request stays the add-on's exact bytes, one per connection)
+	keep := ext != nil && o.relay == nil && o.pool != nil
+	if keep {
+		request = bytes.Replace(request, connectionClose, connectionKeepAlive, 1)
+	}
+	var ex exchange
+	done := false
+	if keep {
+		if kc := o.pool.take(keyOf(nh)); kc != nil {
+			ex = roundTrip(ctx, kc.conn, kc.br, nh, label, request, o.maxBytes, true, true)
+			if ex.stale {
+				// the notary closed the kept connection meanwhile: a new one, once
+				kc.conn.Close()
+			} else {
+				ex.conn, ex.br, done = kc.conn, kc.br, true
+			}
+		}
+	}
+	if !done {
+		cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+		var conn *tls.Conn
+		if o.relay == nil {
+			conn, nh, err = openDirect(cctx, nh, o)
+		} else {
+			conn, nh, err = openViaRelay(cctx, o)
+			if err == nil {
+				label = fmt.Sprintf("%s:%d via %s", nh.Host, o.bouncePort, o.relay.Name)
+			}
+		}
+		timedOut := cctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil {
+			if timedOut {
+				return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, host: label}
+			}
+			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: err.Error()}, host: label}
+		}
+		br := bufio.NewReader(conn)
+		ex = roundTrip(ctx, conn, br, nh, label, request, o.maxBytes, keep, false)
+		ex.conn, ex.br = conn, br
+	}
+	if ex.keep {
+		o.pool.put(keyOf(nh), ex.conn, ex.br)
 	} else {
-		conn, nh, err = openViaRelay(cctx, o)
-		if err == nil {
-			label = fmt.Sprintf("%s:%d via %s", nh.Host, o.bouncePort, o.relay.Name)
-		}
+		ex.conn.Close()
 	}
-	timedOut := cctx.Err() != nil && ctx.Err() == nil
-	cancel()
-	if err != nil {
-		if timedOut {
-			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: label + ": timed out"}, host: label}
-		}
-		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: err.Error()}, host: label}
+	if ex.answer != nil {
+		return *ex.answer
 	}
-	defer conn.Close()
-	stop := afterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	state := conn.ConnectionState()
-	if len(state.PeerCertificates) == 0 || !pinMatches(state.PeerCertificates[0].Raw, nh.Pin.Digest) {
-		return hostAnswer{outcome: Outcome{Vote: VoteFailure, Kind: KindPin,
-			Detail: label + " presented a certificate other than the pinned one"}, host: label}
-	}
-	if _, err := conn.Write(request); err != nil {
-		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
-	}
-	raw, err := readToEOF(conn, o.maxBytes)
-	if err != nil {
-		if e, ok := err.(*Error); ok && e.Family == BadInput {
-			return hostAnswer{outcome: failureOf(err, 0), host: label}
-		}
-		if ctx.Err() != nil {
-			return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: label + ": timed out"}, host: label}
-		}
-		return hostAnswer{outcome: Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)}, host: label}
-	}
+	raw := ex.raw
 	var outcome Outcome
 	var resp *HTTPResponse
 	if ext == nil {
@@ -313,6 +329,67 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 		cs = resp.Headers["cache-status"]
 	}
 	return hostAnswer{outcome: outcome, host: label, cacheStatus: cs}
+}
+
+var (
+	connectionClose     = []byte("\r\nConnection: close\r\n")
+	connectionKeepAlive = []byte("\r\nConnection: keep-alive\r\n")
+)
+
+// exchange is what one request on one connection gave: the raw answer, or an outcome
+// reached without one; stale: a kept connection ended before the first byte of an answer;
+// keep: the answer was read in full by its length and the connection may serve the next.
+type exchange struct {
+	conn   *tls.Conn
+	br     *bufio.Reader
+	raw    []byte
+	answer *hostAnswer
+	stale  bool
+	keep   bool
+}
+
+// roundTrip checks the pin, sends request and reads the answer (framed by its length when
+// keepAlive, else to the end through conn itself). kept: conn served an earlier request.
+func roundTrip(ctx context.Context, conn *tls.Conn, br *bufio.Reader, nh NotaryHost, label string,
+	request []byte, maxBytes int, keepAlive, kept bool) exchange {
+	stop := afterFunc(ctx, func() { conn.Close() })
+	failed := func(oc Outcome) exchange {
+		stop()
+		return exchange{answer: &hostAnswer{outcome: oc, host: label}}
+	}
+	state := conn.ConnectionState()
+	if len(state.PeerCertificates) == 0 || !pinMatches(state.PeerCertificates[0].Raw, nh.Pin.Digest) {
+		return failed(Outcome{Vote: VoteFailure, Kind: KindPin,
+			Detail: label + " presented a certificate other than the pinned one"})
+	}
+	if _, err := conn.Write(request); err != nil {
+		if kept && endedBeforeAnswer(err) && stop() {
+			return exchange{stale: true}
+		}
+		return failed(Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: fmt.Sprintf("%s: %v", label, err)})
+	}
+	var raw []byte
+	var err error
+	reusable, started := false, true
+	if keepAlive {
+		raw, reusable, started, err = readAnswer(br, maxBytes)
+	} else {
+		raw, err = readToEOF(conn, maxBytes)
+	}
+	if kept && !started && (err == nil || endedBeforeAnswer(err)) && stop() {
+		return exchange{stale: true}
+	}
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Family == BadInput {
+			return failed(failureOf(err, 0))
+		}
+		if ctx.Err() != nil {
+			return failed(Outcome{Vote: VoteUnreachable, Kind: lapsed(ctx), Detail: label + ": timed out"})
+		}
+		return failed(Outcome{Vote: VoteUnreachable, Kind: KindUnreachable, Detail: fmt.Sprintf("%s: %v", label, err)})
+	}
+	// kept only when the context's closer can no longer run
+	return exchange{raw: raw, keep: stop() && reusable}
 }
 
 // readToEOF reads until the server closes, at most maxBytes. A close without close_notify
