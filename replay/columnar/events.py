@@ -68,7 +68,8 @@ def _packed_key(df: pl.DataFrame) -> pl.Expr | None:
     one): hashing one integer per flow costs a third of hashing the three columns. None:
     another case."""
     if df.height == 0 or "name_id" not in df.columns or "client_id" not in df.columns \
-            or df["sni"].null_count() < df.height or df["name_rdns"].null_count() < df.height:
+            or any(df[c].null_count() < df.height for c in ("sni", "name_rdns")
+                   if c in df.columns):
         return None
     lo, hi, clients, names = df.select(
         pl.col("port").min().alias("lo"), pl.col("port").max().alias("hi"),
@@ -127,27 +128,33 @@ def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
     c.last_start = float(kept["start"][-1])
     # only the columns the events need (each join and filter copies every column); eager
     # joins: polars' lazy join of a small table took four times as long here
-    named = kept.select("start", "seq", "src", "dst", "dport", "bytes", "sni").join(
-        names, left_on="dst", right_on="address", how="left", maintain_order="left")
-    if rdns.height:
-        named = named.join(rdns, left_on="dst", right_on="address", how="left",
-                           suffix="_rdns", maintain_order="left")
+    if rdns.height == 0 and kept["sni"].null_count() == kept.height:
+        # names from the map alone: an inner join is the join and the filter in one pass,
+        # and no column of nulls is carried along
+        named = kept.select("start", "seq", "src", "dst", "dport", "bytes").join(
+            names, left_on="dst", right_on="address", how="inner",
+            maintain_order="left").rename({"name": "host"})
+        c.unnamed_dropped = kept.height - named.height
+        c.named = named.height
+        c.named_by = {"map": named.height} if named.height else {}
     else:
-        named = named.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
-    if rdns.height or named["sni"].null_count() < named.height:
+        named = kept.select("start", "seq", "src", "dst", "dport", "bytes", "sni").join(
+            names, left_on="dst", right_on="address", how="left", maintain_order="left")
+        if rdns.height:
+            named = named.join(rdns, left_on="dst", right_on="address", how="left",
+                               suffix="_rdns", maintain_order="left")
+        else:
+            named = named.with_columns(pl.lit(None, pl.String).alias("name_rdns"))
         named = named.with_columns(pl.coalesce("sni", "name", "name_rdns").alias("host"))\
             .filter(pl.col("host").is_not_null())
-    else:  # names from the map alone
-        named = named.filter(pl.col("name").is_not_null()).with_columns(
-            pl.col("name").alias("host"))
-    c.unnamed_dropped = kept.height - named.height
-    c.named = named.height
-    # named by SNI where there is one, else by the map, else by reverse DNS
-    by_sni = named.height - named["sni"].null_count()
-    by_map = int(named.select((pl.col("sni").is_null() & pl.col("name").is_not_null()).sum())
-                 .item())
-    c.named_by = {k: v for k, v in (("sni", by_sni), ("map", by_map),
-                                    ("rdns", named.height - by_sni - by_map)) if v}
+        c.unnamed_dropped = kept.height - named.height
+        c.named = named.height
+        # named by SNI where there is one, else by the map, else by reverse DNS
+        by_sni = named.height - named["sni"].null_count()
+        by_map = int(named.select((pl.col("sni").is_null() & pl.col("name").is_not_null())
+                                  .sum()).item())
+        c.named_by = {k: v for k, v in (("sni", by_sni), ("map", by_map),
+                                        ("rdns", named.height - by_sni - by_map)) if v}
     c.ssl_bytes_named = int(named["bytes"].sum()) if named.height else 0
     clients = pseudonyms(named["src"].unique())
     clients = clients.with_columns(pl.col("client").rank("dense").alias("client_id"))

@@ -232,12 +232,14 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
         offset = probe.total_seconds() if probe is not None else 0.0
     lf, names = _scan(src, lossy)
     forms = _forms(src, *_key_columns(src))
-    exprs, needed, checks = _fast_columns(src, offset, forms)
+    exprs, _needed, checks = _fast_columns(src, offset, forms)
     # No length checks here: a value the fast path accepts is short by construction (a
     # number, a time, an address or name the reference accepted), so an over-long field or
     # line of the fields the layout uses always ends in the residue, where the reference
     # checks it. The layout's other columns are never read.
-    complete = pl.all_horizontal([pl.col(c).is_not_null() for c in needed] + checks)
+    # every column the layout needs feeds a parsed column that is null when it is (fast_ok
+    # below checks those): only the layout's further checks are added here
+    complete = pl.all_horizontal(checks) if checks else pl.lit(True)
     # nfdump <= 1.7.4 ends its CSV with a "Summary" block: the reference stops there
     summary = (pl.col(names[0]).str.starts_with("Summary") if src.layout.startswith("nfdump")
                else pl.lit(False))

@@ -65,7 +65,9 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
     # each (strptime's cache); the fraction is plain digits. Only the lengths the file uses
     # are tried (every branch costs a pass over the column): another length is residue.
     n = t.str.len_bytes()
-    seconds = t.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S",
+    # seconds only: a value of another length is residue (below), so no slice is needed
+    whole = t if forms.time_lengths == {19} else t.str.slice(0, 19)
+    seconds = whole.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S",
                                                strict=False, cache=True).dt.epoch("us")
     dot = t.str.slice(19, 1) == "."
     frac: Any = pl
