@@ -43,13 +43,22 @@ class LogHistogram:
         self.total = 0.0
         self.max = 0.0
 
-    def add(self, value: float) -> None:
-        v = max(value, 0.0)
-        b = -1 if v < self.min_value else int(math.log(v / self.min_value) / self.log_growth)
+    def bucket(self, value: float) -> int:
+        """The bucket of a value (non-negative; -1 below ``min_value``)."""
+        if value < self.min_value:
+            return -1
+        return int(math.log(value / self.min_value) / self.log_growth)
+
+    def add(self, value: float, bucket: int | None = None) -> None:
+        """Count ``value`` (negative counts as 0); ``bucket``: its :meth:`bucket` when the
+        caller already has it (one logarithm for two histograms of the same layout)."""
+        v = value if value > 0.0 else 0.0
+        b = self.bucket(v) if bucket is None else bucket
         self.counts[b] = self.counts.get(b, 0) + 1
         self.n += 1
         self.total += v
-        self.max = max(self.max, v)
+        if v > self.max:
+            self.max = v
 
     def merge(self, other: LogHistogram) -> None:
         for b, c in other.counts.items():
@@ -95,9 +104,22 @@ class ScheduleMonitor:
     behind: int = 0
     _last_warn: float = float("-inf")
 
+    def __post_init__(self) -> None:
+        self.window = self._new_window()
+
+    def _new_window(self) -> LogHistogram:
+        """An empty histogram with the run's layout (so one bucket number serves both)."""
+        w = LogHistogram(self.lateness.min_value)
+        w.log_growth = self.lateness.log_growth
+        return w
+
     def observe(self, lateness: float, now: float) -> str | None:
-        self.lateness.add(lateness)
-        self.window.add(lateness)
+        v = lateness if lateness > 0.0 else 0.0
+        h, w = self.lateness, self.window
+        b = h.bucket(v)
+        h.add(v, b)
+        same = w.min_value == h.min_value and w.log_growth == h.log_growth
+        w.add(v, b if same else None)
         if lateness <= self.threshold:
             return None
         self.behind += 1
@@ -108,5 +130,5 @@ class ScheduleMonitor:
                 f"({self.behind} late by more than {self.threshold * 1000:.0f} ms so far)")
 
     def take_window(self) -> LogHistogram:
-        w, self.window = self.window, LogHistogram()
+        w, self.window = self.window, self._new_window()
         return w

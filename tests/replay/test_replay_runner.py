@@ -271,3 +271,19 @@ async def test_kept_alive_request_without_answer_times_out_on_time(
     assert summary.errors == {"timeout": 1} and stats["connections"] == 1
     assert rows[0].status == 200 and rows[1].error == "timeout"
     assert rows[1].latency is not None and 0.3 <= rows[1].latency < 1.0
+
+
+def test_schedule_monitor_counts_the_run_and_the_window_alike() -> None:
+    m = ScheduleMonitor(lateness=LogHistogram(min_value=1e-3))  # a layout of its own
+    for v in (0.0, -1.0, 0.0005, 0.002, 0.02, 0.2):
+        m.observe(v, now=0.0)
+    w = m.take_window()
+    assert m.window.n == 0 and m.window.min_value == 1e-3
+    assert (w.n, w.max, w.quantile(0.99)) == (m.lateness.n, m.lateness.max,
+                                              m.lateness.quantile(0.99))
+    assert w.counts == m.lateness.counts and w.counts[-1] == 3  # 0, negative, under 1 ms
+    # twin: a default-layout histogram of the same values puts 0.0005 s in a bucket of its own
+    d = LogHistogram()
+    for v in (0.0, -1.0, 0.0005, 0.002, 0.02, 0.2):
+        d.add(v)
+    assert d.counts != w.counts and d.counts[-1] == 2
