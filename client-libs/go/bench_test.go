@@ -324,12 +324,13 @@ func BenchmarkNotaryRoundTripBaselineRawTLS(b *testing.B) {
 	h := env.bundles[0].Hosts[0]
 	req, _ := RequestBytes("127.0.0.1", env.targetPort, mustFP(env.sha1), "")
 	addr := net.JoinHostPort(h.Host, strconv.Itoa(h.SSLPort))
-	timed(b, func() error { return bareRequest(addr, req) })
+	timed(b, func() error { return bareRequest(addr, req, nil) })
 }
 
-// bareRequest: a new TLS connection to addr, req written, the response read to its end.
-func bareRequest(addr string, req []byte) error {
-	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec
+// bareRequest: a new TLS connection to addr (resuming a session of sessions when not nil),
+// req written, the response read to its end.
+func bareRequest(addr string, req []byte, sessions tls.ClientSessionCache) error {
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ClientSessionCache: sessions}) //nolint:gosec
 	if err != nil {
 		return err
 	}
@@ -354,7 +355,8 @@ func bareRequest(addr string, req []byte) error {
 // 1.3x a bare TLS request to it" (bench/client/bench_client.py measures Python the same way).
 // The extended check keeps its connection to the notary between rounds (the default);
 // extended-new-connection is the same check with DisableKeepAlives, a new TLS connection
-// every time (ratio-extended-new-connection).
+// every time, resuming the TLS session of the one before (ratio-extended-new-connection;
+// raw-extended-resumed: the bare extended request resuming its session likewise).
 func BenchmarkNotaryRoundTripPaired(b *testing.B) {
 	legacy, env := roundTripClient(b, 1, nil)
 	var ext, extNew *Client
@@ -366,16 +368,16 @@ func BenchmarkNotaryRoundTripPaired(b *testing.B) {
 	req, _ := RequestBytes("127.0.0.1", env.targetPort, mustFP(env.sha1), "")
 	addr := net.JoinHostPort(h.Host, strconv.Itoa(h.SSLPort))
 	ctx := context.Background()
-	bare := func(request func() ([]byte, error)) func() error {
+	bare := func(request func() ([]byte, error), sessions tls.ClientSessionCache) func() error {
 		return func() error {
 			r, err := request()
 			if err != nil {
 				return err
 			}
-			return bareRequest(addr, r)
+			return bareRequest(addr, r, sessions)
 		}
 	}
-	raw := bare(func() ([]byte, error) { return req, nil })
+	raw := bare(func() ([]byte, error) { return req, nil }, nil)
 	check := func(c *Client) func() error {
 		return func() error {
 			v, err := c.Check(ctx, "127.0.0.1", env.targetPort, env.sha1)
@@ -391,11 +393,13 @@ func BenchmarkNotaryRoundTripPaired(b *testing.B) {
 		// the bare TLS request carrying the extended request the check sends (a fresh
 		// nonce, a proof asked when the bundle names a log)
 		proof := env.bundles[0].Transparency != nil
-		rawExt := bare(func() ([]byte, error) {
+		extRequest := func() ([]byte, error) {
 			return extendedRequest("127.0.0.1", env.targetPort, mustFP(env.sha1), NewNonce(), "", proof)
-		})
-		names = append(names, "extended", "raw-extended", "extended-new-connection")
-		fns = append(fns, check(ext), rawExt, check(extNew))
+		}
+		// and the same on a resumed TLS session, as the check's new connections do
+		rawExtResumed := bare(extRequest, tls.NewLRUClientSessionCache(1))
+		names = append(names, "extended", "raw-extended", "extended-new-connection", "raw-extended-resumed")
+		fns = append(fns, check(ext), bare(extRequest, nil), check(extNew), rawExtResumed)
 	}
 	times := make([]latencies, len(fns))
 	b.ResetTimer()
@@ -424,6 +428,7 @@ func BenchmarkNotaryRoundTripPaired(b *testing.B) {
 	if ext != nil { // like for like: the extended check over the bare extended request
 		b.ReportMetric(medianRatio(2, 3), "ratio-extended-over-raw-extended")
 		b.ReportMetric(medianRatio(4, 3), "ratio-extended-new-connection-over-raw-extended")
+		b.ReportMetric(medianRatio(4, 5), "ratio-extended-new-connection-over-raw-extended-resumed")
 	}
 	for k := range fns {
 		l := append(latencies(nil), times[k]...)

@@ -38,7 +38,7 @@ type Client struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
-	pool   connPool // idle extended-format connections to notaries
+	pool   connPool // idle extended-format connections and TLS sessions of notaries
 	opened bool
 	caches []*LocalCache
 	writer *LocalCache
@@ -303,9 +303,7 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 	defer cancel()
 	opts := queryOpts{connectTimeout: seconds(cfg.ConnectTimeout), maxBytes: cfg.MaxResponseBytes,
 		relay: relay, bouncePort: cfg.BouncePort, dialer: c.Dial, ip: ip}
-	if !cfg.DisableKeepAlives {
-		opts.pool = &c.pool
-	}
+	opts.pool, opts.keepAlive = &c.pool, !cfg.DisableKeepAlives
 	type indexed struct {
 		i int
 		r NotaryResult

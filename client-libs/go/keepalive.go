@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Kept connections (IO). An extended query over a direct connection asks
+// Kept connections and TLS sessions (IO). An extended query over a direct connection asks
 // "Connection: keep-alive" instead of the legacy add-on's "close" (HTTP/1.0 keep-alive); when
 // the notary answers "Connection: keep-alive" with exactly one valid Content-Length and no
 // Transfer-Encoding, the answer is read to its length and the connection is kept for the
@@ -28,6 +28,8 @@ import (
 //     connection those cases are what they always were.
 //   - Legacy queries (the add-on's exact bytes) and queries through a bounce relay use one
 //     connection each. Config.DisableKeepAlives turns kept connections off.
+//   - Every new direct connection (either format, kept-alive or not) offers the TLS session
+//     of an earlier one to the same host, port and pin.
 
 const (
 	// MaxIdlePerHost is the number of idle connections kept per notary host, port and pin.
@@ -56,10 +58,28 @@ type keptConn struct {
 	timer *time.Timer
 }
 
-// connPool holds a client's idle notary connections (the zero value is empty and ready).
+// connPool holds a client's idle notary connections and the TLS session caches of direct
+// connections, one per host, port and pin (the zero value is empty and ready).
 type connPool struct {
-	mu   sync.Mutex
-	idle map[poolKey][]*keptConn
+	mu      sync.Mutex
+	idle    map[poolKey][]*keptConn
+	session map[poolKey]tls.ClientSessionCache
+}
+
+// sessions is the TLS session cache of direct connections to key. A resumed session carries
+// the certificate of its first handshake, so the pin is checked on it as on any other.
+func (p *connPool) sessions(key poolKey) tls.ClientSessionCache {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.session == nil || (p.session[key] == nil && len(p.session) >= maxPoolKeys) {
+		p.session = map[poolKey]tls.ClientSessionCache{}
+	}
+	c := p.session[key]
+	if c == nil {
+		c = tls.NewLRUClientSessionCache(1)
+		p.session[key] = c
+	}
+	return c
 }
 
 // take returns the most recent idle connection to key, or nil; the caller owns it.

@@ -227,3 +227,45 @@ func TestKeepAliveReadAnswer(t *testing.T) {
 		t.Errorf("nothing: %q %v %v", raw, started, err)
 	}
 }
+
+func TestNewDirectConnectionResumesTheSessionOfItsPin(t *testing.T) {
+	// a new connection (keep-alive off) resumes the session of the last one to the same
+	// host, port and pin, and the pin is checked on it; twins: no pool, another pin
+	n := startLogNotary(t)
+	b := n.bundleVia(t, n.port, nil)
+	nh := b.Hosts[0]
+	var pool connPool
+	exchangeOnce := func(o *queryOpts, nh, pinned NotaryHost) (resumed bool, answer *hostAnswer) {
+		t.Helper()
+		conn, _, err := openDirect(context.Background(), nh, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		req, _ := extendedRequest("127.0.0.1", n.targetPt, mustFP(n.targetSHA), NewNonce(), "", false)
+		ex := roundTrip(context.Background(), conn, bufio.NewReader(conn), pinned, "notary", req, 1<<20, false, false)
+		if ex.answer == nil && !strings.HasPrefix(string(ex.raw), "HTTP/1.") {
+			t.Fatalf("no answer: %q", ex.raw)
+		}
+		return conn.ConnectionState().DidResume, ex.answer
+	}
+	with := &queryOpts{pool: &pool}
+	if resumed, a := exchangeOnce(with, nh, nh); resumed || a != nil {
+		t.Fatalf("first connection: resumed %v, %+v", resumed, a)
+	}
+	if resumed, a := exchangeOnce(with, nh, nh); !resumed || a != nil {
+		t.Errorf("second connection: resumed %v, %+v", resumed, a)
+	}
+	if resumed, _ := exchangeOnce(&queryOpts{}, nh, nh); resumed {
+		t.Error("resumed without a session cache")
+	}
+	other := nh
+	other.Pin.Digest = make([]byte, 20)
+	// a resumed session is checked against the pin with the certificate it was made with
+	if resumed, a := exchangeOnce(with, nh, other); !resumed || a == nil || a.outcome.Kind != KindPin {
+		t.Errorf("resumed, another pin expected: resumed %v, %+v", resumed, a)
+	}
+	if resumed, a := exchangeOnce(with, other, other); resumed || a == nil || a.outcome.Kind != KindPin {
+		t.Errorf("another pin's cache: resumed %v, %+v", resumed, a)
+	}
+}

@@ -15,8 +15,10 @@ import (
 )
 
 // Asking notaries over the network (IO): one TLS connection per physical host, pinned to the
-// bundle's certificate (no CA or host name check; the pin is checked before every request),
-// one legacy request, the response read until the server closes. An extended query over a
+// bundle's certificate (no CA or host name check; the pin is checked before every request,
+// on resumed TLS sessions too: they carry the certificate of their first handshake), one
+// legacy request, the response read until the server closes. A direct connection offers the
+// TLS session of an earlier one to the same host, port and pin (resumption). An extended query over a
 // direct connection keeps it open for the next one when the notary offers it (keepalive.go).
 // All hosts of one logical notary are raced; the first definitive
 // answer wins. Through a bounce relay, one CONNECT names every host of the notary and the
@@ -148,7 +150,8 @@ type queryOpts struct {
 	ext            *extQuery
 	ip             string // ask the notaries to connect to this address ("" = resolve host)
 	dialer         func(ctx context.Context, network, addr string) (net.Conn, error)
-	pool           *connPool // the client's idle connections; nil: one connection per query
+	pool           *connPool // the client's idle connections and TLS sessions (nil: none)
+	keepAlive      bool      // extended queries over direct connections keep them open
 }
 
 func (o *queryOpts) dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -165,7 +168,11 @@ func openDirect(ctx context.Context, nh NotaryHost, o *queryOpts) (*tls.Conn, No
 	if err != nil {
 		return nil, nh, unreachable("%s:%d: %v", nh.Host, nh.SSLPort, err)
 	}
-	conn := tls.Client(raw, notaryTLSConfig(serverNameFor(nh.Host)))
+	cfg := notaryTLSConfig(serverNameFor(nh.Host))
+	if o.pool != nil {
+		cfg.ClientSessionCache = o.pool.sessions(keyOf(nh))
+	}
+	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, nh, unreachable("%s:%d: TLS: %v", nh.Host, nh.SSLPort, err)
@@ -261,7 +268,7 @@ func queryHostOnce(ctx context.Context, nh NotaryHost, target string, port int, 
 	}
 	// the extended format keeps a direct connection open when the notary offers it (the
 	// legacy request stays the add-on's exact bytes, one per connection)
-	keep := ext != nil && o.relay == nil && o.pool != nil
+	keep := ext != nil && o.relay == nil && o.pool != nil && o.keepAlive
 	if keep {
 		request = bytes.Replace(request, connectionClose, connectionKeepAlive, 1)
 	}
