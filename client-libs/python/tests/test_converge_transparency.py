@@ -590,3 +590,64 @@ def test_a_kept_connection_still_checks_the_pin_and_the_answer(
         assert not v.trusted and v.results[0].vote == "failure", v.results
         assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
     assert forwarder.accepted == 1
+
+
+def test_kept_connections_stay_on_their_threads_loop_and_within_the_bound(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+) -> None:
+    """Six threads (each checks on its own event loop) keep at most 4 connections in all; a
+    thread's next check reuses its own kept connection, never another loop's."""
+    from converge import notary_io
+
+    with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
+        errors: list[Exception] = []
+
+        def twice() -> None:
+            try:
+                for _ in range(2):
+                    assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+            except (AssertionError, OSError) as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=twice) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors
+        ctx = next(v for k, v in notary_io._PINNED.items() if k[1] == forwarder.port)
+        assert len(ctx.idle) <= notary_io.MAX_IDLE_PER_HOST
+        # each thread's second check reused the first one's connection: 6, not 12 (twin of
+        # the bound: a thread whose kept connection was dropped would have opened a 7th..)
+        assert forwarder.accepted == 6
+
+
+def test_a_check_per_asyncio_run_leaves_no_connection_open(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path,
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    """acheck() on the caller's loop keeps nothing (nothing would close it when that loop
+    ends): one connection per query, no unclosed socket; twin: check() on the client's own
+    loop reuses its connection."""
+    import asyncio
+    import gc
+
+    with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
+        for _ in range(3):
+            v = asyncio.run(c.acheck("127.0.0.1", sites[0].port, sites[0].ident.sha256))
+            assert v.trusted, v.results
+        gc.collect()
+        assert forwarder.accepted == 3
+
+        async def twice() -> None:
+            for _ in range(2):
+                assert (await c.acheck("127.0.0.1", sites[0].port, sites[0].ident.sha256)).trusted
+
+        asyncio.run(twice())
+        assert forwarder.accepted == 5
+        for _ in range(2):
+            assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+        assert forwarder.accepted == 6
+    gc.collect()
+    assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)], \
+        [str(w.message) for w in recwarn]

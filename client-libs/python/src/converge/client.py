@@ -42,7 +42,13 @@ from .config import (
 from .errors import CacheIOError, ConfigError, FingerprintError
 from .fingerprint import Fingerprint, as_fingerprint, fingerprint_of
 from .legacy import Vote, check_ip, check_target, location
-from .notary_io import ExtendedQuery, NotaryResult, ask_notary
+from .notary_io import (
+    ExtendedQuery,
+    NotaryResult,
+    ask_notary,
+    close_idle,
+    keep_connections_on,
+)
 from .policy import Policy, decide, settled
 
 
@@ -383,6 +389,7 @@ class _LoopHolder:
     def __init__(self) -> None:
         self.loop = _new_loop()
         self.pid = os.getpid()
+        keep_connections_on(self.loop)  # close() closes them
 
     def close(self) -> None:
         loop = self.loop
@@ -390,6 +397,7 @@ class _LoopHolder:
             return
         if self.pid == os.getpid():
             with contextlib.suppress(Exception):
+                close_idle(loop)  # the connections kept open for the next check
                 pending = asyncio.all_tasks(loop)
                 for t in pending:
                     t.cancel()

@@ -8,12 +8,14 @@ the bundle's certificate, one legacy request, the response read until the server
   checked on every connection, resumed or not, and before every request.
 * A direct connection in the extended format is kept open for the next query to the same
   host, port and pin when the notary offers it (the request asks ``Connection: keep-alive``
-  instead of the legacy add-on's ``close``; the answer says
-  ``Connection: keep-alive`` and has a ``Content-Length``): the next check skips the TCP and
-  TLS handshakes. At most :data:`MAX_IDLE_PER_HOST` idle connections per host, each for
-  :data:`IDLE_SECONDS` (under the notary's own keep-alive timeout) and only on the event loop
-  that opened it. A kept connection the notary closed meanwhile is replaced by a new one
-  once, transparently. Queries through a relay keep one request per connection.
+  instead of the legacy add-on's ``close``; the answer says ``Connection: keep-alive`` and
+  has a ``Content-Length``): the next check skips the TCP and TLS handshakes. At most
+  :data:`MAX_IDLE_PER_HOST` idle connections per host, each for :data:`IDLE_SECONDS` (under
+  the notary's own keep-alive timeout), only on the event loop that opened it and only on
+  the client's own per-thread loops (``check()``), which close them when they end
+  (``acheck()`` on the caller's loop uses one connection per query). A kept connection the
+  notary closed meanwhile is replaced by a new one once, transparently. Queries through a
+  relay keep one request per connection.
 * All physical hosts of one logical notary are raced; the first definitive answer (a 200 or
   409 that reduced to a success or failure vote) wins and the others are cancelled. When no
   host answers definitively, the notary's vote is the most telling failure seen: a pin
@@ -38,9 +40,11 @@ the bundle's certificate, one legacy request, the response read until the server
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import ssl
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -205,14 +209,20 @@ def _remember_session(writer: asyncio.StreamWriter, nh: NotaryHost) -> None:
 
 
 def _take_idle(ctx: _ResumingContext) -> _Idle | None:
-    """The most recent usable idle connection of ``ctx`` on this loop (others are closed
-    when they are on this loop and too old or closed, dropped otherwise)."""
+    """The most recent usable idle connection of ``ctx`` opened on this event loop; this
+    loop's stale ones are closed on the way, other loops' are left alone."""
     loop = asyncio.get_running_loop()
     now = time.monotonic()
-    while ctx.idle:
-        idle = ctx.idle.pop()
-        if idle.loop is not loop:
+    for idle in reversed(list(ctx.idle)):
+        if idle.loop is not loop and not idle.loop.is_closed():
             continue  # another thread's loop: not ours to use or to close
+        with contextlib.suppress(ValueError):  # (another thread may have taken it)
+            ctx.idle.remove(idle)
+        if idle.loop is not loop:
+            # its loop is closed (asyncio.run returned): close what is left of it here
+            with contextlib.suppress(Exception):
+                idle.writer.transport.abort()
+            continue
         # bytes that arrived unasked while it was idle make it suspect (an answer is read to
         # its exact length; the next request's nonce would refuse a stale one anyway)
         if (now - idle.since < IDLE_SECONDS and not idle.writer.is_closing()
@@ -223,10 +233,8 @@ def _take_idle(ctx: _ResumingContext) -> _Idle | None:
 
 
 def _drop_idle(ctx: _ResumingContext) -> None:
-    loop = asyncio.get_running_loop()
-    for idle in ctx.idle:
-        if idle.loop is loop:
-            idle.writer.transport.abort()
+    for idle in list(ctx.idle):
+        _discard(idle)
     ctx.idle.clear()
 
 
@@ -236,13 +244,46 @@ def _keep(nh: NotaryHost, reader: asyncio.StreamReader, writer: asyncio.StreamWr
     ssl_object = writer.get_extra_info("ssl_object")
     if ctx is None or ssl_object is None or ssl_object.context is not ctx:
         return False
-    loop = asyncio.get_running_loop()
-    if len(ctx.idle) >= MAX_IDLE_PER_HOST:
-        oldest = ctx.idle.pop(0)
-        if oldest.loop is loop:
-            oldest.writer.transport.abort()
-    ctx.idle.append(_Idle(loop, reader, writer, time.monotonic()))
+    if asyncio.get_running_loop() not in _KEEPING_LOOPS:
+        return False
+    ctx.idle.append(_Idle(asyncio.get_running_loop(), reader, writer, time.monotonic()))
+    while len(ctx.idle) > MAX_IDLE_PER_HOST:
+        with contextlib.suppress(IndexError):
+            _discard(ctx.idle.pop(0))
     return True
+
+
+_KEEPING_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def keep_connections_on(loop: asyncio.AbstractEventLoop) -> None:
+    """Let extended queries on ``loop`` keep their connections: for a loop whose owner calls
+    :func:`close_idle` before closing it (the client's per-thread loop). On any other loop
+    (``acheck()`` on the caller's own) a query uses one connection, since nothing would close
+    a kept one when that loop ends."""
+    _KEEPING_LOOPS.add(loop)
+
+
+def close_idle(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the kept connections of ``loop`` (called on its thread before it closes)."""
+    for ctx in list(_PINNED.values()):
+        for idle in [i for i in ctx.idle if i.loop is loop]:
+            with contextlib.suppress(ValueError):
+                ctx.idle.remove(idle)
+            idle.writer.transport.abort()
+
+
+def _discard(idle: _Idle) -> None:
+    """Close an idle connection from any thread: on its own loop's thread."""
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if idle.loop is running:
+        idle.writer.transport.abort()
+    elif not idle.loop.is_closed():
+        with contextlib.suppress(RuntimeError):  # closed in between
+            idle.loop.call_soon_threadsafe(idle.writer.transport.abort)
 
 
 async def _open_direct(nh: NotaryHost, max_bytes: int) -> Opened:
