@@ -75,6 +75,28 @@ def _client(d: dict[str, Any]) -> Iterator[Row]:
             yield (f"client: {k}", f"{v:g}x", "-", "-")
 
 
+def _client_runs(d: dict[str, Any]) -> Iterator[Row]:
+    after, goal = d.get("after") or {}, d.get("goal", 1.3)
+    n = len(after.get("runs", []))
+    for key, title in (("check_over_bare_legacy_request", "check (kept connection)"),
+                       ("check_new_connection_over_bare_legacy_request",
+                        "check on a new connection")):
+        s = after.get(key)
+        if s:
+            yield (f"client, median of {n} runs: {title} / bare TLS request",
+                   _spread(s, "{:.2f}x"), f"<= {goal:g}x",
+                   "yes" if s["median"] <= goal else "NO")
+
+
+def _client_go(d: dict[str, Any]) -> Iterator[Row]:
+    paired, goal = d.get("paired_ratios_median") or {}, d.get("goal_paired_ratio")
+    for key, title in (("extended", "check (kept connection)"),
+                       ("extended-new-connection", "check on a new connection")):
+        if key in paired and goal is not None:
+            yield (f"client-go: {title} / bare TLS request, paired", f"{paired[key]:.2f}x",
+                   f"<= {goal:g}x", "yes" if paired[key] <= goal else "NO")
+
+
 def _extended(d: dict[str, Any]) -> Iterator[Row]:
     for k, v in (d.get("median_ratio_to_legacy") or {}).items():
         yield (f"extended {k}: rate / legacy", f"{v:.2f}x", "-", "-")
@@ -169,6 +191,8 @@ SOURCES: list[tuple[str, Callable[[dict[str, Any]], Iterator[Row]]]] = [
     ("bench/results/notary-runs.json", _notary_runs),
     ("bench/results/notary-syscalls.json", _syscalls),
     ("bench/results/client.json", _client),
+    ("bench/results/client-runs.json", _client_runs),
+    ("client-libs/go/bench-results.json", _client_go),
     ("bench/results/extended.json", _extended),
     ("bench/results/replay-runs.json", _replay_runs),
     ("bench/results/ingest-command.json", _ingest_command),
