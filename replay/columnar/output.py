@@ -15,6 +15,9 @@ from replay.columnar.schema import EVENT_SCHEMA
 from replay.errors import ReplayIOError
 
 WINDOW_EVENTS = 2_000_000  # events sorted in memory at once when merging spilled partitions
+# rows the CSV writer formats at a time (polars' default is 1,024): 0.28 s instead of
+# 0.33-0.39 s for a million events, the same bytes
+CSV_BATCH_ROWS = 65_536
 
 
 def _output_frame(events: pl.DataFrame, t0: float, parquet: bool) -> pl.DataFrame:
@@ -47,7 +50,7 @@ def write_events(parts: list[pl.DataFrame | Path], out: Path, t0: float,
             if parquet:
                 frame.write_parquet(tmp)
             else:
-                frame.write_csv(tmp, float_precision=6)
+                frame.write_csv(tmp, float_precision=6, batch_size=CSV_BATCH_ROWS)
         else:
             lf = pl.concat([pl.scan_parquet(p) if isinstance(p, Path) else p.lazy()
                             for p in parts])
@@ -65,7 +68,8 @@ def write_events(parts: list[pl.DataFrame | Path], out: Path, t0: float,
                         pieces.append(tmp.with_name(f"{tmp.name}.{i}"))
                         frame.write_parquet(pieces[-1])
                     else:
-                        frame.write_csv(fh, float_precision=6, include_header=i == 0)
+                        frame.write_csv(fh, float_precision=6, include_header=i == 0,
+                                        batch_size=CSV_BATCH_ROWS)
             if parquet:
                 pl.scan_parquet(pieces).sink_parquet(tmp, maintain_order=True)
                 for piece in pieces:
