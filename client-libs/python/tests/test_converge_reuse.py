@@ -153,3 +153,100 @@ def test_each_thread_keeps_its_own_loop(
     assert loops[0] is not None and len({id(x) for x in loops}) == 2
     # a thread's loop is closed when the thread ends
     assert all(x.is_closed() for x in loops)
+
+
+# ---------------------------------------------------------------- keep-alive framing (pure)
+
+
+@pytest.mark.parametrize(
+    "head,expected",
+    [
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\nConnection: keep-alive\r\n\r\n", (12, True)),
+        (b"HTTP/1.0 200 OK\r\ncontent-length:  12 \r\nCONNECTION: Keep-Alive\r\n\r\n", (12, True)),
+        # any doubt: read to the end of the connection and do not keep it
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\n\r\n", (12, False)),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\n", (12, False)),
+        (b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", (None, True)),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\nContent-Length: 12\r\n"
+         b"Connection: keep-alive\r\n\r\n", (None, False)),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: -1\r\nConnection: keep-alive\r\n\r\n",
+         (None, False)),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 1e3\r\nConnection: keep-alive\r\n\r\n",
+         (None, False)),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 9999999999999\r\nConnection: keep-alive\r\n\r\n",
+         (None, False)),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 12\r\nTransfer-Encoding: chunked\r\n"
+         b"Connection: keep-alive\r\n\r\n", (None, False)),
+    ],
+)
+def test_only_one_plain_length_and_keep_alive_frame_a_kept_answer(
+    head: bytes, expected: tuple[int | None, bool]
+) -> None:
+    assert notary_io._framing(head) == expected
+
+
+class _PinnedWriter:
+    """The writer side of a connection whose certificate is ``der`` (records what is sent)."""
+
+    def __init__(self, der: bytes) -> None:
+        self.der, self.sent = der, b""
+
+    def get_extra_info(self, name: str) -> Any:
+        der = self.der
+
+        class _Obj:
+            def getpeercert(self, binary_form: bool = False) -> bytes:
+                return der
+
+        return _Obj() if name == "ssl_object" else None
+
+    def write(self, data: bytes) -> None:
+        self.sent += data
+
+    async def drain(self) -> None:
+        return None
+
+
+def _exchange(answer: bytes, *, framed: bool, max_bytes: int = 4096) -> tuple[bytes | None, bool]:
+    import trustme
+    from converge.bundle import parse_bundle
+    from converge_fixtures import identity
+
+    ident = identity(trustme.CA(), "127.0.0.1")
+    nh = parse_bundle({"version": 1, "name": "X", "hosts": [
+        {"host": "127.0.0.1", "ssl_port": 1, "http_port": 80,
+         "certificate": ident.cert_pem}]}).hosts[0]
+
+    async def run() -> tuple[bytes | None, bool]:
+        reader = asyncio.StreamReader(limit=max_bytes + 1)
+        reader.feed_data(answer)
+        reader.feed_eof()
+        writer: Any = _PinnedWriter(ident.der)
+        return await notary_io._exchange(reader, writer, nh, "x", b"REQ", max_bytes,
+                                         framed=framed)
+
+    return asyncio.run(run())
+
+
+def test_a_kept_answer_is_read_to_its_length_and_no_further() -> None:
+    body = b'{"a": 1}'
+    head = b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\nConnection: keep-alive\r\n\r\n"
+    raw, reusable = _exchange(head + body + b"EXTRA", framed=True)
+    assert (raw, reusable) == (head + body, True)
+    # twin: without framing (legacy, relayed) everything to the end is read, nothing kept
+    raw, reusable = _exchange(head + body + b"EXTRA", framed=False)
+    assert (raw, reusable) == (head + body + b"EXTRA", False)
+
+
+def test_a_hostile_length_is_refused_before_any_read_and_a_short_body_is_not_kept() -> None:
+    from converge.errors import ResponseError
+
+    head = b"HTTP/1.0 200 OK\r\nContent-Length: 100000\r\nConnection: keep-alive\r\n\r\n"
+    with pytest.raises(ResponseError):
+        _exchange(head + b"x" * 10, framed=True)
+    short = b"HTTP/1.0 200 OK\r\nContent-Length: 50\r\nConnection: keep-alive\r\n\r\n"
+    raw, reusable = _exchange(short + b"x" * 10, framed=True)
+    assert raw == short + b"x" * 10 and reusable is False  # the parser names the truncation
+    # twin: the same length within the limit is read and kept
+    raw, reusable = _exchange(short + b"x" * 50, framed=True)
+    assert raw == short + b"x" * 50 and reusable is True

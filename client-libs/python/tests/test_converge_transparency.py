@@ -593,33 +593,74 @@ def test_a_kept_connection_still_checks_the_pin_and_the_answer(
 
 
 def test_kept_connections_stay_on_their_threads_loop_and_within_the_bound(
-    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Six threads (each checks on its own event loop) keep at most 4 connections in all; a
-    thread's next check reuses its own kept connection, never another loop's."""
+    """Six threads (each checks on its own event loop) each keep their own connection: all
+    first checks end before any second one starts, and each second check reuses its thread's
+    kept connection, never another loop's (nor is another thread's connection closed from
+    here, which left it unclosed until its loop ran again)."""
+    import asyncio
+
     from converge import notary_io
 
+    taken: list[tuple[int, int | None]] = []  # (this loop, the taken connection's loop)
+    take = notary_io._take_idle
+
+    def recording(ctx: Any) -> Any:
+        idle = take(ctx)
+        taken.append((id(asyncio.get_running_loop()), None if idle is None else id(idle.loop)))
+        return idle
+
+    monkeypatch.setattr(notary_io, "_take_idle", recording)
     with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
         errors: list[Exception] = []
+        between = threading.Barrier(6, timeout=30)
 
         def twice() -> None:
             try:
-                for _ in range(2):
-                    assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
-            except (AssertionError, OSError) as e:  # reported below
+                assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+                between.wait()
+                assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+            except (AssertionError, OSError, threading.BrokenBarrierError) as e:  # see below
                 errors.append(e)
 
         threads = [threading.Thread(target=twice) for _ in range(6)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(30)
+            t.join(60)
         assert not errors
+    first, second = taken[:6], taken[6:]
+    # twin: the first checks found nothing to reuse; each second one reused a connection of
+    # its own loop (6 loops)
+    assert [t for _, t in first] == [None] * 6
+    assert len(second) == 6 and all(mine == theirs for mine, theirs in second)
+    assert len({mine for mine, _ in second}) == 6
+    assert forwarder.accepted >= 6
+
+
+def test_one_loop_keeps_at_most_four_connections_per_host(
+    logged: RealNotary, sites: list[TlsTarget], forwarder: CountingForwarder, tmp_path: Path
+) -> None:
+    """Six checks at once on one loop open six connections and keep the 4 newest (twin: the
+    next six at once reuse those 4 and open 2)."""
+    import asyncio
+
+    from converge import client as client_module
+    from converge import notary_io
+
+    with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
+        async def six() -> None:
+            got = await asyncio.gather(*(
+                c.acheck("127.0.0.1", sites[0].port, sites[0].ident.sha256) for _ in range(6)))
+            assert all(v.trusted for v in got)
+
+        client_module._run_on_thread_loop(six())  # type: ignore[arg-type]
         ctx = next(v for k, v in notary_io._PINNED.items() if k[1] == forwarder.port)
-        assert len(ctx.idle) <= notary_io.MAX_IDLE_PER_HOST
-        # each thread's second check reused the first one's connection: 6, not 12 (twin of
-        # the bound: a thread whose kept connection was dropped would have opened a 7th..)
-        assert forwarder.accepted == 6
+        assert forwarder.accepted == 6 and len(ctx.idle) == notary_io.MAX_IDLE_PER_HOST
+        client_module._run_on_thread_loop(six())  # type: ignore[arg-type]
+        assert forwarder.accepted == 8 and len(ctx.idle) == notary_io.MAX_IDLE_PER_HOST
 
 
 def test_a_check_per_asyncio_run_leaves_no_connection_open(

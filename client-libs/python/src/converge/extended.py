@@ -247,15 +247,17 @@ def request_body(host: str, port: int, fingerprint: Fingerprint, *, nonce: str |
 
 
 def request_bytes(host: str, port: int, fingerprint: Fingerprint, *, nonce: str | None,
-                  ip: str | None = None, transparency: bool = False) -> bytes:
-    """The whole HTTP/1.0 request (one request per connection, like the legacy client);
+                  ip: str | None = None, transparency: bool = False,
+                  keep_alive: bool = False) -> bytes:
+    """The whole HTTP/1.0 request (one request per connection, like the legacy client, unless
+    ``keep_alive`` asks the notary to keep the connection open for the next one);
     ``transparency``: ask for a proof of inclusion in the notary's log."""
     body = request_body(host, port, fingerprint, nonce=nonce, ip=ip, transparency=transparency)
     head = (
         f"POST {ANSWER_PATH} HTTP/1.0\r\n"
         "Content-Type: application/json\r\n"
         f"Accept: {MEDIA_TYPE}\r\n"
-        "Connection: close\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n"
         f"Content-Length: {len(body)}\r\n"
         "\r\n"
     )

@@ -10,9 +10,10 @@ the bundle's certificate, one legacy request, the response read until the server
   host, port and pin when the notary offers it (the request asks ``Connection: keep-alive``
   instead of the legacy add-on's ``close``; the answer says ``Connection: keep-alive`` and
   has a ``Content-Length``): the next check skips the TCP and TLS handshakes. At most
-  :data:`MAX_IDLE_PER_HOST` idle connections per host, each for :data:`IDLE_SECONDS` (under
-  the notary's own keep-alive timeout), only on the event loop that opened it and only on
-  the client's own per-thread loops (``check()``), which close them when they end
+  :data:`MAX_IDLE_PER_HOST` idle connections per host on each thread's loop, each for
+  :data:`IDLE_SECONDS` (under the notary's own keep-alive timeout), only on the event loop
+  that opened it (and closed on its thread) and only on the client's own per-thread loops
+  (``check()``), which close them when they end
   (``acheck()`` on the caller's loop uses one connection per query). A kept connection the
   notary closed meanwhile is replaced by a new one once, transparently. Queries through a
   relay keep one request per connection.
@@ -175,7 +176,6 @@ _PINNED: dict[tuple[str, int, bytes], _ResumingContext] = {}
 MAX_PINNED_CONTEXTS = 256
 MAX_IDLE_PER_HOST = 4
 IDLE_SECONDS = 10.0  # a notary's keep-alive timeout is 15 s by default
-KEEP_ALIVE = b"\r\nConnection: keep-alive\r\n"
 
 
 def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
@@ -184,14 +184,21 @@ def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
     ctx = _PINNED.get(key)
     if ctx is None:
         if len(_PINNED) >= MAX_PINNED_CONTEXTS:
-            for full in _PINNED.values():
-                _drop_idle(full)
-            _PINNED.clear()
-        ctx = _PINNED[key] = _ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.idle = []
+            # this loop's kept connections are closed with their contexts; a context that
+            # holds another thread's stays until that thread's loop closes them
+            loop = asyncio.get_running_loop()
+            for k, full in list(_PINNED.items()):
+                _close_kept(full, loop)
+                if not full.idle:
+                    _PINNED.pop(k, None)
+        new = _ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
+        new.check_hostname = False
+        new.verify_mode = ssl.CERT_NONE
+        new.minimum_version = ssl.TLSVersion.TLSv1_2
+        new.idle = []
+        # one context per key even when threads ask at once (a connection made with a context
+        # that lost the race could neither be resumed nor kept)
+        ctx = _PINNED.setdefault(key, new)
     return ctx
 
 
@@ -232,10 +239,12 @@ def _take_idle(ctx: _ResumingContext) -> _Idle | None:
     return None
 
 
-def _drop_idle(ctx: _ResumingContext) -> None:
-    for idle in list(ctx.idle):
-        _discard(idle)
-    ctx.idle.clear()
+def _close_kept(ctx: _ResumingContext, loop: asyncio.AbstractEventLoop) -> None:
+    """Close the kept connections of ``ctx`` opened on ``loop`` (on that loop's thread)."""
+    for idle in [i for i in ctx.idle if i.loop is loop]:
+        with contextlib.suppress(ValueError):
+            ctx.idle.remove(idle)
+        idle.writer.transport.abort()
 
 
 def _keep(nh: NotaryHost, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
@@ -246,10 +255,13 @@ def _keep(nh: NotaryHost, reader: asyncio.StreamReader, writer: asyncio.StreamWr
         return False
     if asyncio.get_running_loop() not in _KEEPING_LOOPS:
         return False
-    ctx.idle.append(_Idle(asyncio.get_running_loop(), reader, writer, time.monotonic()))
-    while len(ctx.idle) > MAX_IDLE_PER_HOST:
-        with contextlib.suppress(IndexError):
-            _discard(ctx.idle.pop(0))
+    loop = asyncio.get_running_loop()
+    mine = [i for i in ctx.idle if i.loop is loop]
+    for oldest in mine[: max(0, len(mine) + 1 - MAX_IDLE_PER_HOST)]:
+        with contextlib.suppress(ValueError):
+            ctx.idle.remove(oldest)
+        oldest.writer.transport.abort()
+    ctx.idle.append(_Idle(loop, reader, writer, time.monotonic()))
     return True
 
 
@@ -267,23 +279,7 @@ def keep_connections_on(loop: asyncio.AbstractEventLoop) -> None:
 def close_idle(loop: asyncio.AbstractEventLoop) -> None:
     """Close the kept connections of ``loop`` (called on its thread before it closes)."""
     for ctx in list(_PINNED.values()):
-        for idle in [i for i in ctx.idle if i.loop is loop]:
-            with contextlib.suppress(ValueError):
-                ctx.idle.remove(idle)
-            idle.writer.transport.abort()
-
-
-def _discard(idle: _Idle) -> None:
-    """Close an idle connection from any thread: on its own loop's thread."""
-    try:
-        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if idle.loop is running:
-        idle.writer.transport.abort()
-    elif not idle.loop.is_closed():
-        with contextlib.suppress(RuntimeError):  # closed in between
-            idle.loop.call_soon_threadsafe(idle.writer.transport.abort)
+        _close_kept(ctx, loop)
 
 
 async def _open_direct(nh: NotaryHost, max_bytes: int) -> Opened:
@@ -411,21 +407,20 @@ async def _query_host(
     nonce: str | None = None
     asked = wanted[0]
     proto = LEGACY_FORMAT if ext is None else extended.FORMAT
+    # the extended format keeps a direct connection open when the notary offers it (the
+    # legacy request stays the add-on's exact bytes, one per connection)
+    keep_alive = relay is None and ext is not None and ext.keep_alive
     if ext is None:
         request = request_bytes(target_host, target_port, wanted[0], ip)
     else:
         asked = extended.request_fingerprint(wanted)
         nonce = extended.new_nonce() if ext.nonce else None
         request = extended.request_bytes(
-            target_host, target_port, asked, nonce=nonce, ip=ip, transparency=ext.log is not None
+            target_host, target_port, asked, nonce=nonce, ip=ip,
+            transparency=ext.log is not None, keep_alive=keep_alive,
         )
     writer: asyncio.StreamWriter | None = None
     kept = False
-    # the extended format keeps a direct connection open when the notary offers it (the
-    # legacy request stays the add-on's exact bytes, one per connection)
-    keep_alive = relay is None and ext is not None and ext.keep_alive
-    if keep_alive:
-        request = request.replace(b"\r\nConnection: close\r\n", KEEP_ALIVE, 1)
     try:
         try:
             idle = _take_idle(_pinned_ctx(nh)) if keep_alive else None
@@ -434,7 +429,7 @@ async def _query_host(
             if idle is not None:
                 reader, writer = idle.reader, idle.writer
                 raw, reusable = await _exchange(reader, writer, nh, label, request, max_bytes,
-                                                kept=True)
+                                                framed=True, kept=True)
                 if raw is None:
                     # the notary closed the kept connection meanwhile: a new one, once
                     writer.transport.abort()
@@ -448,7 +443,8 @@ async def _query_host(
                             relay, relay_dests or (nh,), bounce_port, max_bytes
                         )
                         label = f"{nh.host}:{bounce_port} via {relay.name}"
-                raw, reusable = await _exchange(reader, writer, nh, label, request, max_bytes)
+                raw, reusable = await _exchange(reader, writer, nh, label, request, max_bytes,
+                                                framed=keep_alive)
                 if relay is None:
                     _remember_session(writer, nh)
             if raw is None:  # (only a kept connection's exchange gives None)
@@ -509,9 +505,12 @@ async def _exchange(
     label: str,
     request: bytes,
     max_bytes: int,
+    framed: bool = False,
     kept: bool = False,
 ) -> tuple[bytes | None, bool]:
-    """Check the pin, send ``request`` and read the answer: ``(raw, reusable)``. On a
+    """Check the pin, send ``request`` and read the answer: ``(raw, reusable)``. ``framed``
+    (a keep-alive request): an answer the notary keeps open is read to its Content-Length,
+    anything else to the end of the connection, as every one-request connection is. On a
     ``kept`` connection raw is None when it ended before the first byte of an answer (the
     notary closed it meanwhile); on a new one that is an empty answer or the error itself,
     as for any one-request connection."""
@@ -519,6 +518,10 @@ async def _exchange(
     der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
     if not der or hashlib.sha1(der).digest() != nh.pin.digest:
         raise PinMismatch(f"{label} presented a certificate other than the pinned one")
+    if not framed:
+        writer.write(request)
+        await writer.drain()
+        return await _read_to_eof(reader, max_bytes), False
     try:
         writer.write(request)
         await writer.drain()
