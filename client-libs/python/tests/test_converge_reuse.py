@@ -126,6 +126,41 @@ def test_a_failed_pin_leaves_no_session_to_resume(
     assert notary.requests == []
 
 
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_what_a_check_aborted_last_has_lost_its_connection_when_it_returns(
+    notary: RecordingNotary, monkeypatch: pytest.MonkeyPatch, loop_kind: str
+) -> None:
+    """A thread loop's run ends with one more turn, so a TLS connection aborted as the
+    coroutine's last act has delivered its connection_lost (its reader is at EOF) when the
+    run returns, on asyncio's loop and on uvloop's. Twin: run to completion without that
+    turn, asyncio's loop has not yet delivered it, so the assertion can fail."""
+    if loop_kind == "asyncio":
+        monkeypatch.setattr(client_module, "_new_loop", asyncio.new_event_loop)
+    else:
+        pytest.importorskip("uvloop")
+    client_module._close_thread_loop()  # this thread's next run makes a loop of that kind
+
+    async def abort_last() -> asyncio.StreamReader:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", notary.port, ssl=notary_io.notary_ssl_context())
+        writer.transport.abort()
+        return reader
+
+    try:
+        for _ in range(2):
+            reader = client_module._run_on_thread_loop(abort_last())  # type: ignore[arg-type]
+            assert reader.at_eof()  # type: ignore[attr-defined]
+        if loop_kind == "asyncio":
+            loop = client_module._THREAD_LOOP.holder.loop
+            reader = loop.run_until_complete(abort_last())
+            assert not reader.at_eof()  # the twin: not yet without that turn
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+            assert reader.at_eof()
+    finally:
+        client_module._close_thread_loop()
+
+
 def test_each_thread_keeps_its_own_loop(
     tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notary: RecordingNotary
 ) -> None:
