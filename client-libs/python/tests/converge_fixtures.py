@@ -74,6 +74,25 @@ def _serve(server: socketserver.TCPServer) -> threading.Thread:
     return t
 
 
+def in_threads(work: Any, n: int, timeout: float) -> list[Exception]:
+    """Run ``work()`` in ``n`` threads at once and wait up to ``timeout`` s for each; what
+    they raised, for the test to assert on (not lost in the thread)."""
+    errors: list[Exception] = []
+
+    def run() -> None:
+        try:
+            work()
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return errors
+
+
 @dataclass
 class FakeNotary:
     """A legacy-protocol notary on 127.0.0.1. ``seen`` maps ``host:port`` to the SHA-1 it

@@ -31,7 +31,7 @@ from converge.cli import main as cli_main
 from converge.client import Client
 from converge.errors import BundleError
 from converge.fingerprint import parse_fingerprint
-from converge_fixtures import TlsTarget, identity, make_config
+from converge_fixtures import TlsTarget, identity, in_threads, make_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -614,22 +614,14 @@ def test_kept_connections_stay_on_their_threads_loop_and_within_the_bound(
 
     monkeypatch.setattr(notary_io, "_take_idle", recording)
     with _client(tmp_path, logged.bundle(port=forwarder.port)) as c:
-        errors: list[Exception] = []
         between = threading.Barrier(6, timeout=30)
 
         def twice() -> None:
-            try:
-                assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
-                between.wait()
-                assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
-            except (AssertionError, OSError, threading.BrokenBarrierError) as e:  # see below
-                errors.append(e)
+            assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
+            between.wait()
+            assert c.check("127.0.0.1", sites[0].port, sites[0].ident.sha256).trusted
 
-        threads = [threading.Thread(target=twice) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        errors = in_threads(twice, 6, 60)
         assert not errors
     first, second = taken[:6], taken[6:]
     # twin: the first checks found nothing to reuse; each second one reused a connection of
