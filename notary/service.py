@@ -97,7 +97,7 @@ class ExtSigner:
     """Signs extended-format statements with the notary's Ed25519 key."""
 
     def __init__(self, key: Ed25519PrivateKey) -> None:
-        self._key = key
+        self._key = extended.AnswerKey(key)
         self.key_id = extended.key_id(key.public_key())
 
     def sign(self, stmt: dict[str, Any]) -> bytes:

@@ -4,6 +4,7 @@ must-fail twin)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -259,6 +260,33 @@ def test_quorum_limits_the_notaries_asked(
     bundles.append(notaries[0].bundle("Org 0"))  # same name: de-duplicated
     v = _client(tmp_path, bundles, quorum=2).check("127.0.0.1", target.port, pki["target"].sha1)
     assert len(v.results) == 2 and len({r.name for r in v.results}) == 2
+
+
+class _CountingRandom(random.Random):
+    """A seeded generator that counts the draws that pick notaries."""
+
+    def __init__(self) -> None:
+        super().__init__(7)
+        self.samples = 0
+
+    def sample(self, population: Any, k: int, **kw: Any) -> list[Any]:
+        self.samples += 1
+        return super().sample(population, k, **kw)
+
+
+@pytest.mark.parametrize("quorum,draws,asked", [(3, 0, 3), (16, 0, 3), (2, 1, 2)])
+def test_notaries_are_drawn_only_when_the_quorum_leaves_some_out(
+    tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notaries: list[FakeNotary],
+    quorum: int, draws: int, asked: int,
+) -> None:
+    rng = _CountingRandom()
+    bundles = [n.bundle(f"Org {i}") for i, n in enumerate(notaries)]
+    c = Client(make_config(tmp_path, bundles, quorum=quorum), rng=rng)
+    v = c.check("127.0.0.1", target.port, pki["target"].sha1)
+    assert (rng.samples, len(v.results)) == (draws, asked)
+    # every notary asked when none is left out, in configuration order
+    names = [r.name for r in v.results]
+    assert names == sorted(names) and (asked < 3 or names == ["Org 0", "Org 1", "Org 2"])
 
 
 async def test_aconverge_and_converge_inside_a_loop(

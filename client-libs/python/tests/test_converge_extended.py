@@ -294,3 +294,65 @@ def test_deeply_nested_config_file_is_a_config_error(tmp_path: Path) -> None:
         load_config(tmp_path)
     (tmp_path / "converge.config").write_text("{}")  # twin
     assert load_config(tmp_path).extended == "prefer"
+
+
+# ------------------------------------------------------------- the signature check itself
+
+# The identity point: a public key of small order. Under it "R = identity, S = 0" satisfies
+# the cofactorless equation [S]B = R + [k]A for every message, and OpenSSL 3.0 accepts it.
+SMALL_ORDER = bytes([1]) + bytes(31)
+FORGED = SMALL_ORDER + bytes(32)
+ORDER_L = 2**252 + 27742317777372353535851937790883648493
+
+
+def _forged_answer() -> tuple[bytes, str]:
+    """An answer under the small-order key, 'signed' with FORGED, no private key used."""
+    kid = hashlib.sha256(SMALL_ORDER).digest()[:8].hex()
+    stmt: dict[str, Any] = json.loads(answer())["statement"]
+    stmt["key_id"] = kid
+    sig = extended.b64url(FORGED)
+    return jcs({"statement": stmt, "signature": {"alg": "ed25519", "key_id": kid,
+                                                 "value": sig}}), kid
+
+
+def test_a_forged_signature_under_a_small_order_key_is_refused() -> None:
+    from converge import ed25519
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    weak = Ed25519PublicKey.from_public_bytes(SMALL_ORDER)
+    weak.verify(FORGED, b"any message")  # OpenSSL's check takes it: why ours is libsodium's
+    with pytest.raises(InvalidSignature):
+        ed25519.verify(weak, FORGED, b"any message")
+    raw, kid = _forged_answer()
+    with pytest.raises(extended.AnswerRejected) as e:
+        extended.verify_answer(raw, {kid: weak}, host="site.test", port=443, fingerprint=FP,
+                               nonce=NONCE, now=1000)
+    assert e.value.kind == "bad-signature"
+    # twin: the same statement genuinely signed by a real key verifies
+    v = extended.verify_answer(answer(), {KID: KEY.public_key()}, host="site.test", port=443,
+                               fingerprint=FP, nonce=NONCE, now=1000)
+    assert v.verdict == "match"
+
+
+def test_the_check_refuses_what_is_not_the_keys_signature_of_the_message() -> None:
+    from converge import ed25519
+    from cryptography.exceptions import InvalidSignature
+
+    pub, msg = KEY.public_key(), b"a statement"
+    sig = KEY.sign(msg)
+    ed25519.verify(pub, sig, msg)  # twin of every refusal below
+    s_plus_l = sig[:32] + (int.from_bytes(sig[32:], "little") + ORDER_L).to_bytes(32, "little")
+    other = Ed25519PrivateKey.from_private_bytes(bytes([7]) * 32).public_key()
+    for bad_key, bad_sig, bad_msg in (
+        (pub, sig, msg + b"."),                          # another message
+        (pub, sig[:-1] + bytes([sig[-1] ^ 1]), msg),     # one bit of S
+        (pub, bytes([sig[0] ^ 1]) + sig[1:], msg),       # one bit of R
+        (pub, s_plus_l, msg),                            # the same S plus the group order
+        (other, sig, msg),                               # another key
+        (pub, sig[:63], msg), (pub, sig + b"\0", msg),   # lengths
+    ):
+        with pytest.raises(InvalidSignature):
+            ed25519.verify(bad_key, bad_sig, bad_msg)
+    with pytest.raises(InvalidSignature):
+        ed25519.verify(pub, bytearray(sig), msg)  # type: ignore[arg-type]

@@ -278,8 +278,11 @@ class Client:
             if len(notaries) < 2:
                 raise ConfigError("bounce needs two enabled notaries: one relays, one votes")
             relay = notaries.pop(self._rng.randrange(len(notaries)))
-        picked = self._rng.sample(range(len(notaries)), min(cfg.quorum, len(notaries)))
-        chosen = [notaries[i] for i in sorted(picked)]  # results in configuration order
+        if cfg.quorum >= len(notaries):
+            chosen = list(notaries)  # all of them: no draw (a system call to the OS's RNG)
+        else:
+            picked = self._rng.sample(range(len(notaries)), cfg.quorum)
+            chosen = [notaries[i] for i in sorted(picked)]  # results in configuration order
         tasks = {
             asyncio.create_task(
                 ask_notary(

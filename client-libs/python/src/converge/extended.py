@@ -45,6 +45,7 @@ from typing import Any, Literal
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from . import ed25519
 from .errors import BadInput, BundleError, ResponseError
 from .fingerprint import Fingerprint, parse_fingerprint
 from .legacy import HttpResponse, Vote, check_ip, check_target, parse_http_response
@@ -352,7 +353,7 @@ def verify_answer(
             signature = unb64url(value)
             if len(signature) != 64:
                 raise ValueError("an Ed25519 signature has 64 bytes")
-            pub.verify(signature, signed)
+            ed25519.verify(pub, signature, signed)
         except (InvalidSignature, ValueError) as e:
             raise AnswerRejected("bad-signature", "signature does not verify") from e
         stmt, verdict = parse_statement(kid, signed)

@@ -53,6 +53,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from . import ed25519
 from .errors import BundleError
 from .fingerprint import Fingerprint
 from .signedjson import loads_verified
@@ -324,13 +325,13 @@ MAX_VERIFIED = 64
 
 
 def _verify(key: Ed25519PublicKey, signature: bytes, message: bytes) -> None:
-    """``key.verify``, remembering the last triples (raw key, signature, message) that
-    verified: a notary returns the same checkpoint, with the same signatures, in every answer
-    until its log grows. Raises :class:`InvalidSignature` as ``verify`` does."""
+    """:func:`ed25519.verify`, remembering the last triples (raw key, signature, message)
+    that verified: a notary returns the same checkpoint, with the same signatures, in every
+    answer until its log grows. Raises :class:`InvalidSignature` as that does."""
     triple = (key.public_bytes_raw(), signature, message)
     if triple in _VERIFIED:
         return
-    key.verify(signature, message)
+    ed25519.verify(key, signature, message)
     with _VERIFIED_LOCK:
         if len(_VERIFIED) >= MAX_VERIFIED:
             _VERIFIED.pop(next(iter(_VERIFIED)))
