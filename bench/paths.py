@@ -11,6 +11,7 @@ Tracked results are summaries and figures; per-site data always goes under ``var
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,3 +98,14 @@ def keep_sections(old_md: Path, new_text: str) -> str:
 
 __all__ = ["BULK", "PER_SITE", "ROOT", "SCRATCH", "bulk_path", "keep_results", "keep_sections",
            "recording", "results_path", "write_section"]
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), for the record of where a figure was taken."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"

@@ -5,7 +5,9 @@
   transparency log's cost as the median of 3 separate runs, quiet and with a CPU burner
   beside (``bench/results/notary-runs.json`` and a section of ``docs/benchmarks.md``), and
   ``bench.notary.syscalls``: system calls per forced probe, log on and off (needs strace).
-* ``bench/client/bench_client.py`` and the replay benchmark (``python -m bench.replay`` if
+* ``bench/client/bench_client.py``, then ``bench.client.client_runs``: the Python client's
+  goal figures over 3 separate runs quiet and 3 busy (``bench/results/client-runs.json``),
+  and the replay benchmark (``python -m bench.replay`` if
   ``bench/replay/__main__.py`` exists, else ``bench.replay.replay_runs``: the replayer's
   ladder over 3 separate runs quiet and 3 busy, else ``bench/replay/bench_replayer.py``)
   when present; a missing one is skipped with a message.
@@ -53,6 +55,9 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     client = root / "bench" / "client" / "bench_client.py"
     out.append(("client", [py, str(client)] if client.is_file() else None,
                 f"{client.relative_to(root)} not found"))
+    runs = root / "bench" / "client" / "client_runs.py"
+    out.append(("client-runs", [py, "-m", "bench.client.client_runs"] if runs.is_file() else None,
+                f"{runs.relative_to(root)} not found"))
     replay = root / "bench" / "replay"
     if (replay / "__main__.py").is_file():
         out.append(("replay", [py, "-m", "bench.replay"], ""))

@@ -77,7 +77,7 @@ def _client(d: dict[str, Any]) -> Iterator[Row]:
 
 def _client_runs(d: dict[str, Any]) -> Iterator[Row]:
     goal = d.get("goal", 1.3)
-    for group, scenario in (("after", ""), ("busy_after", ", busy")):
+    for group, scenario in (("quiet", ", quiet"), ("busy", ", busy")):
         after = d.get(group) or {}
         n = len(after.get("runs", []))
         for key, title in (("check_over_bare_legacy_request", "check (kept connection)"),

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.paths import results_path, write_section  # noqa: E402
+from bench.paths import cpu_model, results_path, write_section  # noqa: E402
 
 GOAL_RATE = 20_000.0
 GOAL_P99_MS = 10.0
@@ -150,16 +150,6 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def _commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
@@ -195,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         "commit": _commit(), "rates": a.rates, "step_seconds": a.step_seconds,
         "runs_per_condition": a.runs,
-        "machine": {"cpus": os.cpu_count(), "cpu": _cpu_name(),
+        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(),
                     "python": platform.python_version()},
         "goal": {"rate": GOAL_RATE, "p99_ms": GOAL_P99_MS},
         "conditions": conditions,

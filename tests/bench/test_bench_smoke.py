@@ -187,6 +187,44 @@ def test_run_all_skips_missing_suites(tmp_path: Path) -> None:
     found = {n: c for n, c, _ in run_all.suites(tmp_path)}
     assert found["replay"] is not None and found["replay"][-1] == "bench.replay.replay_runs"
     assert names["ingest-command"] is None
+    assert names["client-runs"] is None
+    (tmp_path / "bench" / "client" / "client_runs.py").write_text("")
+    found = {n: c for n, c, _ in run_all.suites(tmp_path)}
+    assert found["client-runs"] is not None and found["client-runs"][-1] == (
+        "bench.client.client_runs")
+
+
+def _client_result(kept: float, new: float, load: float) -> dict[str, object]:
+    return {"when": "t", "machine": {"loadavg_before": [load, 0, 0], "loadavg_after": [load]},
+            "ratios": {"one_notary_over_raw_request_paired": kept,
+                       "one_notary_new_connection_over_raw_request_paired": new}}
+
+
+def test_client_runs_report_median_and_spread_against_the_goal() -> None:
+    from bench.client import client_runs
+
+    runs = [client_runs.run_figures(_client_result(k, n, 0.5))
+            for k, n in ((0.6, 1.25), (0.5, 1.35), (0.7, 1.28))]
+    s = client_runs.summarise(runs)
+    assert s["check_new_connection_over_bare_legacy_request"] == {
+        "median": 1.28, "min": 1.25, "max": 1.35, "runs": 3}
+    assert s["check_over_bare_legacy_request"]["median"] == 0.6
+    assert "legacy_check_over_bare_legacy_request" not in s  # no run had it
+    doc = {"runs_per_condition": 3, "machine": {"cpu": "x", "cpus": 2},
+           "quiet": s, "busy": client_runs.summarise(runs[:1])}
+    md = client_runs.markdown(doc)
+    assert "| check on a new connection / bare TLS request | 1.280 (1.250-1.350) | " \
+        "1.250 (1.250-1.250) | <= 1.3 |" in md
+    # twin: the summary's goal rows follow the median, met and not met
+    from bench import summary
+
+    rows = list(summary._client_runs({"goal": 1.3, "quiet": s, "busy": client_runs.summarise(
+        [client_runs.run_figures(_client_result(0.6, 1.4, 3.0))])}))
+    verdicts = {r[0]: r[3] for r in rows}
+    assert verdicts["client, median of 3 runs, quiet: check on a new connection / bare TLS "
+                    "request"] == "yes"
+    assert verdicts["client, median of 1 runs, busy: check on a new connection / bare TLS "
+                    "request"] == "NO"
 
 
 def test_results_go_to_var_unless_recording(monkeypatch: pytest.MonkeyPatch) -> None:
