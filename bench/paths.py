@@ -96,10 +96,6 @@ def keep_sections(old_md: Path, new_text: str) -> str:
     return new_text.rstrip("\n") + "\n\n" + "\n\n".join(extra) + "\n" if extra else new_text
 
 
-__all__ = ["BULK", "PER_SITE", "ROOT", "SCRATCH", "bulk_path", "keep_results", "keep_sections",
-           "recording", "results_path", "write_section"]
-
-
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), for the record of where a figure was taken."""
     try:
@@ -109,3 +105,8 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+__all__ = ["BULK", "PER_SITE", "ROOT", "SCRATCH", "bulk_path", "cpu_model", "keep_results",
+           "keep_sections", "recording", "results_path", "write_section"]
+

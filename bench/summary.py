@@ -78,12 +78,12 @@ def _client(d: dict[str, Any]) -> Iterator[Row]:
 def _client_runs(d: dict[str, Any]) -> Iterator[Row]:
     goal = d.get("goal", 1.3)
     for group, scenario in (("quiet", ", quiet"), ("busy", ", busy")):
-        after = d.get(group) or {}
-        n = len(after.get("runs", []))
+        runs = d.get(group) or {}
+        n = len(runs.get("runs", []))
         for key, title in (("check_over_bare_legacy_request", "check (kept connection)"),
                            ("check_new_connection_over_bare_legacy_request",
                             "check on a new connection")):
-            s = after.get(key)
+            s = runs.get(key)
             if s:
                 yield (f"client, median of {n} runs{scenario}: {title} / bare TLS request",
                        _spread(s, "{:.2f}x"), f"<= {goal:g}x",

@@ -31,14 +31,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.notary.run import BURNER  # noqa: E402
 from bench.paths import cpu_model, results_path, write_section  # noqa: E402
 
 GOAL = 1.3
 CONDITIONS = ("quiet", "busy")
 RUN_TIMEOUT_S = 300.0
 BURNER_LIMIT_S = RUN_TIMEOUT_S  # the burner stops by itself even if this process dies
-BURNER = ("import sys, time\nend = time.monotonic() + float(sys.argv[1])\n"
-          "while time.monotonic() < end:\n    pass\n")
 # bench_client.py's ratio name -> the figure's name here
 FIGURES = {
     "one_notary_over_raw_request_paired": "check_over_bare_legacy_request",
