@@ -121,6 +121,71 @@ def _answer_text(raw: bytes) -> dict[str, str]:
     return {"answer_hex": raw.hex()}
 
 
+_P = 2**255 - 19
+_Y8 = 0x05FC536D880238B13933C6D305ACDFD5F098EFF289F4C345B027B2C28F95E826
+# 32-byte Ed25519 public keys no bundle may name: the eight points of small order (some with
+# the sign bit set) and encodings of y at or above the field prime.
+WEAK_KEYS = {
+    "the identity (order 1)": (1).to_bytes(32, "little"),
+    "the identity with the sign bit set": ((1 << 255) | 1).to_bytes(32, "little"),
+    "of order 2 (y = -1)": (_P - 1).to_bytes(32, "little"),
+    "of order 4 (y = 0)": bytes(32),
+    "of order 8": _Y8.to_bytes(32, "little"),
+    "of order 8 (-y8, sign bit set)": ((1 << 255) | (_P - _Y8)).to_bytes(32, "little"),
+    "not canonical (y = p, i.e. 0)": _P.to_bytes(32, "little"),
+    "not canonical (y = p + 1, i.e. the identity)": (_P + 1).to_bytes(32, "little"),
+    "not canonical (y = p + 3)": (_P + 3).to_bytes(32, "little"),
+    "not canonical (y = 2^255 - 1)": ((1 << 255) - 1).to_bytes(32, "little"),
+}
+
+
+def _weak_vkey(name: str, kind: int, raw: bytes) -> str:
+    kid = hashlib.sha256(name.encode() + b"\n" + bytes([kind]) + raw).digest()[:4]
+    return f"{name}+{kid.hex()}+{base64.b64encode(bytes([kind]) + raw).decode()}"
+
+
+def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> list[Case]:
+    """Bundles naming a weak Ed25519 key (as a signing key, the log's key or a witness's):
+    invalid in every client, whatever its Ed25519 library would make of the key later. The
+    key ids match the keys, so the weak key is the only fault; the twins are valid."""
+    log_vkey = "notary.test/converge-log/0a0b0c0d+fbc03967+" \
+        "ARCfgfIMm7KRDdmoAMM+CNfWUyF/NWocxHUB3nWQ1heF"
+    witness = {"name": "witness.test/witness-1",
+               "vkey": "witness.test/witness-1+a50bca9f+"
+                       "BJHvtV/lMA93dChRi2mPYCvASMtdvFY19CN2nUsMYtQk"}
+
+    def signing(raw: bytes) -> dict[str, Any]:
+        return {"alg": "ed25519", "key_id": hashlib.sha256(raw).digest()[:8].hex(),
+                "public_key": _b64url(raw), "status": "retired", "valid_until": VALID_UNTIL}
+
+    def log(vkey: str, witnesses: list[dict[str, str]]) -> dict[str, Any]:
+        return {"protocols": protocols, "signing_keys": [cur],
+                "transparency": {"log": vkey, "witnesses": witnesses,
+                                 "min_cosignatures": len(witnesses)}}
+
+    out = [bundle(f"weak key: a retired signing key {what}",
+                  {"protocols": protocols, "signing_keys": [cur, signing(raw)]}, None)
+           for what, raw in WEAK_KEYS.items()]
+    out += [
+        bundle("weak key: the transparency log's key is the identity",
+               log(_weak_vkey("notary.test/converge-log/0a0b0c0d", 1,
+                              WEAK_KEYS["the identity (order 1)"]), [witness]), None),
+        bundle("weak key: the transparency log's key is not canonical",
+               log(_weak_vkey("notary.test/converge-log/0a0b0c0d", 1,
+                              WEAK_KEYS["not canonical (y = p + 3)"]), [witness]), None),
+        bundle("weak key: a witness's key of order 8",
+               log(log_vkey, [witness, {
+                   "name": "witness.test/weak",
+                   "vkey": _weak_vkey("witness.test/weak", 4, WEAK_KEYS["of order 8"])}]),
+               None),
+        bundle("weak key twin: the same transparency member with sound keys",
+               log(log_vkey, [witness]), True),
+        bundle("weak key twin: a sound retired signing key beside the current one",
+               {"protocols": protocols, "signing_keys": [cur, _bundle_entry("retired")]}, True),
+    ]
+    return out
+
+
 def extended_answers() -> dict[str, Any]:
     good = _sign(_statement())
 
@@ -515,6 +580,7 @@ def extended_answers() -> dict[str, Any]:
             "malformed",
         ),
         *hostile_answers(good, answer),
+        *weak_key_bundles(bundle, protocols, cur),
     ]
     return {
         "schema": "converge-vectors/extended-answers/1",
@@ -528,8 +594,9 @@ def extended_answers() -> dict[str, Any]:
             "checks; output result valid + verdict, or rejected + kind). Keys are trusted at "
             "expect.now (a retired key while now <= valid_until); freshness is "
             "|now - answered_at| <= max_skew. Type bundle: a v1 bundle with the optional "
-            "protocols and signing_keys fields -> valid + extended (whether it offers the "
-            "format), or invalid."
+            "protocols, signing_keys and transparency fields -> valid + extended (whether it "
+            "offers the format), or invalid; a bundle naming a weak Ed25519 key (of small "
+            "order, or y encoded at or above 2^255 - 19, the sign bit ignored) is invalid."
         ),
         "notes": {
             "splice": "bytes outside the signed statement: refused whatever they say",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from nacl.bindings import crypto_core_ed25519_is_valid_point
 
 from .merkle import HASH_SIZE
 
@@ -84,6 +85,11 @@ class Verifier:
             raise NoteError("verifier key is not hex and base64") from e
         if len(data) != 33 or data[0] not in (ED25519, COSIGNATURE) or len(want) != 4:
             raise NoteError("only Ed25519 verifier keys (type 0x01 or 0x04) are supported")
+        if not crypto_core_ed25519_is_valid_point(data[1:]):
+            # Under a key of small order some libraries (OpenSSL among them) accept a made-up
+            # signature of any text; the clients refuse such keys in bundles too.
+            raise NoteError("verifier key is not a sound Ed25519 key (of small order, not "
+                            "in canonical form or not a point of the curve)")
         v = cls(name, data[0], Ed25519PublicKey.from_public_bytes(data[1:]), data[1:])
         if v.id != want:
             raise NoteError(f"verifier key id {hex_id} does not match the key")

@@ -3,12 +3,13 @@ files; every success with its failing twin)."""
 
 from __future__ import annotations
 
+import base64
 import random
 import sqlite3
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from notary.tlog import log as tlog_log
 from notary.tlog.log import TileLog
@@ -21,9 +22,11 @@ from notary.tlog.merkle import (
 )
 from notary.tlog.note import (
     COSIGNATURE,
+    ED25519,
     NoteError,
     Signer,
     Verifier,
+    key_id,
     open_checkpoint,
     parse_note,
     verify_note,
@@ -232,3 +235,48 @@ def test_cosignatures_verify_and_tampering_is_caught() -> None:
 def test_malformed_notes_are_refused(raw: bytes) -> None:
     with pytest.raises(NoteError):
         parse_note(raw)
+
+
+_P = 2**255 - 19
+_WEAK_VERIFIER_KEYS = {
+    "identity": (1).to_bytes(32, "little"),
+    "order 8": (0x05FC536D880238B13933C6D305ACDFD5F098EFF289F4C345B027B2C28F95E826).to_bytes(
+        32, "little"),
+    "not canonical": (_P + 3).to_bytes(32, "little"),
+    "not a point": (2).to_bytes(32, "little"),
+}
+
+
+def _vkey_of(name: str, kind: int, raw: bytes) -> str:
+    blob = base64.b64encode(bytes([kind]) + raw).decode()
+    return f"{name}+{key_id(name, kind, raw).hex()}+{blob}"
+
+
+@pytest.mark.parametrize("what", sorted(_WEAK_VERIFIER_KEYS))
+@pytest.mark.parametrize("kind", [ED25519, COSIGNATURE])
+def test_weak_verifier_keys_are_refused(what: str, kind: int) -> None:
+    """A configured log or witness key of small order (or not a sound encoding) is refused
+    when it is read: under the identity, OpenSSL's check (which verify_note uses) accepts
+    R = identity, S = 0 as a signature of any text."""
+    raw = _WEAK_VERIFIER_KEYS[what]
+    with pytest.raises(NoteError, match="not a sound Ed25519 key"):
+        Verifier.parse(_vkey_of("weak.test/k", kind, raw))
+
+
+def test_a_weak_key_would_let_anyone_sign_and_a_sound_one_parses() -> None:
+    """Why the refusal matters (a Verifier made without parsing accepts a forgery), and its
+    twin: a sound key of either kind, written in the same form, parses and verifies."""
+    identity = _WEAK_VERIFIER_KEYS["identity"]
+    forged_sig = identity + bytes(32)  # R = identity, S = 0
+    text = "example.test/log\n3\n" + "A" * 43 + "=\n"
+    weak = Verifier("example.test/log", ED25519, Ed25519PublicKey.from_public_bytes(identity),
+                    identity)
+    line = f"\u2014 example.test/log {base64.b64encode(weak.id + forged_sig).decode()}\n"
+    note = parse_note((text + "\n" + line).encode())
+    assert verify_note(note, [weak]) == {"example.test/log": 0}
+    for kind in (ED25519, COSIGNATURE):
+        sound = Signer("example.test/log", Ed25519PrivateKey.generate(), kind).verifier
+        parsed = Verifier.parse(_vkey_of("example.test/log", kind, sound.raw))
+        assert parsed == sound and parsed.raw == sound.raw
+    assert verify_note(parse_note(SIGNER.sign(text).encode()),
+                       [Verifier.parse(SIGNER.verifier.vkey())]) == {ORIGIN: 0}

@@ -160,8 +160,9 @@ def parse_signing_key(obj: object) -> SigningKey:
         raw = unb64url(text)
     except ValueError as e:
         raise BundleError("signing key public_key must be unpadded base64url") from e
-    if len(raw) != 32:
-        raise BundleError("an Ed25519 public key has 32 bytes")
+    weak = ed25519.weak_key(raw)
+    if weak is not None:
+        raise BundleError(f"signing key: {weak}")
     kid = obj.get("key_id")
     if kid != key_id_of(raw):
         raise BundleError(f"signing key id {kid!r} does not match its public key")

@@ -119,6 +119,9 @@ def parse_vkey(text: object, kind: int) -> NoteKey:
     raw = _b64(b64)
     if len(raw) != 33 or raw[0] != kind:
         raise ValueError(f"{text!r} is not a type 0x{kind:02x} Ed25519 key")
+    weak = ed25519.weak_key(raw[1:])
+    if weak is not None:
+        raise ValueError(f"{text!r}: {weak}")
     if key_id(name, kind, raw[1:]).hex() != hex_id:
         raise ValueError(f"{text!r}: the key id does not match the key")
     return NoteKey(name, bytes.fromhex(hex_id), Ed25519PublicKey.from_public_bytes(raw[1:]), kind,
