@@ -335,6 +335,50 @@ def test_a_forged_signature_under_a_small_order_key_is_refused() -> None:
     assert v.verdict == "match"
 
 
+P = 2**255 - 19
+Y8 = 0x05FC536D880238B13933C6D305ACDFD5F098EFF289F4C345B027B2C28F95E826
+
+
+@pytest.mark.parametrize(("raw", "why"), [
+    (SMALL_ORDER, "small order"),
+    (bytes([1]) + bytes(30) + b"\x80", "small order"),  # the identity, sign bit set
+    (bytes(32), "small order"),  # y = 0, order 4
+    ((P - 1).to_bytes(32, "little"), "small order"),  # order 2
+    (Y8.to_bytes(32, "little"), "small order"),  # order 8
+    ((P - Y8 + (1 << 255)).to_bytes(32, "little"), "small order"),
+    (P.to_bytes(32, "little"), "canonical"),
+    ((P + 3).to_bytes(32, "little"), "canonical"),
+    (bytes([0xFF] * 31) + b"\x7f", "canonical"),
+    (bytes([0xFF] * 32), "canonical"),  # y = 2^255 - 1 with the sign bit
+])
+def test_a_bundle_naming_a_weak_key_is_refused(raw: bytes, why: str) -> None:
+    from converge import ed25519
+
+    reason = ed25519.weak_key(raw)
+    assert reason is not None and why in reason
+    entry = {"alg": "ed25519", "key_id": hashlib.sha256(raw).digest()[:8].hex(),
+             "public_key": extended.b64url(raw), "status": "current"}
+    with pytest.raises(BundleError, match=why):
+        extended.parse_signing_key(entry)
+
+
+def test_a_sound_key_is_not_weak() -> None:
+    """The twin: real keys (and the largest canonical y, p - 2, with either sign) pass the
+    rule; the largest canonical y is not even a point, which the rule leaves to the check."""
+    from converge import ed25519
+
+    for _ in range(64):
+        raw = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw,
+                                                                     PublicFormat.Raw)
+        assert ed25519.weak_key(raw) is None
+        entry = {"alg": "ed25519", "key_id": hashlib.sha256(raw).digest()[:8].hex(),
+                 "public_key": extended.b64url(raw), "status": "current"}
+        assert extended.parse_signing_key(entry).key_id == entry["key_id"]
+    assert ed25519.weak_key((P - 2).to_bytes(32, "little")) is None
+    assert ed25519.weak_key((P - 2 + (1 << 255)).to_bytes(32, "little")) is None
+    assert ed25519.weak_key(bytes(31)) is not None  # the length is checked too
+
+
 def test_the_check_refuses_what_is_not_the_keys_signature_of_the_message() -> None:
     from converge import ed25519
     from cryptography.exceptions import InvalidSignature
