@@ -157,6 +157,43 @@ fn parse_host(v: &Value) -> Result<NotaryHost> {
     Ok(NotaryHost { host, ssl_port, http_port, certificate_pem: pem, certificate_der: der, key, pin })
 }
 
+/// The y coordinates, 32 bytes little-endian with the top bit (x's sign) clear, of the eight
+/// points of small order: 0, 1, p - 1, y8 and p - y8 (the identity has y = 1).
+const SMALL_ORDER_Y: [[u8; 32]; 5] = [
+    [0; 32],
+    [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    [
+        0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+    ],
+    [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0, 0xd5, 0xdf,
+        0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05,
+    ],
+    [
+        0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67, 0x0f, 0x2a, 0x20,
+        0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0x7a,
+    ],
+];
+
+/// Why the raw Ed25519 public key `raw` must not be trusted, or `None`: not 32 bytes, its y
+/// (the key with bit 255, x's sign, cleared) at or above p = 2^255 - 19 ("not in canonical
+/// form"), or the y of a point of small order, under which some Ed25519 libraries accept
+/// `R = identity, S = 0` as a signature of any message. Plain byte comparisons; keys off the
+/// curve are not refused here.
+pub fn weak_key(raw: &[u8]) -> Option<&'static str> {
+    let Ok(raw) = <[u8; 32]>::try_from(raw) else { return Some("an Ed25519 public key has 32 bytes") };
+    let mut y = raw;
+    y[31] &= 0x7f;
+    if y[31] == 0x7f && y[1..31].iter().all(|&b| b == 0xff) && y[0] >= 0xed {
+        return Some("an Ed25519 public key not in canonical form");
+    }
+    if SMALL_ORDER_Y.contains(&y) {
+        return Some("an Ed25519 public key of small order");
+    }
+    None
+}
+
 /// The key id of a raw Ed25519 public key: the first 8 bytes of its SHA-256, lower-case hex.
 pub fn key_id_of(raw: &[u8]) -> String {
     hex_lower(&ring::digest::digest(&ring::digest::SHA256, raw).as_ref()[..8])
@@ -194,6 +231,9 @@ fn parse_signing_key(v: &Value) -> Result<SigningKey> {
     };
     if raw.len() != 32 {
         return bundle_err("an Ed25519 public key has 32 bytes");
+    }
+    if let Some(weak) = weak_key(&raw) {
+        return bundle_err(format!("signing key: {weak}"));
     }
     let kid = k.get("key_id").and_then(Value::as_str).map(str::to_string);
     if kid.as_deref() != Some(key_id_of(&raw).as_str()) {

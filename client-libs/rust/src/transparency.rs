@@ -104,7 +104,8 @@ pub fn key_id(name: &str, kind: u8, key: &[u8]) -> [u8; 4] {
     [h[0], h[1], h[2], h[3]]
 }
 
-/// Parses a verifier key of type `kind` and checks its key id.
+/// Parses a verifier key of type `kind`, refuses a weak key ([`crate::bundle::weak_key`]) and
+/// checks its key id.
 pub fn parse_note_key(text: &str, kind: u8) -> std::result::Result<NoteKey, String> {
     let mut parts = text.splitn(3, '+');
     let (name, hex, key) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next());
@@ -114,6 +115,9 @@ pub fn parse_note_key(text: &str, kind: u8) -> std::result::Result<NoteKey, Stri
     };
     let raw = b64(key).filter(|r| r.len() == 33 && r[0] == kind);
     let Some(raw) = raw else { return Err(format!("{text:.80?} is not a type 0x{kind:02x} Ed25519 key")) };
+    if let Some(weak) = crate::bundle::weak_key(&raw[1..]) {
+        return Err(format!("{text:.80?}: {weak}"));
+    }
     let id = key_id(name, kind, &raw[1..]);
     if id.iter().map(|b| format!("{b:02x}")).collect::<String>() != hex {
         return Err(format!("{text:.80?}: the key id does not match the key"));

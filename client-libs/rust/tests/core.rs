@@ -3,7 +3,7 @@
 
 mod common;
 
-use converge::bundle::certificate_key;
+use converge::bundle::{certificate_key, weak_key};
 use converge::json::{bounds_ok, parse_object};
 use converge::legacy::{check_ip, outcome_from_http, parse_http_response};
 use converge::parse_fingerprint;
@@ -163,4 +163,36 @@ fn https_ports_of_urls() {
     assert_eq!(https_port("https://[::1]/"), Some(443));
     assert_eq!(https_port("https://u:p@h:9/"), Some(9));
     assert_eq!(https_port("http://example.org/"), None);
+}
+
+#[test]
+fn weak_ed25519_keys_are_named_and_a_sound_key_is_not() {
+    let with = |first: &[(usize, u8)], fill: u8| {
+        let mut k = [fill; 32];
+        for &(i, b) in first {
+            k[i] = b;
+        }
+        k
+    };
+    let identity = with(&[(0, 1)], 0);
+    let identity_signed = with(&[(0, 1), (31, 0x80)], 0);
+    let y8 = [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0, 0xd5, 0xdf,
+        0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05,
+    ];
+    let p_plus_3 = with(&[(0, 0xf0), (31, 0x7f)], 0xff);
+    let small = Some("an Ed25519 public key of small order");
+    assert_eq!(weak_key(&identity), small);
+    assert_eq!(weak_key(&identity_signed), small);
+    assert_eq!(weak_key(&y8), small);
+    assert_eq!(weak_key(&p_plus_3), Some("an Ed25519 public key not in canonical form"));
+    assert_eq!(weak_key(&identity[..31]), Some("an Ed25519 public key has 32 bytes"));
+    // the twin: a freshly generated key, and p - 2 (canonical, not of small order, even if
+    // off the curve: only small order and non-canonical encodings are refused)
+    use ring::signature::KeyPair;
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+    let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+    assert_eq!(weak_key(pair.public_key().as_ref()), None);
+    assert_eq!(weak_key(&with(&[(0, 0xeb), (31, 0x7f)], 0xff)), None);
 }
