@@ -240,6 +240,9 @@ func parseSigningKey(v any) (SigningKey, error) {
 	if len(raw) != 32 {
 		return SigningKey{}, bundleErr("an Ed25519 public key has 32 bytes")
 	}
+	if weak := weakKey(raw); weak != "" {
+		return SigningKey{}, bundleErr("signing key: %s", weak)
+	}
 	kid, ok := jString(k["key_id"])
 	if !ok || kid != keyIDOf(raw) {
 		return SigningKey{}, bundleErr("signing key id %q does not match its public key", kid)

@@ -104,7 +104,8 @@ func strictB64(s string) ([]byte, error) {
 }
 
 // ParseNoteKey parses a verifier key of type typ (0x01: Ed25519 signatures, 0x04: timestamped
-// Ed25519 cosignatures) and checks its key id.
+// Ed25519 cosignatures) and checks its key id. A key of small order or not in canonical form
+// is refused (weakKey).
 func ParseNoteKey(text string, typ byte) (NoteKey, error) {
 	parts := strings.SplitN(text, "+", 3)
 	if len(text) > 1024 || len(parts) != 3 || !validNoteName(parts[0]) || !keyIDHexRE.MatchString(parts[1]) {
@@ -113,6 +114,9 @@ func ParseNoteKey(text string, typ byte) (NoteKey, error) {
 	raw, err := strictB64(parts[2])
 	if err != nil || len(raw) != 1+ed25519.PublicKeySize || raw[0] != typ {
 		return NoteKey{}, fmt.Errorf("%.80q is not a type 0x%02x Ed25519 key", text, typ)
+	}
+	if weak := weakKey(raw[1:]); weak != "" {
+		return NoteKey{}, fmt.Errorf("%.80q: %s", text, weak)
 	}
 	id, _ := hex.DecodeString(parts[1])
 	if binary.BigEndian.Uint32(id) != noteKeyID(parts[0], typ, raw[1:]) {
