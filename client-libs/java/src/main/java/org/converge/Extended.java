@@ -46,6 +46,16 @@ public final class Extended {
 
     private static final byte[] ED25519_SPKI_PREFIX = HexFormat.of().parseHex("302a300506032b6570032100");
     private static final SecureRandom RANDOM = new SecureRandom();
+    /**
+     * y (little-endian, sign bit cleared) of the eight points of small order: 0, 1, p - 1, y8 and
+     * p - y8 (the identity, (0, -1), the two points with y = 0, the four with y = +-y8).
+     */
+    private static final List<byte[]> SMALL_ORDER_Y = List.of(
+            new byte[32],
+            HexFormat.of().parseHex("01" + "00".repeat(31)),
+            HexFormat.of().parseHex("ec" + "ff".repeat(30) + "7f"),
+            HexFormat.of().parseHex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"),
+            HexFormat.of().parseHex("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a"));
 
     private Extended() {}
 
@@ -112,6 +122,34 @@ public final class Extended {
         return KeyFactory.getInstance("Ed25519").generatePublic(new X509EncodedKeySpec(spki));
     }
 
+    /**
+     * Why the 32-byte Ed25519 public key {@code raw} must not be trusted, or null. Weak: y (the
+     * encoding with its top bit, the sign of x, cleared) at or above the field prime p = 2^255 - 19
+     * ("not in canonical form"), or y of one of the eight points of small order ("of small
+     * order"), under which some Ed25519 libraries accept {@code R = identity, S = 0} as a
+     * signature of any message. Plain byte comparison; keys off the curve are not refused here.
+     */
+    public static String weakKey(byte[] raw) {
+        if (raw == null || raw.length != 32) {
+            return "an Ed25519 public key has 32 bytes";
+        }
+        byte[] y = raw.clone();
+        y[31] &= 0x7f;
+        boolean atOrAboveP = y[31] == 0x7f && (y[0] & 0xff) >= 0xed;
+        for (int i = 1; i < 31 && atOrAboveP; i++) {
+            atOrAboveP = y[i] == (byte) 0xff;
+        }
+        if (atOrAboveP) {
+            return "an Ed25519 public key not in canonical form";
+        }
+        for (byte[] small : SMALL_ORDER_Y) {
+            if (Arrays.equals(small, y)) {
+                return "an Ed25519 public key of small order";
+            }
+        }
+        return null;
+    }
+
     private static ConvergeException.BadInput bundle(String message) {
         return ConvergeException.bad("bundle", message);
     }
@@ -135,6 +173,10 @@ public final class Extended {
         }
         if (raw.length != 32) {
             throw bundle("an Ed25519 public key has 32 bytes");
+        }
+        String weak = weakKey(raw);
+        if (weak != null) {
+            throw bundle("signing key: " + weak);
         }
         Object kid = obj.get("key_id");
         if (!keyIdOf(raw).equals(kid)) {

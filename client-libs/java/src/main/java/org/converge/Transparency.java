@@ -131,6 +131,10 @@ public final class Transparency {
             throw new Invalid(text + " is not a type 0x0" + type + " Ed25519 key");
         }
         byte[] key = Arrays.copyOfRange(raw, 1, 33);
+        String weak = Extended.weakKey(key);
+        if (weak != null) {
+            throw new Invalid(text + ": " + weak);
+        }
         byte[] id = HexFormat.of().parseHex(text.substring(a + 1, b));
         if (!Arrays.equals(keyId(name, type, key), id)) {
             throw new Invalid(text + ": the key id does not match the key");

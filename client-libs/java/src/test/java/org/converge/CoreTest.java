@@ -3,6 +3,7 @@ package org.converge;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -26,6 +27,23 @@ class CoreTest {
         assertEquals(SHA1, a.colonHex());
         assertEquals("sha1", a.algorithm());
         assertEquals(a, Fingerprint.parse(" " + SHA1 + "\n"));
+    }
+
+    @Test
+    void weakEd25519Keys() throws Exception {
+        java.util.HexFormat hex = java.util.HexFormat.of();
+        String smallOrder = "an Ed25519 public key of small order";
+        assertEquals(smallOrder, Extended.weakKey(hex.parseHex("01" + "00".repeat(31)))); // the identity
+        assertEquals(smallOrder, Extended.weakKey(hex.parseHex("01" + "00".repeat(30) + "80"))); // sign bit set
+        assertEquals(smallOrder, Extended.weakKey(
+                hex.parseHex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"))); // y8
+        assertEquals("an Ed25519 public key not in canonical form",
+                Extended.weakKey(hex.parseHex("f0" + "ff".repeat(30) + "7f"))); // p + 3
+        // the twin: a freshly generated key is sound
+        byte[] spki = java.security.KeyPairGenerator.getInstance("Ed25519").generateKeyPair().getPublic().getEncoded();
+        byte[] raw = java.util.Arrays.copyOfRange(spki, spki.length - 32, spki.length);
+        assertNull(Extended.weakKey(raw));
+        assertNotNull(Extended.ed25519(raw));
     }
 
     @Test
