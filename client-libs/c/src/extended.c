@@ -56,6 +56,31 @@ void cv_b64url_encode(const unsigned char *d, size_t n, char *out) {
     out[k] = '\0';
 }
 
+/* the y coordinates (little-endian, top bit clear) of the eight points of small order: the
+ * identity (1), (0, -1), the two with y = 0 and the four with y = +-y8 */
+static const unsigned char SMALL_ORDER_Y[5][32] = {
+    {0},
+    {1},
+    {0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+    {0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98, 0xf0,
+     0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05},
+    {0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67, 0x0f,
+     0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0x7a},
+};
+
+const char *cv_weak_key(const unsigned char raw[32]) {
+    unsigned char y[32];
+    memcpy(y, raw, 32);
+    y[31] &= 0x7f; /* the sign of x */
+    int top = y[31] == 0x7f && y[0] >= 0xed; /* y >= p = 2^255 - 19: all bytes between are 0xff */
+    for (size_t i = 1; top && i < 31; i++) top = y[i] == 0xff;
+    if (top) return "an Ed25519 public key not in canonical form";
+    for (size_t i = 0; i < 5; i++)
+        if (!memcmp(y, SMALL_ORDER_Y[i], 32)) return "an Ed25519 public key of small order";
+    return NULL;
+}
+
 static void key_id_of(const unsigned char pub[32], char out[17]) {
     unsigned char h[32];
     SHA256(pub, 32, h);
@@ -81,6 +106,8 @@ static int parse_signing_key(const json_t *k, cv_key *out, cv_err *e) {
         /* a longer key overflows cap and fails; shorter is caught by rl */
         return cv_fail(e, K_BUNDLE, "signing key public_key must be unpadded base64url of 32 bytes");
     }
+    const char *weak = cv_weak_key(out->pub);
+    if (weak) return cv_fail(e, K_BUNDLE, "signing key: %s", weak);
     key_id_of(out->pub, out->key_id);
     if (!cv_jstr_eq(json_object_get(k, "key_id"), out->key_id))
         return cv_fail(e, K_BUNDLE, "signing key id does not match its public key");

@@ -142,6 +142,11 @@ typedef struct {
     int64_t valid_until;
 } cv_key;
 int cv_parse_signing_keys(const json_t *v, cv_key *keys, size_t *n, cv_err *e);
+/* why the 32-byte Ed25519 public key must not be trusted, or NULL: its y (the top bit, x's
+ * sign, cleared) encoded at or above p = 2^255 - 19, or the y of a point of small order (under
+ * which some libraries accept R = identity, S = 0 as a signature of any message); a bundle
+ * naming such a key is invalid */
+const char *cv_weak_key(const unsigned char raw[32]);
 /* the value of a base64 digit (url: the RFC 4648 section 5 alphabet), -1 when not one */
 int cv_b64_digit(char c, int url);
 int cv_b64url_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen);
@@ -188,8 +193,9 @@ typedef struct {
 /* standard padded base64, strictly */
 int cv_b64std_decode(const char *s, size_t n, unsigned char *out, size_t cap, size_t *outlen);
 void cv_b64std(const unsigned char *d, size_t n, char *out);
-/* <name>+<8 hex key id>+<base64(type || 32-byte Ed25519 key)>; 0 or -1 */
-int cv_parse_vkey(const char *s, size_t n, int type, cv_note_key *out);
+/* <name>+<8 hex key id>+<base64(type || 32-byte Ed25519 key)>; 0 or -1 (a weak key
+ * (cv_weak_key) too, its reason then in *weak when weak is not NULL) */
+int cv_parse_vkey(const char *s, size_t n, int type, cv_note_key *out, const char **weak);
 int cv_parse_log_policy(const json_t *v, cv_log_policy *out, cv_err *e);
 void cv_leaf_hash(const unsigned char *d, size_t n, unsigned char out[32]);
 void cv_tree_root(const unsigned char (*leaves)[32], size_t n, unsigned char out[32]);

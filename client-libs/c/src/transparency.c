@@ -60,7 +60,7 @@ static void note_key_id(const char *name, size_t nl, int type, const unsigned ch
     memcpy(id, h, 4);
 }
 
-int cv_parse_vkey(const char *s, size_t n, int type, cv_note_key *out) {
+int cv_parse_vkey(const char *s, size_t n, int type, cv_note_key *out, const char **weak) {
     const char *p1 = memchr(s, '+', n);
     if (!p1 || n > 1024) return -1;
     size_t nl = (size_t)(p1 - s);
@@ -70,6 +70,11 @@ int cv_parse_vkey(const char *s, size_t n, int type, cv_note_key *out) {
     size_t rl = 0;
     if (cv_b64std_decode(p2 + 1, (size_t)(s + n - p2 - 1), raw, sizeof raw, &rl) || rl != 33 || raw[0] != type)
         return -1;
+    const char *why = cv_weak_key(raw + 1);
+    if (why) {
+        if (weak) *weak = why;
+        return -1;
+    }
     note_key_id(s, nl, type, raw + 1, id);
     char want[9];
     for (int i = 0; i < 4; i++) snprintf(want + 2 * i, 3, "%02x", id[i]);
@@ -91,8 +96,12 @@ int cv_parse_log_policy(const json_t *v, cv_log_policy *out, cv_err *e) {
             return cv_fail(e, K_BUNDLE, "unknown transparency fields");
     }
     const json_t *log = json_object_get(v, "log");
-    if (!json_is_string(log) || cv_parse_vkey(json_string_value(log), json_string_length(log), 0x01, &out->log))
-        return cv_fail(e, K_BUNDLE, "transparency log key is not <name>+<8 hex>+<base64 of a type 0x01 Ed25519 key>");
+    const char *weak = NULL;
+    if (!json_is_string(log) ||
+        cv_parse_vkey(json_string_value(log), json_string_length(log), 0x01, &out->log, &weak))
+        return weak ? cv_fail(e, K_BUNDLE, "transparency log key: %s", weak)
+                    : cv_fail(e, K_BUNDLE,
+                              "transparency log key is not <name>+<8 hex>+<base64 of a type 0x01 Ed25519 key>");
     const json_t *url = json_object_get(v, "url");
     if (url && !json_is_null(url) &&
         (!cv_jcstr(url) || json_string_length(url) > 2048 || strncmp(json_string_value(url), "https://", 8)))
@@ -105,8 +114,9 @@ int cv_parse_log_policy(const json_t *v, cv_log_policy *out, cv_err *e) {
         cv_note_key *k = &out->witnesses[i];
         if (!json_is_object(w) || json_object_size(w) != 2 || !json_is_string(wn) || !json_is_string(wk))
             return cv_fail(e, K_BUNDLE, "a witness is an object with name and vkey");
-        if (cv_parse_vkey(json_string_value(wk), json_string_length(wk), 0x04, k))
-            return cv_fail(e, K_BUNDLE, "witness key is not a type 0x04 verifier key");
+        if (cv_parse_vkey(json_string_value(wk), json_string_length(wk), 0x04, k, &weak))
+            return weak ? cv_fail(e, K_BUNDLE, "witness key: %s", weak)
+                        : cv_fail(e, K_BUNDLE, "witness key is not a type 0x04 verifier key");
         if (!cv_jstr_eq(wn, k->name)) return cv_fail(e, K_BUNDLE, "witness name is not its key's name");
         for (size_t j = 0; j < i; j++)
             if (!strcmp(out->witnesses[j].name, k->name) && !memcmp(out->witnesses[j].id, k->id, 4))

@@ -227,11 +227,11 @@ static void transparency_case(const json_t *doc, const json_t *c, cv_buf *o) {
                      *ck = json_object_get(c, "checkpoint");
         int64_t m = -1;
         int ok = p && json_is_string(log) && json_is_string(ck) &&
-                 !cv_parse_vkey(json_string_value(log), json_string_length(log), 0x01, &p->log) &&
+                 !cv_parse_vkey(json_string_value(log), json_string_length(log), 0x01, &p->log, NULL) &&
                  json_array_size(ws) <= CV_MAX_WITNESSES && cv_jint(json_object_get(c, "min_cosignatures"), &m) && m >= 0;
         for (size_t i = 0; ok && i < json_array_size(ws); i++) {
             const json_t *w = json_array_get(ws, i);
-            ok = json_is_string(w) && !cv_parse_vkey(json_string_value(w), json_string_length(w), 0x04, &p->witnesses[i]);
+            ok = json_is_string(w) && !cv_parse_vkey(json_string_value(w), json_string_length(w), 0x04, &p->witnesses[i], NULL);
             p->nwitnesses = i + 1;
         }
         if (!ok) {

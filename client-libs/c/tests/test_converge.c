@@ -111,6 +111,36 @@ static void test_rules(void) {
     CHECK(!strcmp(h, "2001:db8::1"), "IPv6 compressed: %s", h);
 }
 
+/* a bundle's weak Ed25519 keys: small order (sign bit ignored) or y >= p; real keys pass */
+static void test_weak_keys(void) {
+    static const struct {
+        const char *name, *hex, *why; /* why: NULL = accepted */
+    } cases[] = {
+        {"the identity", "01", "small order"},
+        {"the identity with the sign bit set", "01000000000000000000000000000000000000000000000000000000000000" "80",
+         "small order"},
+        {"y8 (order 8)", "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", "small order"},
+        {"p + 3", "f0ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", "not in canonical form"},
+        {"p - 1 (canonical, order 2)", "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+         "small order"},
+        {"RFC 8032's first test key", "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", NULL},
+    };
+    unsigned char k[32];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        memset(k, 0, sizeof k);
+        for (size_t j = 0; cases[i].hex[2 * j]; j++) sscanf(cases[i].hex + 2 * j, "%2hhx", &k[j]);
+        const char *w = cv_weak_key(k);
+        CHECK(cases[i].why ? w && strstr(w, cases[i].why) : !w, "%s: %s", cases[i].name, w ? w : "accepted");
+    }
+    /* twin of the refusals: a key generated now is accepted */
+    EVP_PKEY *pk = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    size_t kl = sizeof k;
+    CHECK(pk && EVP_PKEY_get_raw_public_key(pk, k, &kl) == 1 && kl == 32, "an Ed25519 key generated");
+    const char *w = cv_weak_key(k);
+    CHECK(!w, "a generated key is accepted (%s)", w ? w : "");
+    EVP_PKEY_free(pk);
+}
+
 /* ------------------------------------------------------------------ vectors */
 
 static const char *const FIELDS[] = {"result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
@@ -1233,6 +1263,7 @@ int main(int argc, char **argv) {
     int quick = getenv("CONVERGE_TEST_QUICK") != NULL; /* rules only, no sockets */
     test_json();
     test_rules();
+    test_weak_keys();
     test_vectors(vectors);
     test_config_and_cache();
     if (!quick) {
