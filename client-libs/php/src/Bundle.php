@@ -146,6 +146,10 @@ final class Bundle
         if (strlen($raw) !== 32) {
             throw new BundleException('an Ed25519 public key has 32 bytes');
         }
+        $weak = Ed25519::weakKey($raw);
+        if ($weak !== null) {
+            throw new BundleException('signing key: ' . $weak);
+        }
         $kid = Json::get($k, 'key_id');
         if ($kid !== self::keyIdOf($raw)) {
             throw new BundleException('signing key id ' . json_encode($kid) . ' does not match its public key');

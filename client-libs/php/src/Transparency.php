@@ -38,6 +38,10 @@ final class Transparency
         if ($raw === null || strlen($raw) !== 33 || ord($raw[0]) !== $type) {
             throw new \InvalidArgumentException(sprintf('not a type 0x%02x Ed25519 key', $type));
         }
+        $weak = Ed25519::weakKey(substr($raw, 1));
+        if ($weak !== null) {
+            throw new \InvalidArgumentException($weak);
+        }
         $id = substr(hash('sha256', $parts[0] . "\n" . $raw, true), 0, 4);
         if (bin2hex($id) !== $parts[1]) {
             throw new \InvalidArgumentException('the key id does not match the key');

@@ -3,6 +3,7 @@ declare(strict_types=1);
 
 namespace Converge\Tests;
 
+use Converge\Ed25519;
 use Converge\Fingerprint;
 use Converge\Legacy;
 use Converge\Policy;
@@ -11,7 +12,7 @@ use Converge\ResponseException;
 use Converge\TargetException;
 use PHPUnit\Framework\TestCase;
 
-/** The stock JSON parser and the bounds scan, framing, policies; a fixed-seed fuzz. */
+/** The stock JSON parser and the bounds scan, framing, policies, weak Ed25519 keys; a fixed-seed fuzz. */
 final class CoreTest extends TestCase
 {
     public function testJsonIsTheStrictStockParser(): void
@@ -57,6 +58,26 @@ final class CoreTest extends TestCase
         $this->assertFalse(Policy::decide('consensus', ['success', 'unreachable'], false));
         $this->assertFalse(Policy::settled('consensus', ['failure'], 2, true));
         $this->assertNull(Policy::settled('majority', ['success'], 2, true));
+    }
+
+    public function testWeakEd25519KeysAreRefused(): void
+    {
+        $small = 'an Ed25519 public key of small order';
+        foreach ([
+            '0100000000000000000000000000000000000000000000000000000000000000' => $small, // the identity
+            '0100000000000000000000000000000000000000000000000000000000000080' => $small, // with the sign bit
+            '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05' => $small, // y8, order 8
+            'f0ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f' => 'an Ed25519 public key not in canonical form', // p + 3
+            '0100' => 'an Ed25519 public key has 32 bytes',
+        ] as $hex => $why) {
+            $this->assertSame($why, Ed25519::weakKey((string) hex2bin($hex)), $hex);
+        }
+        // the twins: generated keys and the largest canonical y (p - 1 is of small order, p - 2 is not)
+        for ($i = 0; $i < 16; $i++) {
+            $pub = sodium_crypto_sign_publickey(sodium_crypto_sign_keypair());
+            $this->assertNull(Ed25519::weakKey($pub), bin2hex($pub));
+        }
+        $this->assertNull(Ed25519::weakKey((string) hex2bin('ebffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f')));
     }
 
     public function testFuzzTheResponseParserWithAFixedSeed(): void
