@@ -46,6 +46,27 @@ class TestCore < Minitest::Test
     assert_nil Converge::Policy.settled("majority", %w[success], 2, true)
   end
 
+  def test_weak_ed25519_keys
+    h = ->(x) { [x].pack("H*") }
+    weak = {
+      "identity" => h.("01#{'00' * 31}"),
+      "identity, sign bit set" => h.("01#{'00' * 30}80"),
+      "y8 (order 8)" => h.("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"),
+      "p + 3" => h.("f0#{'ff' * 30}7f")
+    }
+    weak.each do |what, raw|
+      reason = what == "p + 3" ? "not in canonical form" : "of small order"
+      assert_equal "an Ed25519 public key #{reason}", Converge::Bundles.weak_key(raw), what
+      entry = { "alg" => "ed25519", "key_id" => Converge::Bundles.key_id_of(raw),
+                "public_key" => Converge::Bundles.b64url(raw), "status" => "current" }
+      e = assert_raises(Converge::BundleError, what) { Converge::Bundles.parse_signing_key(entry) }
+      assert_equal "converge: bundle: signing key: an Ed25519 public key #{reason}", e.message
+    end
+    sound = OpenSSL::PKey.generate_key("ED25519").public_to_der[-32..]
+    assert_nil Converge::Bundles.weak_key(sound)
+    assert_nil Converge::Bundles.weak_key(h.("eb#{'ff' * 30}7f")) # p - 2: the largest canonical y outside the list
+  end
+
   def test_fuzz_the_response_parser_with_a_fixed_seed
     cert = OpenSSL::X509::Certificate.new(Helpers::NOTARY_CERT)
     key = OpenSSL::PKey.read(Helpers::NOTARY_KEY)

@@ -31,6 +31,15 @@ module Converge
     HOST_RE = /\A[A-Za-z0-9._:-]{1,253}\z/
     PEM_RE = /\A[\t\n\f\r ]*-----BEGIN CERTIFICATE-----\r?\n([A-Za-z0-9+\/=\r\n]+)-----END CERTIFICATE-----[\t\n\f\r ]*\z/
     ED25519_SPKI_PREFIX = ["302a300506032b6570032100"].pack("H*")
+    # The encoded y coordinates (sign bit cleared) of the eight points of small order: 0, 1,
+    # p - 1, y8 and p - y8 (p = 2^255 - 19), 32 bytes little-endian each.
+    SMALL_ORDER_Y = %w[
+      0000000000000000000000000000000000000000000000000000000000000000
+      0100000000000000000000000000000000000000000000000000000000000000
+      ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f
+      26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05
+      c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a
+    ].map { |h| [h].pack("H*") }.freeze
 
     module_function
 
@@ -86,6 +95,23 @@ module Converge
 
     def b64url(bytes) = Base64.urlsafe_encode64(bytes, padding: false)
 
+    # Why the 32-byte Ed25519 public key raw must not be trusted, or nil: its y (the key with
+    # the sign bit, bit 255, cleared) at or above p = 2^255 - 19, or one of the y values of the
+    # points of small order (under which some libraries accept R = identity, S = 0 as a
+    # signature of any message). Plain byte comparison; points off the curve are not refused.
+    def weak_key(raw)
+      return "an Ed25519 public key has 32 bytes" unless raw.is_a?(String) && raw.bytesize == 32
+
+      y = raw.b
+      y.setbyte(31, y.getbyte(31) & 0x7f)
+      if y.getbyte(31) == 0x7f && y.byteslice(1, 30).each_byte.all?(0xff) && y.getbyte(0) >= 0xed
+        return "an Ed25519 public key not in canonical form"
+      end
+      return "an Ed25519 public key of small order" if SMALL_ORDER_Y.include?(y)
+
+      nil
+    end
+
     def parse_signing_key(k)
       raise BundleError, "a signing key entry must be an object" unless k.is_a?(Hash)
 
@@ -99,6 +125,9 @@ module Converge
       raw = unb64url(k["public_key"])
       raise BundleError, "signing key public_key must be unpadded base64url" unless raw
       raise BundleError, "an Ed25519 public key has 32 bytes" unless raw.bytesize == 32
+
+      weak = weak_key(raw)
+      raise BundleError, "signing key: #{weak}" if weak
 
       kid = k["key_id"]
       raise BundleError, "signing key id #{kid.inspect} does not match its public key" unless kid == key_id_of(raw)

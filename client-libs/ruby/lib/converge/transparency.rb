@@ -41,6 +41,9 @@ module Converge
       raw = Bundles.strict_base64(b64)
       raise ArgumentError, format("not a type 0x%02x Ed25519 key", type) unless raw && raw.bytesize == 33 && raw.getbyte(0) == type
 
+      weak = Bundles.weak_key(raw.byteslice(1, 32))
+      raise ArgumentError, weak if weak
+
       id = OpenSSL::Digest::SHA256.digest(name.b + "\n" + raw)[0, 4]
       raise ArgumentError, "the key id does not match the key" unless id.unpack1("H*") == hex
 
