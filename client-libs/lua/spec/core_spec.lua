@@ -134,6 +134,31 @@ describe("bundles and configuration", function()
   end)
 end)
 
+describe("weak Ed25519 keys", function()
+  it("are refused by plain byte comparison; a generated key is not", function()
+    local weak = {
+      { "identity", "01" .. ("00"):rep(31), "of small order" },
+      { "identity, sign bit set", "01" .. ("00"):rep(30) .. "80", "of small order" },
+      { "y8 (order 8)", "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", "of small order" },
+      { "p + 3", "f0" .. ("ff"):rep(30) .. "7f", "not in canonical form" },
+    }
+    for _, w in ipairs(weak) do
+      local raw = crypto.unhex(w[2])
+      assert.are.equal("an Ed25519 public key " .. w[3], crypto.ed25519_weak_key(raw), w[1])
+      local entry = { alg = "ed25519", key_id = bundle.key_id_of(raw), public_key = crypto.b64url(raw), status = "current" }
+      local ok, e = pcall(bundle.parse_signing_keys, json.array({ entry }))
+      assert.is_false(ok, w[1])
+      assert.is_true(errors.is(e, "bundle"), tostring(e))
+      assert.are.equal("signing key: an Ed25519 public key " .. w[3], e.detail)
+    end
+    local pem = require("openssl.pkey").new({ type = "ED25519" }):toPEM("public")
+    local der = crypto.strict_base64((pem:match("KEY%-%-%-%-%-\n(.-)\n%-%-%-%-%-END"):gsub("\n", "")))
+    assert.are.equal(44, #der)
+    assert.is_nil(crypto.ed25519_weak_key(der:sub(-32)))
+    assert.is_nil(crypto.ed25519_weak_key(crypto.unhex("eb" .. ("ff"):rep(30) .. "7f"))) -- p - 2: the largest canonical y outside the list
+  end)
+end)
+
 describe("the response parser", function()
   it("survives a fixed-seed fuzz; only a signed 200 votes success", function()
     local der = crypto.der_of_pem(slurp(KEYS .. "/test-notary-cert.pem"))

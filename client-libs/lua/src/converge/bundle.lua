@@ -70,6 +70,8 @@ local function parse_signing_key(k)
   local raw = crypto.unb64url(k.public_key)
   if not raw then bad("signing key public_key must be unpadded base64url") end
   if #raw ~= 32 then bad("an Ed25519 public key has 32 bytes") end
+  local weak = crypto.ed25519_weak_key(raw)
+  if weak then bad("signing key: " .. weak) end
   local kid = k.key_id
   if kid ~= M.key_id_of(raw) then bad("signing key id does not match its public key") end
   local status, untilv = k.status, k.valid_until

@@ -85,4 +85,29 @@ function M.ed25519_verify(pub, sig, msg)
   return ok and good
 end
 
+-- The encoded y coordinates (sign bit cleared) of the eight points of small order: 0, 1, p - 1,
+-- y8 and p - y8 (p = 2^255 - 19), 32 bytes little-endian each.
+local SMALL_ORDER_Y = {}
+for _, h in ipairs({
+  "0000000000000000000000000000000000000000000000000000000000000000",
+  "0100000000000000000000000000000000000000000000000000000000000000",
+  "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+  "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+}) do SMALL_ORDER_Y[M.unhex(h)] = true end
+
+--- Why the 32-byte Ed25519 public key `raw` must not be trusted, or nil: its y (the key with the
+-- sign bit, bit 255, cleared) at or above p = 2^255 - 19, or one of the y values of the points
+-- of small order (under which some libraries accept R = identity, S = 0 as a signature of any
+-- message). Plain byte comparison; points off the curve are not refused.
+function M.ed25519_weak_key(raw)
+  if type(raw) ~= "string" or #raw ~= 32 then return "an Ed25519 public key has 32 bytes" end
+  local y = raw:sub(1, 31) .. string.char(raw:byte(32) & 0x7f)
+  if y:byte(32) == 0x7f and y:sub(2, 31) == string.rep("\xff", 30) and y:byte(1) >= 0xed then
+    return "an Ed25519 public key not in canonical form"
+  end
+  if SMALL_ORDER_Y[y] then return "an Ed25519 public key of small order" end
+  return nil
+end
+
 return M

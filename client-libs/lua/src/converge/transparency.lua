@@ -75,6 +75,8 @@ function M.parse_vkey(text, typ)
   local raw = crypto.strict_base64(b64)
   if not raw or #raw ~= 33 or raw:byte(1) ~= typ then invalid(text .. " is not a type " .. typ .. " Ed25519 key") end
   local key = raw:sub(2)
+  local weak = crypto.ed25519_weak_key(key)
+  if weak then invalid(text .. ": " .. weak) end
   if M.key_id(name, typ, key) ~= crypto.unhex(hex) then invalid(text .. ": the key id does not match the key") end
   return { name = name, key_id = crypto.unhex(hex), public_key = key, type = typ, vkey = text }
 end
