@@ -14,6 +14,8 @@ use Converge::Legacy;
 use Converge::Policy;
 use Converge::Bundle;
 use Converge::Config;
+use Converge::Ed25519 qw(weak_key);
+use Crypt::PK::Ed25519 ();
 
 my $KEYS = "$FindBin::RealBin/../../vectors/keys";
 sub slurp { open(my $fh, '<:raw', $_[0]) or die "$_[0]: $!"; local $/; <$fh> }
@@ -121,6 +123,25 @@ subtest 'bundles and configuration refuse what they must' => sub {
     is_deeply([ map { $_->name } $cfg->notaries ], ['Org A', 'Org B'], 'both enabled');
     unlink "$dir/notaries-enabled/B.notary";
     is_deeply([ map { $_->name } $cfg->notaries ], ['Org A'], 'a disabled notary is seen at once');
+};
+
+subtest 'weak Ed25519 keys are refused' => sub {
+    my $small = 'an Ed25519 public key of small order';
+    for my $case (
+        [ '0100000000000000000000000000000000000000000000000000000000000000', $small, 'the identity' ],
+        [ '0100000000000000000000000000000000000000000000000000000000000080', $small, 'the identity, sign bit set' ],
+        [ '26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05', $small, 'y8, order 8' ],
+        [ 'f0ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', 'an Ed25519 public key not in canonical form', 'p + 3' ],
+        [ '0100', 'an Ed25519 public key has 32 bytes', 'two bytes' ],
+    ) {
+        is(weak_key(pack 'H*', $case->[0]), $case->[1], $case->[2]);
+    }
+    # the twins: generated keys and the largest canonical y (p - 1 is of small order, p - 2 is not)
+    for my $i (1 .. 16) {
+        my $pub = Crypt::PK::Ed25519->new->generate_key->export_key_raw('public');
+        is(weak_key($pub), undef, 'a generated key: ' . unpack('H*', $pub));
+    }
+    is(weak_key(pack 'H*', 'ebffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f'), undef, 'y = p - 2');
 };
 
 subtest 'fuzz the response parser with a fixed seed' => sub {

@@ -4,6 +4,7 @@ use warnings;
 use Digest::SHA ();
 use MIME::Base64 ();
 use Net::SSLeay ();
+use Converge::Ed25519 qw(weak_key);
 use Converge::Error;
 use Converge::Fingerprint;
 use Converge::Transparency;
@@ -125,6 +126,7 @@ sub _signing_key {
     my $raw = unb64url($k->{'public_key'});
     _bad('signing key public_key must be unpadded base64url') unless defined $raw;
     _bad('an Ed25519 public key has 32 bytes') unless length $raw == 32;
+    if (defined(my $weak = weak_key($raw))) { _bad("signing key: $weak") }
     my $kid = $k->{'key_id'};
     _bad('signing key id does not match its public key') unless defined json_string($kid) && $kid eq key_id_of($raw);
     my $status = $k->{'status'} // '';

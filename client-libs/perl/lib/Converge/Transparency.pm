@@ -5,6 +5,7 @@ use Crypt::PK::Ed25519 ();
 use Digest::SHA ();
 use Encode ();
 use MIME::Base64 ();
+use Converge::Ed25519 qw(weak_key);
 use Converge::Error;
 use Converge::JSON qw(verified_object is_object json_int json_string);
 
@@ -46,6 +47,7 @@ sub parse_vkey {
     die "not <name>+<8 hex>+<base64 key>\n" unless defined $b64 && _valid_name($name) && $hex =~ /\A[0-9a-f]{8}\z/;
     my $raw = _b64($b64);
     die sprintf("not a type 0x%02x Ed25519 key\n", $type) unless defined $raw && length $raw == 33 && ord($raw) == $type;
+    if (defined(my $weak = weak_key(substr $raw, 1))) { die "$weak\n" }
     my $nb = Encode::encode('UTF-8', $name);
     my $id = substr Digest::SHA::sha256("$nb\n$raw"), 0, 4;
     die "the key id does not match the key\n" unless unpack('H8', $id) eq $hex;
