@@ -1,11 +1,11 @@
 // The platform-neutral core: the stock JSON parser and the bounds scan, framing,
 // policies; and a fixed-seed fuzz of the response parser (never throws, never trusts).
 import assert from "node:assert/strict";
-import { createPrivateKey, sign } from "node:crypto";
+import { createPrivateKey, generateKeyPairSync, sign } from "node:crypto";
 import { test } from "node:test";
 import {
   boundsScan, canonicalJson, checkIp, decide, expectedHost, Fingerprint, fromPlain, MAX_JSON_DEPTH, outcomeFromHttp,
-  parseFingerprint, parseHttpResponse, parseJson, parseVerified, ResponseError, settled, utf8,
+  fromHex, parseFingerprint, parseHttpResponse, parseJson, parseVerified, ResponseError, settled, utf8, weakKey,
 } from "../src/core/index.js";
 import { nodeCrypto } from "../src/node/crypto.js";
 import { derOf, GENUINE_FP, NOTARY_CERT, NOTARY_KEY } from "./helpers.js";
@@ -25,6 +25,23 @@ test("JSON: the stock parser, strict; the last repeated name counts; names are o
   assert.ok(parseJson('{"a": 1}') !== undefined); // twin of the refusals
   // unscanned text (bundles, configuration) nested absurdly deep: an answer, never an exception
   assert.doesNotThrow(() => parseJson("[".repeat(60_000) + "]".repeat(60_000)));
+});
+
+test("weak Ed25519 keys: small order or not canonical, sign bit ignored (twin: sound keys pass)", () => {
+  const hex = (h: string): Uint8Array => fromHex(h)!;
+  const order = "an Ed25519 public key of small order";
+  const canonical = "an Ed25519 public key not in canonical form";
+  const zeros = "00".repeat(30);
+  assert.equal(weakKey(hex(`01${zeros}00`)), order); // the identity
+  assert.equal(weakKey(hex(`01${zeros}80`)), order); // the identity, sign bit set
+  assert.equal(weakKey(hex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")), order); // y8
+  assert.equal(weakKey(hex(`f0${"ff".repeat(30)}7f`)), canonical); // p + 3
+  assert.equal(weakKey(hex(`01${zeros}`)), "an Ed25519 public key has 32 bytes");
+  // twins: a generated key, the fixed key of RFC 8032 test 1 and p - 2 (canonical, not of small order)
+  const der = generateKeyPairSync("ed25519").publicKey.export({ format: "der", type: "spki" });
+  assert.equal(weakKey(Uint8Array.from(der.subarray(der.length - 32))), undefined);
+  assert.equal(weakKey(hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")), undefined); // RFC 8032, test 1
+  assert.equal(weakKey(hex(`eb${"ff".repeat(30)}7f`)), undefined);
 });
 
 test("bounds scan: at most 32 levels, integers of at most 15 digits, strings skipped", () => {

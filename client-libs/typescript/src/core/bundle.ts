@@ -8,6 +8,7 @@
  */
 import { fromBase64, fromBase64Url, fromUtf8, toHex, utf8 } from "./bytes.js";
 import type { CertificateKey, CryptoProvider } from "./crypto.js";
+import { weakKey } from "./ed25519.js";
 import { BundleError } from "./errors.js";
 import { Fingerprint } from "./fingerprint.js";
 import { asInt, asString, isObject, parseJson, type JsonObject, type JsonValue } from "./json.js";
@@ -129,6 +130,8 @@ async function parseSigningKey(crypto: CryptoProvider, v: JsonValue | undefined)
   const raw = text === undefined ? undefined : fromBase64Url(text);
   if (raw === undefined) throw new BundleError("signing key public_key must be unpadded base64url");
   if (raw.length !== 32) throw new BundleError("an Ed25519 public key has 32 bytes");
+  const weak = weakKey(raw);
+  if (weak !== undefined) throw new BundleError(`signing key: ${weak}`);
   const keyId = asString(v.get("key_id"));
   if (keyId === undefined || keyId !== (await keyIdOf(crypto, raw))) {
     throw new BundleError(`signing key id ${JSON.stringify(keyId ?? null)} does not match its public key`);

@@ -10,6 +10,7 @@
 export * from "./bytes.js";
 export * from "./bundle.js";
 export * from "./crypto.js";
+export * from "./ed25519.js";
 export * from "./errors.js";
 export * from "./extended.js";
 export * from "./fingerprint.js";

@@ -28,6 +28,7 @@
  */
 import { bytesEqual, concatBytes, fromBase64, fromHex, toHex, utf8 } from "./bytes.js";
 import type { CryptoProvider } from "./crypto.js";
+import { weakKey } from "./ed25519.js";
 import { AnswerRejected, BundleError, type LogKind } from "./errors.js";
 import type { Fingerprint } from "./fingerprint.js";
 import { asInt, asString, isObject, parseVerified, type JsonObject, type JsonValue } from "./json.js";
@@ -110,6 +111,8 @@ export async function noteKeyId(crypto: CryptoProvider, name: string, type: numb
 /**
  * Parses a verifier key of key type `type`; `undefined` when it is not one (a wrong shape,
  * type byte or key id).
+ *
+ * @throws {@link BundleError} when its Ed25519 key is weak ({@link weakKey})
  */
 export async function parseVerifierKey(crypto: CryptoProvider, text: JsonValue | undefined, type: number): Promise<NoteKey | undefined> {
   if (typeof text !== "string" || text.length > 1024) return undefined;
@@ -122,6 +125,10 @@ export async function parseVerifierKey(crypto: CryptoProvider, text: JsonValue |
   const raw = fromBase64(text.slice(b + 1));
   if (raw === undefined || raw.length !== 33 || raw[0] !== type) return undefined;
   const publicKey = raw.slice(1);
+  const weak = weakKey(publicKey);
+  if (weak !== undefined) {
+    throw new BundleError(`${type === NOTE_KEY_ED25519 ? "transparency log" : "witness"} key ${JSON.stringify(name)}: ${weak}`);
+  }
   const keyId = fromHex(hexId)!;
   if (!bytesEqual(await noteKeyId(crypto, name, type, publicKey), keyId)) return undefined;
   return { name, keyId, publicKey, type, vkey: text };
