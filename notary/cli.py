@@ -555,7 +555,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
     try:
         log = Verifier.parse(args.log_key)
-        witnesses = monitor.parse_witnesses(args.witness)
+        witnesses = monitor.parse_witnesses(args.witness, log)
     except NoteError as exc:
         raise BadConfig(str(exc)) from exc
     need = len(witnesses) if args.min_cosignatures is None else args.min_cosignatures

@@ -144,15 +144,28 @@ def _weak_vkey(name: str, kind: int, raw: bytes) -> str:
     return f"{name}+{kid.hex()}+{base64.b64encode(bytes([kind]) + raw).decode()}"
 
 
+def _vkey_raw(vkey: str) -> bytes:
+    """The 32 key bytes of a verifier key (``<name>+<id>+<base64>``; base64 has "+" too)."""
+    raw = base64.b64decode(vkey.split("+", 2)[2], validate=True)[1:]
+    assert len(raw) == 32
+    return raw
+
+
 def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> list[Case]:
     """Bundles naming a weak Ed25519 key (as a signing key, the log's key or a witness's):
     invalid in every client, whatever its Ed25519 library would make of the key later. The
-    key ids match the keys, so the weak key is the only fault; the twins are valid."""
+    key ids match the keys, so the weak key is the only fault; the twins are valid. Also
+    transparency members naming one key twice (as two witnesses, or as the log and a
+    witness): one key would count as two witnesses' cosignatures (a cosignature does not
+    sign the witness's name), or the log would cosign itself."""
     log_vkey = "notary.test/converge-log/0a0b0c0d+fbc03967+" \
         "ARCfgfIMm7KRDdmoAMM+CNfWUyF/NWocxHUB3nWQ1heF"
     witness = {"name": "witness.test/witness-1",
                "vkey": "witness.test/witness-1+a50bca9f+"
                        "BJHvtV/lMA93dChRi2mPYCvASMtdvFY19CN2nUsMYtQk"}
+    witness_2 = {"name": "witness.test/witness-2",
+                 "vkey": "witness.test/witness-2+f3479a00+"
+                         "BGHCiu805F38OifahymZWVcf025WXs/zVAHJhDSIAy9M"}
 
     def signing(raw: bytes) -> dict[str, Any]:
         return {"alg": "ed25519", "key_id": hashlib.sha256(raw).digest()[:8].hex(),
@@ -182,6 +195,17 @@ def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> 
                log(log_vkey, [witness]), True),
         bundle("weak key twin: a sound retired signing key beside the current one",
                {"protocols": protocols, "signing_keys": [cur, _bundle_entry("retired")]}, True),
+        bundle("one key, two witnesses: witness-1's key again under another name",
+               log(log_vkey, [witness, {"name": "witness.test/alias",
+                                        "vkey": _weak_vkey("witness.test/alias", 4,
+                                                           _vkey_raw(witness["vkey"]))}]),
+               None),
+        bundle("one key, log and witness: the log's key as a witness's",
+               log(log_vkey, [witness, {"name": "witness.test/log-alias",
+                                        "vkey": _weak_vkey("witness.test/log-alias", 4,
+                                                           _vkey_raw(log_vkey))}]), None),
+        bundle("one key each: two witnesses with their own keys, both required",
+               log(log_vkey, [witness, witness_2]), True),
     ]
     return out
 
@@ -596,7 +620,9 @@ def extended_answers() -> dict[str, Any]:
             "|now - answered_at| <= max_skew. Type bundle: a v1 bundle with the optional "
             "protocols, signing_keys and transparency fields -> valid + extended (whether it "
             "offers the format), or invalid; a bundle naming a weak Ed25519 key (of small "
-            "order, or y encoded at or above 2^255 - 19, the sign bit ignored) is invalid."
+            "order, or y encoded at or above 2^255 - 19, the sign bit ignored) is invalid, "
+            "and so is a transparency member naming one key twice (two witnesses, or a "
+            "witness and the log, compared as the 32 key bytes)."
         ),
         "notes": {
             "splice": "bytes outside the signed statement: refused whatever they say",

@@ -454,12 +454,20 @@ def exit_status(events: Sequence[Event]) -> int:
     return EXIT_OK
 
 
-def parse_witnesses(specs: Sequence[str]) -> list[Verifier]:
+def parse_witnesses(specs: Sequence[str], log: Verifier | None = None) -> list[Verifier]:
+    """The ``--witness`` keys. One key may not be named twice (nor be the log's): a
+    cosignature does not sign the witness's name, so one key would count as two witnesses
+    toward ``--min-cosignatures`` (or the log would cosign itself)."""
     out = []
+    seen = {log.raw} if log is not None else set()
     for spec in specs:
         v = Verifier.parse(spec)
         if v.kind != COSIGNATURE:
             raise NoteError(f"--witness {spec!r}: not a cosignature key (type 0x04)")
+        if v.raw in seen:
+            raise NoteError(f"--witness {spec!r}: its key is already named (by another "
+                            "witness or the log)")
+        seen.add(v.raw)
         out.append(v)
     return out
 

@@ -296,3 +296,24 @@ def test_metrics(exported: tuple[Path, str]) -> None:
             assert "converge_monitor_last_pass_ok 1.0" in text
         finally:
             stop_process(proc)
+
+
+def test_one_key_may_not_be_two_witnesses() -> None:
+    """--witness keys: one key under two names, or the log's key as a witness's, is refused
+    (a cosignature does not sign the name: it would count twice); twin: two keys pass."""
+    from notary.tlog.monitor import parse_witnesses
+    from notary.tlog.note import COSIGNATURE, NoteError
+
+    key, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    log = Signer("log.test/l", Ed25519PrivateKey.generate()).verifier
+    a = Signer("w.test/a", key, COSIGNATURE).verifier.vkey()
+    b_same = Signer("w.test/b", key, COSIGNATURE).verifier.vkey()
+    b = Signer("w.test/b", other, COSIGNATURE).verifier.vkey()
+    with pytest.raises(NoteError, match="already named"):
+        parse_witnesses([a, b_same], log)
+    log_as_witness = Signer("w.test/c", Ed25519PrivateKey.from_private_bytes(bytes(32)),
+                            COSIGNATURE).verifier
+    same_log = Signer("log.test/l", Ed25519PrivateKey.from_private_bytes(bytes(32))).verifier
+    with pytest.raises(NoteError, match="already named"):
+        parse_witnesses([log_as_witness.vkey()], same_log)
+    assert [v.name for v in parse_witnesses([a, b], log)] == ["w.test/a", "w.test/b"]

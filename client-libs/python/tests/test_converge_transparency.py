@@ -684,3 +684,63 @@ def test_a_check_per_asyncio_run_leaves_no_connection_open(
     gc.collect()
     assert not [w for w in recwarn if issubclass(w.category, ResourceWarning)], \
         [str(w.message) for w in recwarn]
+
+
+# ----------------------------------------------------- one key named twice in a bundle
+
+
+def _vkey(name: str, kind: int, key: Any) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    kid = transparency.key_id(name, kind, raw).hex()
+    return f"{name}+{kid}+{base64.b64encode(bytes([kind]) + raw).decode()}"
+
+
+def _line(name: str, kind: int, key: Any, text: str, t: int = 1_700_000_000) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    raw = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    if kind == 0x04:
+        sig = t.to_bytes(8, "big") + key.sign(f"cosignature/v1\ntime {t}\n{text}".encode())
+    else:
+        sig = key.sign(text.encode())
+    blob = base64.b64encode(transparency.key_id(name, kind, raw) + sig).decode()
+    return f"\u2014 {name} {blob}\n"
+
+
+def test_one_witness_key_under_two_names_is_refused() -> None:
+    """A cosignature does not sign the witness's name: a bundle listing one key under two
+    names would let one witness count twice (shown with a policy made without the parse),
+    so the parse refuses it, and a witness with the log's own key. Twin: two witnesses with
+    their own keys parse, and both are needed."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    origin = "log.test/converge-log/1"
+    log_key, w_key, w2_key = (Ed25519PrivateKey.generate() for _ in range(3))
+    text = f"{origin}\n5\n{base64.b64encode(bytes(32)).decode()}\n"
+    log_vkey = _vkey(origin, 0x01, log_key)
+
+    def member(*ws: tuple[str, Any]) -> dict[str, Any]:
+        return {"log": log_vkey, "min_cosignatures": len(ws),
+                "witnesses": [{"name": n, "vkey": _vkey(n, 0x04, k)} for n, k in ws]}
+
+    def note(*ws: tuple[str, Any]) -> str:
+        return text + "\n" + _line(origin, 0x01, log_key, text) + "".join(
+            _line(n, 0x04, k, text) for n, k in ws)
+
+    twice = (("w.test/a", w_key), ("w.test/b", w_key))
+    one_signer = transparency.LogPolicy(
+        transparency.parse_vkey(log_vkey, 0x01), None,
+        tuple(transparency.parse_vkey(_vkey(n, 0x04, k), 0x04) for n, k in twice), 2)
+    assert transparency.open_checkpoint(note(*twice), one_signer).size == 5  # the danger
+    with pytest.raises(BundleError, match="one key twice"):
+        transparency.parse_log_policy(member(*twice))
+    with pytest.raises(BundleError, match="one key twice"):
+        transparency.parse_log_policy(member(("w.test/log", log_key)))
+    two = (("w.test/a", w_key), ("w.test/b", w2_key))
+    policy = transparency.parse_log_policy(member(*two))
+    assert transparency.open_checkpoint(note(*two), policy).size == 5
+    with pytest.raises(transparency.LogError) as e:
+        transparency.open_checkpoint(note(two[0]), policy)
+    assert e.value.kind == "log-witness"

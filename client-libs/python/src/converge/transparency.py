@@ -177,6 +177,12 @@ def parse_log_policy(obj: object) -> LogPolicy:
         witnesses.append(key)
     if len({(w.name, w.key_id) for w in witnesses}) != len(witnesses):
         raise BundleError("a witness is listed twice")
+    # One key under two names: a cosignature does not sign the witness's name, so one key
+    # would count as two witnesses (or the log would cosign its own checkpoints).
+    raws = [k.public_key.public_bytes_raw() for k in (log, *witnesses)]
+    if len(set(raws)) != len(raws):
+        raise BundleError("transparency names one key twice (two witnesses, or a witness "
+                          "and the log)")
     need = obj.get("min_cosignatures", 0)
     if isinstance(need, bool) or not isinstance(need, int) or not 0 <= need <= len(witnesses):
         raise BundleError(f"min_cosignatures must be an integer from 0 to {len(witnesses)}")
