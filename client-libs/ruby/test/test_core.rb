@@ -67,6 +67,27 @@ class TestCore < Minitest::Test
     assert_nil Converge::Bundles.weak_key(h.("eb#{'ff' * 30}7f")) # p - 2: the largest canonical y outside the list
   end
 
+  def test_a_transparency_member_naming_one_key_twice
+    keys = JSON.parse(File.read(File.join(Helpers::VECTORS, "transparency.json")))["keys"]
+    # witness-1's key under a second name, and the log's key as a witness's, each with its key id
+    as_witness = lambda do |name, vkey|
+      raw = "\x04".b + Converge::Bundles.strict_base64(vkey.split("+", 3)[2]).byteslice(1, 32)
+      id = OpenSSL::Digest::SHA256.digest(name.b + "\n" + raw)[0, 4].unpack1("H*")
+      { "name" => name, "vkey" => "#{name}+#{id}+#{[raw].pack('m0')}" }
+    end
+    w1 = { "name" => "witness.test/witness-1", "vkey" => keys["witness-1"] }
+    w2 = { "name" => "witness.test/witness-2", "vkey" => keys["witness-2"] }
+    member = ->(ws) { { "log" => keys["log"], "witnesses" => ws, "min_cosignatures" => ws.size } }
+    [[w1, as_witness.("witness.test/again", keys["witness-1"])],
+     [w1, as_witness.("witness.test/the-log", keys["log"])]].each do |ws|
+      e = assert_raises(Converge::BundleError, ws[1]["name"]) { Converge::Transparency.parse_policy(member.(ws)) }
+      assert_equal "converge: bundle: transparency names one key twice (two witnesses, or a witness and the log)", e.message
+    end
+    policy = Converge::Transparency.parse_policy(member.([w1, w2]))
+    assert_equal 2, policy.witnesses.size
+    assert_equal 2, policy.min_cosignatures
+  end
+
   def test_fuzz_the_response_parser_with_a_fixed_seed
     cert = OpenSSL::X509::Certificate.new(Helpers::NOTARY_CERT)
     key = OpenSSL::PKey.read(Helpers::NOTARY_KEY)

@@ -85,6 +85,10 @@ module Converge
         k
       end
       raise BundleError, "a witness is listed twice" unless witnesses.map { |w| [w.name, w.id] }.uniq.size == witnesses.size
+      # One key under two names: a cosignature does not sign the witness's name, so one key would
+      # count as two witnesses (or the log would cosign its own checkpoints).
+      keys = [log, *witnesses].map(&:pub)
+      raise BundleError, "transparency names one key twice (two witnesses, or a witness and the log)" unless keys.uniq.size == keys.size
 
       need = obj.fetch("min_cosignatures", 0)
       unless need.is_a?(Integer) && need.between?(0, witnesses.size)
