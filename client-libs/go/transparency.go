@@ -150,6 +150,15 @@ func NewLogPolicy(logKey string, witnesses []string, minCosignatures int) (*LogP
 		seen[id] = true
 		p.Witnesses = append(p.Witnesses, k)
 	}
+	// One key under two names: a cosignature does not sign the witness's name, so one key
+	// would count as two witnesses (or the log would cosign its own checkpoints).
+	raws := map[string]bool{string(log.PublicKey): true}
+	for _, w := range p.Witnesses {
+		if raws[string(w.PublicKey)] {
+			return nil, bundleErr("transparency names one key twice (two witnesses, or a witness and the log)")
+		}
+		raws[string(w.PublicKey)] = true
+	}
 	if minCosignatures < 0 || minCosignatures > len(p.Witnesses) {
 		return nil, bundleErr("min_cosignatures must be an integer from 0 to %d", len(p.Witnesses))
 	}
