@@ -123,6 +123,15 @@ int cv_parse_log_policy(const json_t *v, cv_log_policy *out, cv_err *e) {
                 return cv_fail(e, K_BUNDLE, "a witness is listed twice");
         out->nwitnesses = i + 1;
     }
+    /* one key under two names: a cosignature does not sign the witness's name, so one key would
+     * count as two witnesses (or the log would cosign its own checkpoints) */
+    for (size_t i = 0; i < out->nwitnesses; i++) {
+        const unsigned char *pub = out->witnesses[i].pub;
+        int same = !memcmp(pub, out->log.pub, 32);
+        for (size_t j = 0; j < i && !same; j++) same = !memcmp(pub, out->witnesses[j].pub, 32);
+        if (same)
+            return cv_fail(e, K_BUNDLE, "transparency names one key twice (two witnesses, or a witness and the log)");
+    }
     const json_t *need = json_object_get(v, "min_cosignatures");
     int64_t m = 0;
     if (need && (!cv_jint(need, &m) || m < 0 || (uint64_t)m > out->nwitnesses))

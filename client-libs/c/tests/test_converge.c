@@ -141,6 +141,71 @@ static void test_weak_keys(void) {
     EVP_PKEY_free(pk);
 }
 
+/* a witness verifier key for `name` and a raw Ed25519 key: <name>+<8 hex key id>+<base64 of 0x04 || key>,
+ * key id = SHA-256(name || "\n" || 0x04 || key)[:4] */
+static void witness_vkey(const char *name, const unsigned char pub[32], char *out, size_t cap) {
+    unsigned char buf[300], h[32], raw[33], b64[48];
+    size_t nl = strlen(name);
+    memcpy(buf, name, nl);
+    buf[nl] = '\n';
+    buf[nl + 1] = 0x04;
+    memcpy(buf + nl + 2, pub, 32);
+    SHA256(buf, nl + 34, h);
+    raw[0] = 0x04;
+    memcpy(raw + 1, pub, 32);
+    EVP_EncodeBlock(b64, raw, 33);
+    snprintf(out, cap, "%s+%02x%02x%02x%02x+%s", name, h[0], h[1], h[2], h[3], (const char *)b64);
+}
+
+/* a transparency member with the log and two witnesses (name, vkey); 0 = parsed */
+static int parse_two_witnesses(const char *log, const char *n1, const char *k1, const char *n2, const char *k2,
+                               cv_err *e) {
+    json_t *v = json_pack("{s:s, s:[{s:s, s:s}, {s:s, s:s}], s:i}", "log", log, "witnesses", "name", n1, "vkey", k1,
+                          "name", n2, "vkey", k2, "min_cosignatures", 2);
+    cv_log_policy p;
+    memset(e, 0, sizeof *e);
+    int rc = v ? cv_parse_log_policy(v, &p, e) : -1;
+    json_decref(v);
+    return rc;
+}
+
+/* one Ed25519 key named twice in a transparency member (two witnesses, or a witness and the
+ * log) is a bundle error: a cosignature does not sign the witness's name */
+static void test_one_key_twice(const char *vectors) {
+    char path[1024], *data = NULL;
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/transparency.json", vectors);
+    json_t *doc = cv_read_file(path, 16 << 20, &data, &n) ? NULL : cv_json_parse(data, n);
+    free(data);
+    const json_t *keys = json_object_get(doc, "keys"), *jl = json_object_get(keys, "log"),
+                 *j1 = json_object_get(keys, "witness-1"), *j2 = json_object_get(keys, "witness-2");
+    cv_note_key log, w1, w2;
+    int ok = json_is_string(jl) && json_is_string(j1) && json_is_string(j2) &&
+             !cv_parse_vkey(json_string_value(jl), json_string_length(jl), 0x01, &log, NULL) &&
+             !cv_parse_vkey(json_string_value(j1), json_string_length(j1), 0x04, &w1, NULL) &&
+             !cv_parse_vkey(json_string_value(j2), json_string_length(j2), 0x04, &w2, NULL);
+    CHECK(ok, "the log and witness keys of %s", path);
+    if (ok) {
+        const char *ls = json_string_value(jl), *k1 = json_string_value(j1), *k2 = json_string_value(j2);
+        char copy[200], logw[200], other[200];
+        witness_vkey("witness.test/copy", w1.pub, copy, sizeof copy);
+        witness_vkey("witness.test/log", log.pub, logw, sizeof logw);
+        witness_vkey("witness.test/copy", w2.pub, other, sizeof other);
+        cv_err e;
+        CHECK(parse_two_witnesses(ls, w1.name, k1, "witness.test/copy", copy, &e) != 0 &&
+                  !strcmp(e.kind, "bundle") && strstr(e.msg, "one key twice"),
+              "witness-1's key under a second name is refused: %s %s", e.kind, e.msg);
+        CHECK(parse_two_witnesses(ls, w1.name, k1, "witness.test/log", logw, &e) != 0 && !strcmp(e.kind, "bundle") &&
+                  strstr(e.msg, "one key twice"),
+              "the log's key as a witness's is refused: %s %s", e.kind, e.msg);
+        CHECK(parse_two_witnesses(ls, w1.name, k1, w2.name, k2, &e) == 0,
+              "twin: two witnesses with their own keys parse: %s", e.msg);
+        CHECK(parse_two_witnesses(ls, w1.name, k1, "witness.test/copy", other, &e) == 0,
+              "twin: a computed vkey of another key parses: %s", e.msg);
+    }
+    json_decref(doc);
+}
+
 /* ------------------------------------------------------------------ vectors */
 
 static const char *const FIELDS[] = {"result", "error", "kind", "algorithm", "canonical", "request", "signed_bytes",
@@ -1264,6 +1329,7 @@ int main(int argc, char **argv) {
     test_json();
     test_rules();
     test_weak_keys();
+    test_one_key_twice(vectors);
     test_vectors(vectors);
     test_config_and_cache();
     if (!quick) {
