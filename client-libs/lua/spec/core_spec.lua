@@ -159,6 +159,32 @@ describe("weak Ed25519 keys", function()
   end)
 end)
 
+describe("a transparency member naming one key twice", function()
+  it("is refused (two witnesses, or a witness and the log); two distinct witnesses parse", function()
+    local transparency = require "converge.transparency"
+    local keys = json.decode(slurp(World.ROOT .. "/client-libs/vectors/transparency.json")).keys
+    -- a vkey's key under another name, as a witness's (type 0x04) key with that name's key id
+    local function as_witness(name, vkey)
+      local raw = crypto.strict_base64(vkey:match("^[^+]*%+[^+]*%+(.*)$")):sub(2)
+      local id = transparency.key_id(name, transparency.COSIGNATURE_TYPE, raw)
+      return { name = name, vkey = name .. "+" .. crypto.hex(id) .. "+" .. crypto.b64("\4" .. raw) }
+    end
+    local w1 = { name = "witness.test/witness-1", vkey = keys["witness-1"] }
+    local w2 = { name = "witness.test/witness-2", vkey = keys["witness-2"] }
+    local function member(ws) return { log = keys.log, witnesses = json.array(ws), min_cosignatures = #ws } end
+    for _, ws in ipairs({ { w1, as_witness("witness.test/again", keys["witness-1"]) },
+                          { w1, as_witness("witness.test/the-log", keys.log) } }) do
+      local ok, e = pcall(transparency.parse_log_policy, member(ws))
+      assert.is_false(ok, ws[2].name)
+      assert.is_true(errors.is(e, "bundle"), tostring(e))
+      assert.are.equal("transparency names one key twice (two witnesses, or a witness and the log)", e.detail)
+    end
+    local parsed = transparency.parse_log_policy(member({ w1, w2 }))
+    assert.are.equal(2, #parsed.witnesses)
+    assert.are.equal(2, parsed.min_cosignatures)
+  end)
+end)
+
 describe("the response parser", function()
   it("survives a fixed-seed fuzz; only a signed 200 votes success", function()
     local der = crypto.der_of_pem(slurp(KEYS .. "/test-notary-cert.pem"))

@@ -116,6 +116,13 @@ function M.parse_log_policy(obj)
     seen[k.name .. "\0" .. k.key_id] = true
     witnesses[#witnesses + 1] = k
   end
+  -- One key under two names: a cosignature does not sign the witness's name, so one key would
+  -- count as two witnesses (or the log would cosign its own checkpoints).
+  local keys = { [log.public_key] = true }
+  for _, k in ipairs(witnesses) do
+    if keys[k.public_key] then bad("transparency names one key twice (two witnesses, or a witness and the log)") end
+    keys[k.public_key] = true
+  end
   local need = obj.min_cosignatures
   if need == nil then need = 0 end
   need = json.int(need)
