@@ -1,5 +1,6 @@
 # The strict stock JSON parser and the bounds scan, fingerprints, framing, bundles,
-# configuration, policies; a fixed-seed fuzz of the response parser.
+# configuration, policies, weak Ed25519 keys, one transparency key named twice; a fixed-seed
+# fuzz of the response parser.
 use strict;
 use warnings;
 use utf8;
@@ -15,6 +16,8 @@ use Converge::Policy;
 use Converge::Bundle;
 use Converge::Config;
 use Converge::Ed25519 qw(weak_key);
+use Converge::Transparency;
+use Digest::SHA ();
 use Crypt::PK::Ed25519 ();
 
 my $KEYS = "$FindBin::RealBin/../../vectors/keys";
@@ -142,6 +145,33 @@ subtest 'weak Ed25519 keys are refused' => sub {
         is(weak_key($pub), undef, 'a generated key: ' . unpack('H*', $pub));
     }
     is(weak_key(pack 'H*', 'ebffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f'), undef, 'y = p - 2');
+};
+
+subtest 'a transparency member naming one key twice is refused' => sub {
+    my $keys = (parse_json(slurp("$FindBin::RealBin/../../vectors/transparency.json")))[0]{keys};
+    my $raw = sub { MIME::Base64::decode_base64((split /\+/, $keys->{ $_[0] }, 3)[2]) };
+    # a key under another name, with that name's key id
+    my $vkey = sub {
+        my ($name, $raw) = @_;
+        return "$name+" . unpack('H8', Digest::SHA::sha256("$name\n$raw")) . '+' . MIME::Base64::encode_base64($raw, '');
+    };
+    my $policy = sub {
+        return { log => $keys->{log}, witnesses => [ map { { name => (split /\+/)[0], vkey => $_ } } @_ ], min_cosignatures => scalar @_ };
+    };
+    my $twice = 'transparency names one key twice (two witnesses, or a witness and the log)';
+    for my $case (
+        [ 'one key under two witness names', $keys->{'witness-1'}, $vkey->('witness.test/witness-1b', $raw->('witness-1')) ],
+        [ "the log's key as a witness's", $keys->{'witness-1'}, $vkey->('witness.test/log-twin', "\x04" . substr $raw->('log'), 1) ],
+    ) {
+        my ($why, @ws) = @$case;
+        my $e = do { eval { Converge::Transparency::parse_policy($policy->(@ws)) }; $@ };
+        ok(Converge::Error->caught($e, 'bundle'), "refused: $why") or diag explain $e;
+        is(ref $e && $e->detail, $twice, "the reason: $why");
+    }
+    # the twin: two witnesses with their own keys
+    my $p = eval { Converge::Transparency::parse_policy($policy->(@$keys{ 'witness-1', 'witness-2' })) };
+    is(scalar @{ $p->{witnesses} || [] }, 2, 'two witnesses with their own keys parse') or diag $@;
+    is($p && $p->{min}, 2, 'and both count');
 };
 
 subtest 'fuzz the response parser with a fixed seed' => sub {

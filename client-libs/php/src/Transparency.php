@@ -103,6 +103,12 @@ final class Transparency
             $seen[$k['name'] . "\n" . $k['id']] = true;
             $witnesses[] = $k;
         }
+        // One key under two names: a cosignature does not sign the witness's name, so one key
+        // would count as two witnesses (or the log would cosign its own checkpoints).
+        $raws = array_map(static fn (array $k): string => $k['pub'], [$log, ...$witnesses]);
+        if (count(array_unique($raws)) !== count($raws)) {
+            throw new BundleException('transparency names one key twice (two witnesses, or a witness and the log)');
+        }
         $need = Json::has($obj, 'min_cosignatures') ? $obj->min_cosignatures : 0;
         if (!is_int($need) || $need < 0 || $need > count($witnesses)) {
             throw new BundleException('min_cosignatures must be an integer from 0 to ' . count($witnesses));

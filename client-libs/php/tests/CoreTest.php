@@ -3,6 +3,7 @@ declare(strict_types=1);
 
 namespace Converge\Tests;
 
+use Converge\BundleException;
 use Converge\Ed25519;
 use Converge\Fingerprint;
 use Converge\Legacy;
@@ -10,9 +11,13 @@ use Converge\Policy;
 use Converge\Json;
 use Converge\ResponseException;
 use Converge\TargetException;
+use Converge\Transparency;
 use PHPUnit\Framework\TestCase;
 
-/** The stock JSON parser and the bounds scan, framing, policies, weak Ed25519 keys; a fixed-seed fuzz. */
+/**
+ * The stock JSON parser and the bounds scan, framing, policies, weak Ed25519 keys, one transparency
+ * key named twice; a fixed-seed fuzz.
+ */
 final class CoreTest extends TestCase
 {
     public function testJsonIsTheStrictStockParser(): void
@@ -78,6 +83,35 @@ final class CoreTest extends TestCase
             $this->assertNull(Ed25519::weakKey($pub), bin2hex($pub));
         }
         $this->assertNull(Ed25519::weakKey((string) hex2bin('ebffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f')));
+    }
+
+    public function testATransparencyMemberNamingOneKeyTwiceIsRefused(): void
+    {
+        $keys = json_decode((string) file_get_contents(__DIR__ . '/../../vectors/transparency.json'), true)['keys'];
+        // witness-1's key under a second name, with that name's key id
+        $raw = (string) base64_decode(explode('+', $keys['witness-1'], 3)[2], true);
+        $vkey = static function (string $name, string $raw): string {
+            return $name . '+' . substr(hash('sha256', $name . "\n" . $raw), 0, 8) . '+' . base64_encode($raw);
+        };
+        $policy = static fn (array $ws): \stdClass => Json::parse((string) json_encode(['log' => $keys['log'],
+            'witnesses' => array_map(static fn (string $v): array => ['name' => explode('+', $v)[0], 'vkey' => $v], $ws),
+            'min_cosignatures' => count($ws)], JSON_UNESCAPED_SLASHES));
+        $logRaw = "\x04" . substr((string) base64_decode(explode('+', $keys['log'], 3)[2], true), 1);
+        foreach ([
+            'one key under two witness names' => [$keys['witness-1'], $vkey('witness.test/witness-1b', $raw)],
+            "the log's key as a witness's" => [$keys['witness-1'], $vkey('witness.test/log-twin', $logRaw)],
+        ] as $why => $ws) {
+            try {
+                Transparency::parsePolicy($policy($ws));
+                $this->fail("parsed: {$why}");
+            } catch (BundleException $e) {
+                $this->assertSame('transparency names one key twice (two witnesses, or a witness and the log)', $e->getDetail(), $why);
+            }
+        }
+        // the twin: two witnesses with their own keys
+        $p = Transparency::parsePolicy($policy([$keys['witness-1'], $keys['witness-2']]));
+        $this->assertCount(2, $p['witnesses']);
+        $this->assertSame(2, $p['min']);
     }
 
     public function testFuzzTheResponseParserWithAFixedSeed(): void

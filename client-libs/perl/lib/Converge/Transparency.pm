@@ -76,6 +76,11 @@ sub parse_policy {
         $bad->('a witness is listed twice') if $seen{"$k->{name}\n$k->{id}"}++;
         push @witnesses, $k;
     }
+    # One key under two names: a cosignature does not sign the witness's name, so one key would
+    # count as two witnesses (or the log would cosign its own checkpoints).
+    my %raw;
+    $bad->('transparency names one key twice (two witnesses, or a witness and the log)')
+        if grep { $raw{ $_->{pub} }++ } $log, @witnesses;
     my $need = exists $obj->{min_cosignatures} ? json_int($obj->{min_cosignatures}) : 0;
     $bad->('min_cosignatures must be an integer from 0 to ' . scalar @witnesses)
         unless defined $need && $need >= 0 && $need <= @witnesses;
