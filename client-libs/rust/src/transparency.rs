@@ -171,6 +171,12 @@ pub fn parse_log_policy(v: &Value) -> Result<LogPolicy> {
         }
         witnesses.push(key);
     }
+    // One key under two names: a cosignature does not sign the witness's name, so one key
+    // would count as two witnesses (or the log would cosign its own checkpoints).
+    let keys: Vec<&[u8]> = std::iter::once(&log).chain(&witnesses).map(|k| k.public_key.as_slice()).collect();
+    if keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k)) {
+        return bundle_err("transparency names one key twice (two witnesses, or a witness and the log)");
+    }
     let need = match obj.get("min_cosignatures") {
         None => Some(0),
         Some(n) => as_int(n).filter(|&n| n >= 0 && n as usize <= witnesses.len()),

@@ -196,3 +196,45 @@ fn weak_ed25519_keys_are_named_and_a_sound_key_is_not() {
     assert_eq!(weak_key(pair.public_key().as_ref()), None);
     assert_eq!(weak_key(&with(&[(0, 0xeb), (31, 0x7f)], 0xff)), None);
 }
+
+#[test]
+fn one_key_named_twice_in_the_transparency_member_is_refused() {
+    use converge::transparency::{b64, key_id, parse_log_policy, KEY_COSIGNATURE};
+    use serde_json::{json, Value};
+    let text = std::fs::read_to_string(common::vectors().join("transparency.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let key = |k: &str| doc["keys"][k].as_str().unwrap().to_string();
+    let (log, w1, w2) = (key("log"), key("witness-1"), key("witness-2"));
+    // a key's raw 32 bytes under another witness name, with that name's key id
+    let renamed = |vkey: &str, name: &str| {
+        let raw = b64(vkey.splitn(3, '+').nth(2).unwrap()).unwrap();
+        let id: String = key_id(name, KEY_COSIGNATURE, &raw[1..]).iter().map(|b| format!("{b:02x}")).collect();
+        let mut typed = raw.clone();
+        typed[0] = KEY_COSIGNATURE;
+        format!("{name}+{id}+{}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, typed))
+    };
+    let member = |witnesses: &[&str]| {
+        let list: Vec<Value> =
+            witnesses.iter().map(|v| json!({"name": v.split('+').next().unwrap(), "vkey": v})).collect();
+        json!({"log": log, "witnesses": list, "min_cosignatures": witnesses.len()})
+    };
+    let twice = "transparency names one key twice (two witnesses, or a witness and the log)";
+    let w1_again = renamed(&w1, "witness.test/other");
+    let log_as_witness = renamed(&log, "witness.test/log-key");
+    for (what, witnesses) in [
+        ("one key under two witness names", [&w1[..], &w1_again]),
+        ("the log's key as a witness's", [&w2, &log_as_witness]),
+    ] {
+        let e = parse_log_policy(&member(&witnesses)).unwrap_err();
+        assert_eq!(e.kind().as_str(), "bundle", "{what}");
+        assert!(e.to_string().contains(twice), "{what}: {e}");
+    }
+    // twin: two witnesses with their own keys parse; each renamed key parses without the key
+    // it repeats
+    let ok = parse_log_policy(&member(&[&w1, &w2])).unwrap();
+    assert_eq!((ok.witnesses.len(), ok.min_cosignatures), (2, 2));
+    assert!(parse_log_policy(&member(&[&w1_again])).is_ok());
+    let mut other_log = member(&[&log_as_witness]);
+    other_log["log"] = key("other-log").into();
+    assert!(parse_log_policy(&other_log).is_ok(), "the log key as a witness key, with another log key");
+}
