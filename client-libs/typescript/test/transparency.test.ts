@@ -135,6 +135,27 @@ test("bundle: the transparency member is parsed strictly; each malformed form is
   assert.equal(two.transparency?.minCosignatures, 2);
 });
 
+test("bundle: one Ed25519 key under two witness names, or the log's key as a witness's, is a bundle error; twin: two keys", async () => {
+  // a cosignature does not sign the witness's name: one key under two names would count twice
+  const { publicKey } = generateKeyPairSync("ed25519");
+  const raw = rawKey(publicKey);
+  const vkey = (name: string, type: number, key: Buffer): string =>
+    `${name}+${noteKeyId(name, type, key).toString("hex")}+${Buffer.concat([Buffer.from([type]), key]).toString("base64")}`;
+  const log = newNoteKey("notary.test/converge-log/0a0b0c0d", 0x01);
+  const logRaw = Buffer.from(log.vkey.split("+")[2]!, "base64").subarray(1);
+  const w = (name: string, key: Buffer): { name: string; vkey: string } => ({ name, vkey: vkey(name, 0x04, key) });
+  const twice = { log: log.vkey, witnesses: [w("witness.test/a", raw), w("witness.test/b", raw)], min_cosignatures: 2 };
+  const asLog = { log: log.vkey, witnesses: [w("witness.test/a", raw), w("witness.test/b", logRaw)], min_cosignatures: 2 };
+  for (const [name, t] of [["one key, two witness names", twice], ["the log's key as a witness's", asLog]] as const) {
+    await assert.rejects(parseBundle(nodeCrypto, bundleWith(t)), (e: unknown) =>
+      e instanceof BundleError && /transparency names one key twice/.test(e.message), name);
+  }
+  const other = rawKey(generateKeyPairSync("ed25519").publicKey);
+  const ok = await parseBundle(nodeCrypto, bundleWith({ ...twice, witnesses: [w("witness.test/a", raw), w("witness.test/b", other)] }));
+  assert.deepEqual(ok.transparency?.witnesses.map((x) => x.name), ["witness.test/a", "witness.test/b"]);
+  assert.equal(ok.transparency?.minCosignatures, 2);
+});
+
 test("request: \"transparency\": true only when asked", () => {
   const fp = parseFingerprint(FP);
   assert.equal(JSON.parse(extendedRequestBody("example.org", 443, fp, "n", undefined, true)).transparency, true);

@@ -171,6 +171,12 @@ export async function parseLogPolicy(crypto: CryptoProvider, v: JsonValue | unde
     seen.add(id);
     witnesses.push(key);
   }
+  // One key under two names: a cosignature does not sign the witness's name, so one key
+  // would count as two witnesses (or the log would cosign its own checkpoints).
+  const raws = new Set([log, ...witnesses].map((k) => toHex(k.publicKey)));
+  if (raws.size !== witnesses.length + 1) {
+    throw new BundleError("transparency names one key twice (two witnesses, or a witness and the log)");
+  }
   const need = v.has("min_cosignatures") ? asInt(v.get("min_cosignatures")) : 0;
   if (need === undefined || need < 0 || need > witnesses.length) {
     throw new BundleError(`min_cosignatures must be an integer from 0 to ${witnesses.length}`);
