@@ -146,6 +146,14 @@ public final class Transparency {
         }
     }
 
+    /** The 32 raw Ed25519 key bytes of {@code k}, from its verifier key text (checked when parsed). */
+    static byte[] rawKey(NoteKey k) {
+        String text = k.vkey();
+        int b = text.indexOf('+', text.indexOf('+') + 1);
+        byte[] typed = Base64.getDecoder().decode(text.substring(b + 1));
+        return Arrays.copyOfRange(typed, 1, 33);
+    }
+
     private static ConvergeException.BadInput bundle(String message) {
         return ConvergeException.bad("bundle", message);
     }
@@ -193,6 +201,14 @@ public final class Transparency {
                 throw bundle("a witness is listed twice");
             }
             witnesses.add(k);
+        }
+        // One key under two names: a cosignature does not sign the witness's name, so one key
+        // would count as two witnesses (or the log would cosign its own checkpoints).
+        Set<String> raws = new HashSet<>(Set.of(HexFormat.of().formatHex(rawKey(log))));
+        for (NoteKey k : witnesses) {
+            if (!raws.add(HexFormat.of().formatHex(rawKey(k)))) {
+                throw bundle("transparency names one key twice (two witnesses, or a witness and the log)");
+            }
         }
         Object need = obj.containsKey("min_cosignatures") ? obj.get("min_cosignatures") : BigInteger.ZERO;
         BigInteger n = Json.asInt(need);

@@ -46,6 +46,42 @@ class CoreTest {
         assertNotNull(Extended.ed25519(raw));
     }
 
+    /** A witness vkey for {@code raw} under {@code name}, its key id computed here. */
+    static String witnessVkey(String name, byte[] raw) {
+        byte[] typed = new byte[33];
+        typed[0] = 4;
+        System.arraycopy(raw, 0, typed, 1, 32);
+        return name + "+" + java.util.HexFormat.of().formatHex(Transparency.keyId(name, 4, raw)) + "+"
+                + java.util.Base64.getEncoder().encodeToString(typed);
+    }
+
+    @Test
+    void oneKeyNamedTwiceInTransparencyIsABundleError() throws Exception {
+        // vectors/transparency.json "keys": log, witness-1, witness-2
+        String log = "notary.test/converge-log/0a0b0c0d+fbc03967+ARCfgfIMm7KRDdmoAMM+CNfWUyF/NWocxHUB3nWQ1heF";
+        String w1 = "witness.test/witness-1+a50bca9f+BJHvtV/lMA93dChRi2mPYCvASMtdvFY19CN2nUsMYtQk";
+        String w2 = "witness.test/witness-2+f3479a00+BGHCiu805F38OifahymZWVcf025WXs/zVAHJhDSIAy9M";
+        java.util.function.Function<List<String>, Map<String, Object>> member = vkeys -> Map.of("log", log,
+                "witnesses", vkeys.stream().map(v -> Map.of("name", v.substring(0, v.indexOf('+')), "vkey", v))
+                        .toList());
+        java.util.function.Function<String, byte[]> raw = v -> java.util.Arrays.copyOfRange(
+                java.util.Base64.getDecoder().decode(v.substring(v.indexOf('+') + 10)), 1, 33);
+        byte[] w1Raw = raw.apply(w1);
+        byte[] logRaw = raw.apply(log);
+        String w1Again = witnessVkey("witness.test/witness-1-again", w1Raw);
+        String logAsWitness = witnessVkey("witness.test/the-log", logRaw);
+        for (List<String> twice : List.of(List.of(w1, w1Again), List.of(w2, logAsWitness))) {
+            ConvergeException.BadInput e = assertThrows(ConvergeException.BadInput.class,
+                    () -> Transparency.parseLogPolicy(member.apply(twice)), twice.toString());
+            assertEquals("bundle", e.kind());
+            assertEquals("transparency names one key twice (two witnesses, or a witness and the log)",
+                    e.getMessage());
+        }
+        // the twin: two witnesses with keys of their own parse, as does the renamed key alone
+        assertEquals(2, Transparency.parseLogPolicy(member.apply(List.of(w1, w2))).witnesses().size());
+        assertEquals(1, Transparency.parseLogPolicy(member.apply(List.of(w1Again))).witnesses().size());
+    }
+
     @Test
     void fingerprintRefusals() {
         for (String bad : new String[] {"", "AB:CD", SHA1 + ":", SHA1.replace(':', '-'), "sha1:" + SHA1}) {
