@@ -465,16 +465,16 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
 
 def _bundle_transparency(args: argparse.Namespace, log_key: Path) -> dict[str, Any]:
     """The bundle's ``transparency`` member (docs/transparency.md, "Bundles")."""
+    from notary.tlog.monitor import parse_witnesses
+
     key, origin = keys.ensure_log_identity(log_key, "localhost")
-    witnesses = []
-    for vkey in args.witness:
-        try:
-            w = Verifier.parse(vkey)
-        except NoteError as exc:
-            raise BadConfig(f"--witness {vkey!r}: {exc}") from exc
-        if w.kind != COSIGNATURE:
-            raise BadConfig(f"--witness {vkey!r}: not a cosignature key (type 0x04)")
-        witnesses.append({"name": w.name, "vkey": vkey})
+    log = Signer(origin, key).verifier
+    try:  # the clients' rules: cosignature keys, no key named twice (nor the log's)
+        parsed = parse_witnesses(args.witness, log)
+    except NoteError as exc:
+        raise BadConfig(str(exc)) from exc
+    witnesses = [{"name": w.name, "vkey": vkey} for w, vkey in zip(parsed, args.witness,
+                                                                    strict=True)]
     need = len(witnesses) if args.min_cosignatures is None else args.min_cosignatures
     if not 0 <= need <= len(witnesses):
         raise BadConfig(f"--min-cosignatures must be from 0 to {len(witnesses)}")
@@ -483,7 +483,7 @@ def _bundle_transparency(args: argparse.Namespace, log_key: Path) -> dict[str, A
     if args.ssl_port != 443:
         authority += f":{args.ssl_port}"
     return {
-        "log": Signer(origin, key).verifier.vkey(),
+        "log": log.vkey(),
         "url": args.log_url or f"https://{authority}/log",
         "witnesses": witnesses,
         "min_cosignatures": need,

@@ -461,7 +461,10 @@ def parse_witnesses(specs: Sequence[str], log: Verifier | None = None) -> list[V
     out = []
     seen = {log.raw} if log is not None else set()
     for spec in specs:
-        v = Verifier.parse(spec)
+        try:
+            v = Verifier.parse(spec)
+        except NoteError as exc:
+            raise NoteError(f"--witness {spec!r}: {exc}") from exc
         if v.kind != COSIGNATURE:
             raise NoteError(f"--witness {spec!r}: not a cosignature key (type 0x04)")
         if v.raw in seen:

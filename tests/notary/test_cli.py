@@ -405,3 +405,33 @@ async def test_access_log_does_not_pair_clients_with_targets(
     assert not any("127.0.0.1" in ln for ln in private), private
     # twin: asked to, the operator gets client addresses
     assert any("127.0.0.1" in ln for ln in lines["--log-client-addresses"])
+
+
+def test_bundle_refuses_one_witness_key_named_twice(tmp_path: Path) -> None:
+    """``notary bundle --witness``: the clients refuse a transparency member naming one key
+    twice (a cosignature does not sign the witness's name), so the notary does not write
+    one: one key under two names, or the log's own key as a witness's. Twin: two keys."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from notary.tlog.note import COSIGNATURE, Signer, Verifier
+
+    data = tmp_path / "data"
+    assert run_cli("keygen", "--data-dir", str(data)).returncode == 0
+    r = run_cli("log-key", "--data-dir", str(data))
+    assert r.returncode == 0, r.stderr
+    log = Verifier.parse(r.stdout.strip())
+    key = Ed25519PrivateKey.generate()
+    a = Signer("w.test/a", key, COSIGNATURE).verifier.vkey()
+    a_again = Signer("w.test/b", key, COSIGNATURE).verifier.vkey()
+    b = Signer("w.test/b", Ed25519PrivateKey.generate(), COSIGNATURE).verifier.vkey()
+    log_as_witness = Verifier("w.test/log", COSIGNATURE, log.public, log.raw).vkey()
+    base = ["bundle", "--data-dir", str(data), "--host", "n.example", "--name", "X"]
+    for ws in ([a, a_again], [a, log_as_witness]):
+        r = run_cli(*base, *(x for w in ws for x in ("--witness", w)))
+        assert r.returncode == 2 and "already named" in r.stderr, r.stderr
+        assert r.stdout == ""
+    r = run_cli(*base, "--witness", a, "--witness", b)
+    assert r.returncode == 0, r.stderr
+    member = json.loads(r.stdout)["transparency"]
+    assert [w["vkey"] for w in member["witnesses"]] == [a, b]
+    assert member["min_cosignatures"] == 2 and member["log"] == log.vkey()
