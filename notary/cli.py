@@ -27,7 +27,7 @@ from notary.core.fingerprint import colon_hex
 from notary.core.target import Target, normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadData, BadInput, NotaryError
 from notary.probe import TLSProber
-from notary.tlog.note import COSIGNATURE, NoteError, Signer, Verifier
+from notary.tlog.note import COSIGNATURE, NoteError, Signer, Verifier, parse_witnesses
 from notary.web import build_resolver
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -465,8 +465,6 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
 
 def _bundle_transparency(args: argparse.Namespace, log_key: Path) -> dict[str, Any]:
     """The bundle's ``transparency`` member (docs/transparency.md, "Bundles")."""
-    from notary.tlog.monitor import parse_witnesses
-
     key, origin = keys.ensure_log_identity(log_key, "localhost")
     log = Signer(origin, key).verifier
     try:  # the clients' rules: cosignature keys, no key named twice (nor the log's)
@@ -555,7 +553,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
     try:
         log = Verifier.parse(args.log_key)
-        witnesses = monitor.parse_witnesses(args.witness, log)
+        witnesses = parse_witnesses(args.witness, log)
     except NoteError as exc:
         raise BadConfig(str(exc)) from exc
     need = len(witnesses) if args.min_cosignatures is None else args.min_cosignatures

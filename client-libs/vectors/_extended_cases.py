@@ -15,10 +15,12 @@ import json
 from typing import Any
 
 from _common import CERTS, Case, fp, numbered
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from _transparency_cases import LOG, WITNESSES
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from notary.core.canonical import canonical_json
+from notary.tlog.note import Verifier
 
 SEEDS = {
     "current": "converge test signing key: current",
@@ -139,16 +141,8 @@ WEAK_KEYS = {
 }
 
 
-def _weak_vkey(name: str, kind: int, raw: bytes) -> str:
-    kid = hashlib.sha256(name.encode() + b"\n" + bytes([kind]) + raw).digest()[:4]
-    return f"{name}+{kid.hex()}+{base64.b64encode(bytes([kind]) + raw).decode()}"
-
-
-def _vkey_raw(vkey: str) -> bytes:
-    """The 32 key bytes of a verifier key (``<name>+<id>+<base64>``; base64 has "+" too)."""
-    raw = base64.b64decode(vkey.split("+", 2)[2], validate=True)[1:]
-    assert len(raw) == 32
-    return raw
+def _vkey_with(name: str, kind: int, raw: bytes) -> str:
+    return Verifier(name, kind, Ed25519PublicKey.from_public_bytes(raw), raw).vkey()
 
 
 def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> list[Case]:
@@ -158,14 +152,11 @@ def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> 
     transparency members naming one key twice (as two witnesses, or as the log and a
     witness): one key would count as two witnesses' cosignatures (a cosignature does not
     sign the witness's name), or the log would cosign itself."""
-    log_vkey = "notary.test/converge-log/0a0b0c0d+fbc03967+" \
-        "ARCfgfIMm7KRDdmoAMM+CNfWUyF/NWocxHUB3nWQ1heF"
-    witness = {"name": "witness.test/witness-1",
-               "vkey": "witness.test/witness-1+a50bca9f+"
-                       "BJHvtV/lMA93dChRi2mPYCvASMtdvFY19CN2nUsMYtQk"}
-    witness_2 = {"name": "witness.test/witness-2",
-                 "vkey": "witness.test/witness-2+f3479a00+"
-                         "BGHCiu805F38OifahymZWVcf025WXs/zVAHJhDSIAy9M"}
+    log_key = LOG.verifier
+    log_vkey = log_key.vkey()
+    w1, w2 = WITNESSES["witness-1"].verifier, WITNESSES["witness-2"].verifier
+    witness = {"name": w1.name, "vkey": w1.vkey()}
+    witness_2 = {"name": w2.name, "vkey": w2.vkey()}
 
     def signing(raw: bytes) -> dict[str, Any]:
         return {"alg": "ed25519", "key_id": hashlib.sha256(raw).digest()[:8].hex(),
@@ -181,15 +172,15 @@ def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> 
            for what, raw in WEAK_KEYS.items()]
     out += [
         bundle("weak key: the transparency log's key is the identity",
-               log(_weak_vkey("notary.test/converge-log/0a0b0c0d", 1,
+               log(_vkey_with(LOG.name, 1,
                               WEAK_KEYS["the identity (order 1)"]), [witness]), None),
         bundle("weak key: the transparency log's key is not canonical",
-               log(_weak_vkey("notary.test/converge-log/0a0b0c0d", 1,
+               log(_vkey_with(LOG.name, 1,
                               WEAK_KEYS["not canonical (y = p + 3)"]), [witness]), None),
         bundle("weak key: a witness's key of order 8",
                log(log_vkey, [witness, {
                    "name": "witness.test/weak",
-                   "vkey": _weak_vkey("witness.test/weak", 4, WEAK_KEYS["of order 8"])}]),
+                   "vkey": _vkey_with("witness.test/weak", 4, WEAK_KEYS["of order 8"])}]),
                None),
         bundle("weak key twin: the same transparency member with sound keys",
                log(log_vkey, [witness]), True),
@@ -197,13 +188,12 @@ def weak_key_bundles(bundle: Any, protocols: list[str], cur: dict[str, Any]) -> 
                {"protocols": protocols, "signing_keys": [cur, _bundle_entry("retired")]}, True),
         bundle("one key, two witnesses: witness-1's key again under another name",
                log(log_vkey, [witness, {"name": "witness.test/alias",
-                                        "vkey": _weak_vkey("witness.test/alias", 4,
-                                                           _vkey_raw(witness["vkey"]))}]),
+                                        "vkey": _vkey_with("witness.test/alias", 4, w1.raw)}]),
                None),
         bundle("one key, log and witness: the log's key as a witness's",
                log(log_vkey, [witness, {"name": "witness.test/log-alias",
-                                        "vkey": _weak_vkey("witness.test/log-alias", 4,
-                                                           _vkey_raw(log_vkey))}]), None),
+                                        "vkey": _vkey_with("witness.test/log-alias", 4,
+                                                           log_key.raw)}]), None),
         bundle("one key each: two witnesses with their own keys, both required",
                log(log_vkey, [witness, witness_2]), True),
     ]

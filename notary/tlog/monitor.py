@@ -45,7 +45,6 @@ from notary.errors import NotaryError
 from .entry import decode as decode_entry
 from .merkle import HASH_SIZE, leaf_hash, node_hash, tree_hash
 from .note import (
-    COSIGNATURE,
     MAX_NOTE,
     Checkpoint,
     NoteError,
@@ -452,27 +451,6 @@ def exit_status(events: Sequence[Event]) -> int:
     if any(e.severity == "error" for e in events):
         return EXIT_UNREACHABLE
     return EXIT_OK
-
-
-def parse_witnesses(specs: Sequence[str], log: Verifier | None = None) -> list[Verifier]:
-    """The ``--witness`` keys. One key may not be named twice (nor be the log's): a
-    cosignature does not sign the witness's name, so one key would count as two witnesses
-    toward ``--min-cosignatures`` (or the log would cosign itself)."""
-    out = []
-    seen = {log.raw} if log is not None else set()
-    for spec in specs:
-        try:
-            v = Verifier.parse(spec)
-        except NoteError as exc:
-            raise NoteError(f"--witness {spec!r}: {exc}") from exc
-        if v.kind != COSIGNATURE:
-            raise NoteError(f"--witness {spec!r}: not a cosignature key (type 0x04)")
-        if v.raw in seen:
-            raise NoteError(f"--witness {spec!r}: its key is already named (by another "
-                            "witness or the log)")
-        seen.add(v.raw)
-        out.append(v)
-    return out
 
 
 class Metrics:

@@ -16,6 +16,7 @@ import base64
 import binascii
 import hashlib
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidSignature
@@ -240,3 +241,24 @@ def open_checkpoint(data: bytes, log: Verifier) -> tuple[Checkpoint, Note]:
     if log.name not in verify_note(note, [log]):
         raise NoteError("checkpoint is not signed by the log")
     return ck, note
+
+
+def parse_witnesses(specs: Sequence[str], log: Verifier | None = None) -> list[Verifier]:
+    """Witnesses' cosignature keys as configured (``--witness``). One key may not be named
+    twice (nor be the log's): a cosignature does not sign the witness's name, so one key
+    would count as two witnesses (or the log would cosign itself)."""
+    out = []
+    seen = {log.raw} if log is not None else set()
+    for spec in specs:
+        try:
+            v = Verifier.parse(spec)
+        except NoteError as exc:
+            raise NoteError(f"--witness {spec!r}: {exc}") from exc
+        if v.kind != COSIGNATURE:
+            raise NoteError(f"--witness {spec!r}: not a cosignature key (type 0x04)")
+        if v.raw in seen:
+            raise NoteError(f"--witness {spec!r}: its key is already named (by another "
+                            "witness or the log)")
+        seen.add(v.raw)
+        out.append(v)
+    return out

@@ -301,8 +301,7 @@ def test_metrics(exported: tuple[Path, str]) -> None:
 def test_one_key_may_not_be_two_witnesses() -> None:
     """--witness keys: one key under two names, or the log's key as a witness's, is refused
     (a cosignature does not sign the name: it would count twice); twin: two keys pass."""
-    from notary.tlog.monitor import parse_witnesses
-    from notary.tlog.note import COSIGNATURE, NoteError
+    from notary.tlog.note import COSIGNATURE, NoteError, parse_witnesses
 
     key, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     log = Signer("log.test/l", Ed25519PrivateKey.generate()).verifier
