@@ -423,7 +423,14 @@ def _pid_file(settings: Settings) -> Iterator[None]:
     """DATA/notary.pid names this process while it serves (for ``notary reload``)."""
     path, mine = pid_path(settings), f"{os.getpid()}\n"
     try:
-        path.write_text(mine, encoding="ascii")
+        # 0644 whatever the umask (and an older file's mode): `notary reload` signals the
+        # process this file names, so nobody but its owner may rewrite it
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        try:
+            os.fchmod(fd, 0o644)
+            os.write(fd, mine.encode("ascii"))
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise BadConfig(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:

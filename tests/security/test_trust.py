@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -423,7 +423,12 @@ def test_default_log_names_no_client_and_no_target(
 # -- 4. permissions whatever the umask -----------------------------------------------------
 
 
-def serve_briefly(data_dir: Path, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+def serve_briefly(data_dir: Path, umask: int = 0o022,
+                  while_serving: Callable[[], None] | None = None,
+                  ) -> subprocess.CompletedProcess[str]:
+    """``notary serve`` until it says it serves; ``while_serving`` runs then, before it is
+    stopped (files it removes when it stops, such as its pid file, are still there)."""
+
     def child() -> None:
         os.umask(umask)
 
@@ -439,22 +444,31 @@ def serve_briefly(data_dir: Path, umask: int = 0o022) -> subprocess.CompletedPro
         err.append(line)
         if "pin" in line or "no TLS" in line or time.monotonic() > deadline:
             break
-    proc.terminate()
-    rest = proc.communicate(timeout=10)[1]
+    try:
+        if while_serving is not None and proc.poll() is None:
+            while_serving()
+    finally:
+        proc.terminate()
+        rest = proc.communicate(timeout=10)[1]
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", "".join(err) + rest)
 
 
 def test_umask_000_leaves_nothing_writable_by_others(tmp_path: Path, results: Results) -> None:
     d = tmp_path / "data"
-    r = serve_briefly(d, umask=0)
+    modes: dict[str, str] = {}
+
+    def look() -> None:  # while it serves: the pid file exists only then
+        modes.update({p.name: oct(p.stat().st_mode & 0o777) for p in [d, *sorted(d.iterdir())]})
+
+    r = serve_briefly(d, umask=0, while_serving=look)
     assert "notary: serving" in r.stderr, r.stderr
-    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in [d, *sorted(d.iterdir())]}
     assert modes["data"] == "0o700"
     for name in ("notary.key", "signing.key", "notary.sqlite3"):
         assert modes[name] == "0o600", modes
     assert modes["notary.pem"] == "0o644"
-    for p in d.iterdir():
-        assert not p.stat().st_mode & 0o022, (p, modes)
+    assert modes["notary.pid"] == "0o644", modes
+    for name, mode in modes.items():
+        assert not int(mode, 8) & 0o022, (name, modes)
     results.add(SUITE, "notary serve under umask 000", "data dir 0700, keys and database "
                 "0600, certificate 0644", ", ".join(f"{k} {v[2:]}" for k, v in modes.items()))
 
