@@ -48,6 +48,11 @@ def farm(
 def locust(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     cmd = [str(VENV_BIN / "locust"), "--headless", "--only-summary", "--stop-timeout", "2",
            *args]
+    if "--processes" in args:
+        # the master's port on a free port, not locust's fixed 5557: two runs on one machine
+        # (two test workers, or a user's own locust) must not take each other's
+        port = str(free_port())
+        cmd += ["--master-bind-port", port, "--master-port", port]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
