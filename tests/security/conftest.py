@@ -1,10 +1,14 @@
-"""Fixtures of the security suite. The ``results`` collector writes security-results.md
-(under var/results/, or docs/ with CONVERGE_RECORD=1)
-at the end of the session from the rows the tests added."""
+"""Fixtures of the security suite. The ``results`` collector's rows become
+security-results.md (under var/results/, or docs/ with CONVERGE_RECORD=1) when the session
+ends, whether the suite ran in one process or in pytest-xdist workers."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import fcntl
+import json
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fuzz"))
 from security_support import (  # noqa: E402
     RESULTS,
     Results,
+    Row,
     ThreadServer,
     server_ctx,
     tls_handler,
@@ -24,20 +29,51 @@ from security_support import (  # noqa: E402
 
 from notary import keys  # noqa: E402
 
+COLLECTED = Results()  # this process's rows (one pytest session per process)
+HERE = Path(__file__).resolve().parent
+PARTS = RESULTS.parent / ".security-parts"  # pytest-xdist workers' rows, until merged
+
 
 @pytest.fixture(scope="session")
-def results(request: pytest.FixtureRequest) -> Iterator[Results]:
-    """Rows of docs/security-results.md. The file is rewritten only by a run that included
-    every test module of this directory, so a partial run never truncates the table."""
-    collected = Results()
-    yield collected
-    here = Path(__file__).resolve().parent
-    modules = {p.name for p in here.glob("test_*.py")}
-    ran = {Path(str(item.fspath)).name for item in request.session.items
-           if Path(str(item.fspath)).resolve().parent == here}
-    if collected.rows and ran >= modules:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(collected.markdown(), encoding="utf-8")
+def results() -> Results:
+    """Rows of docs/security-results.md, written when the session ends (see
+    :func:`pytest_sessionfinish`)."""
+    return COLLECTED
+
+
+def _write(rows: list[Row]) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(Results(rows).markdown(), encoding="utf-8")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The table is rewritten only by a run that selected every test module of this
+    directory, so a partial run never truncates it. Under pytest-xdist each worker holds
+    the rows of the tests it ran: each leaves them in a part file, and the last worker to
+    finish writes the table from every part."""
+    modules = {p.name for p in HERE.glob("test_*.py")}
+    selected = {Path(str(item.fspath)).name for item in session.items
+                if Path(str(item.fspath)).resolve().parent == HERE}
+    complete = selected >= modules
+    worker = getattr(session.config, "workerinput", None)
+    if worker is None:
+        if COLLECTED.rows and complete:
+            _write(COLLECTED.rows)
+        return
+    run = PARTS / str(worker["testrunuid"])
+    run.mkdir(parents=True, exist_ok=True)
+    part = run / f"{worker['workerid']}.json"
+    part.write_text(json.dumps([dataclasses.asdict(r) for r in COLLECTED.rows]),
+                    encoding="utf-8")
+    with (run / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        parts = sorted(run.glob("*.json"))
+        if len(parts) < int(worker["workercount"]):
+            return  # a later worker merges
+        rows = [Row(**r) for p in parts for r in json.loads(p.read_text(encoding="utf-8"))]
+        if rows and complete:
+            _write(rows)
+    shutil.rmtree(run, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
