@@ -20,6 +20,19 @@ class BenchError(RuntimeError):
 _GIVEN_PORTS: set[tuple[str, int]] = set()
 
 
+def xdist_share(port: int) -> bool:
+    """Under pytest-xdist, worker N of W hands out only ports with ``(port // 2) % W == N``,
+    so two workers never both hand out one just-closed port (each process's memory of the
+    ports it gave does not reach the other workers). Not ``port % W``: Linux gives ``bind``
+    to port 0 odd ports while it can."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()
+            and int(count) > 1):
+        return True
+    return port // 2 % int(count) == int(worker[2:]) % int(count)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago on ``host``, never one handed out before in this
     process (the kernel may give a just-closed port again; two servers would then collide)."""
@@ -27,7 +40,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
             port = int(s.getsockname()[1])
-        if (host, port) not in _GIVEN_PORTS:
+        if (host, port) not in _GIVEN_PORTS and xdist_share(port):
             _GIVEN_PORTS.add((host, port))
             return port
 

@@ -112,6 +112,19 @@ def common_free_port(hosts: tuple[str, ...]) -> int:
 _GIVEN_PORTS: set[tuple[str, int]] = set()
 
 
+def xdist_share(port: int) -> bool:
+    """Under pytest-xdist, worker N of W hands out only ports with ``(port // 2) % W == N``,
+    so two workers never both hand out one just-closed port (each process's memory of the
+    ports it gave does not reach the other workers). Not ``port % W``: Linux gives ``bind``
+    to port 0 odd ports while it can."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()
+            and int(count) > 1):
+        return True
+    return port // 2 % int(count) == int(worker[2:]) % int(count)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free on ``host`` a moment ago, never one handed out before in this process (the
     kernel may give a just-closed port again, and two servers would then fight over it)."""
@@ -119,7 +132,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         with socket.socket() as s:
             s.bind((host, 0))
             port = int(s.getsockname()[1])
-        if (host, port) not in _GIVEN_PORTS:
+        if (host, port) not in _GIVEN_PORTS and xdist_share(port):
             _GIVEN_PORTS.add((host, port))
             return port
 
@@ -318,9 +331,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         # the genuine target on 127.0.0.1:P, the forged one on 127.0.0.2:P
         forged_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         forged.configure_cert(forged_ctx)
-        forged_srv = _tls_server(("127.0.0.2", 0), forged_ctx, lambda s: s.recv(1))
+        port = common_free_port(("127.0.0.2", "127.0.0.1"))
+        forged_srv = _tls_server(("127.0.0.2", port), forged_ctx, lambda s: s.recv(1))
         servers.append(forged_srv)
-        port = forged_srv.server_address[1]
         genuine_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         genuine.configure_cert(genuine_ctx)
         servers.append(_tls_server(("127.0.0.1", port), genuine_ctx, lambda s: s.recv(1)))
