@@ -214,15 +214,18 @@ async def serve(
             for rhost, rport in relay.addresses:
                 log.info("bounce relay on http://%s:%d (to port %d only)",
                          rhost, rport, settings.relay_port)
-        if on_ready is not None:
-            on_ready(urls)
         if stop is None:
+            # before the announcement: a supervisor may signal as soon as it reads it, and
+            # a signal's default action would end the process without its cleanup (the
+            # store's pending writes, the pid file) or, for SIGHUP, end it outright
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
             loop.add_signal_handler(signal.SIGHUP, reload_keys, app, settings, identity,
                                     ssl_ctx)
+        if on_ready is not None:
+            on_ready(urls)
         await stop.wait()
     finally:
         if relay is not None:
