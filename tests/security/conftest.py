@@ -62,11 +62,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     run = PARTS / str(worker["testrunuid"])
     run.mkdir(parents=True, exist_ok=True)
-    part = run / f"{worker['workerid']}.json"
-    part.write_text(json.dumps([dataclasses.asdict(r) for r in COLLECTED.rows]),
-                    encoding="utf-8")
     with (run / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # no worker reads a part another is writing
+        (run / f"{worker['workerid']}.json").write_text(
+            json.dumps([dataclasses.asdict(r) for r in COLLECTED.rows]), encoding="utf-8")
         parts = sorted(run.glob("*.json"))
         if len(parts) < int(worker["workercount"]):
             return  # a later worker merges

@@ -473,6 +473,39 @@ def test_umask_000_leaves_nothing_writable_by_others(tmp_path: Path, results: Re
                 "0600, certificate 0644", ", ".join(f"{k} {v[2:]}" for k, v in modes.items()))
 
 
+def test_a_symlinked_pid_file_is_refused_and_its_target_kept(tmp_path: Path,
+                                                             results: Results) -> None:
+    d = tmp_path / "data"
+    assert "notary: serving" in serve_briefly(d).stderr  # first run: the data directory
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (d / "notary.pid").symlink_to(victim)
+    r = serve_briefly(d)
+    assert r.returncode not in (0, None) and "notary: serving" not in r.stderr, r.stderr
+    assert f"cannot write {d / 'notary.pid'}" in r.stderr, r.stderr
+    assert victim.read_text() == "keep\n"
+    results.add(SUITE, "DATA/notary.pid a symlink to another file", "refused, the file "
+                "kept", r.stderr.strip().splitlines()[-1][:120])
+
+
+def test_twin_a_stale_pid_file_is_replaced_with_mode_0644(tmp_path: Path) -> None:
+    d = tmp_path / "data"
+    assert "notary: serving" in serve_briefly(d).stderr
+    stale = d / "notary.pid"
+    stale.write_text("999999\n")
+    stale.chmod(0o666)
+    seen: dict[str, str] = {}
+
+    def look() -> None:
+        seen["text"] = stale.read_text()
+        seen["mode"] = oct(stale.stat().st_mode & 0o777)
+
+    r = serve_briefly(d, while_serving=look)
+    assert "notary: serving" in r.stderr, r.stderr
+    assert seen["text"].strip().isdigit() and seen["text"] != "999999\n", seen
+    assert seen["mode"] == "0o644", seen
+
+
 @pytest.mark.parametrize("what", ["dir 0777", "cert 0666", "key owned by another user",
                                   "database 0666"])
 def test_writable_or_foreign_data_is_refused(
