@@ -51,6 +51,17 @@ def _floor_ratio(doc: dict[str, Any]) -> float | None:
     return None if v is None else float(v)
 
 
+def _pg(doc: dict[str, Any], key: str) -> float | None:
+    v = (doc.get("probe_goals") or {}).get(key)
+    return None if v is None else float(v)
+
+
+def _library_ratio(doc: dict[str, Any]) -> float | None:
+    pg = doc.get("probe_goals") or {}
+    v = ((pg.get("scenarios") or {}).get("forced_probes") or {}).get("library_floor_ratio")
+    return None if v is None else float(v)
+
+
 # figure key, title, getter, goal, at_most
 FIGURES: list[tuple[str, str, Getter, float | None, bool]] = [
     ("probe_cpu_over_floor", "notary CPU per forced probe / floor", _floor_ratio, 1.25, True),
@@ -59,6 +70,10 @@ FIGURES: list[tuple[str, str, Getter, float | None, bool]] = [
     ("floor_us", "floor (µs)",
      lambda d: None if not d.get("probe_goals") else float(d["probe_goals"]["floor_us"]),
      None, True),
+    ("probe_cpu_over_library", "notary CPU per forced probe / (probe library's handshake "
+     "+ signature)", _library_ratio, None, True),
+    ("library_handshake_us", "probe library's handshake alone (µs)",
+     lambda d: _pg(d, "library_handshake_cpu_us"), None, True),
     ("probes_over_handshakes", "forced probes / target's raw handshakes",
      lambda d: _sc(d, "forced_probes", "compare", "ratio"), 0.80, False),
     ("cached_over_trivial", "cached keep-alive / trivial app",

@@ -37,7 +37,7 @@ from typing import Any
 
 from bench.notary import report, stime, wrk
 from bench.notary.certs import CertFiles, make_rsa_cert
-from bench.notary.floor import signature_cpu_us
+from bench.notary.floor import library_handshake_cpu_us, signature_cpu_us
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port, http_request
 from bench.paths import keep_sections, results_path
 
@@ -433,6 +433,8 @@ def _measure(ps: Processes, work: Path, opts: Options) -> dict[str, Any]:
                     None if h.client_cpu_seconds is None or not h.connections
                     else h.client_cpu_seconds / h.connections * 1e6)
                 d["signature_cpu_us"] = signature_cpu_us(key_file)
+                d["library_handshake_cpu_us"] = library_handshake_cpu_us(
+                    HOST, tport, min(2.0, opts.seconds))
                 return d
 
             return go

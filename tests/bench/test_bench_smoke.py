@@ -16,6 +16,7 @@ import pytest
 from bench import run_all
 from bench.notary import report, stime, wrk
 from bench.notary.certs import make_rsa_cert
+from bench.notary.floor import library_handshake_cpu_us
 from bench.notary.procs import BenchError, Processes, free_port, http_request
 from bench.notary.run import Options, run, trivial_argv, unexpected
 
@@ -133,6 +134,34 @@ def test_probe_goals_against_the_floor() -> None:
     }, 0.70))
     assert bad is not None and [g["met"] for g in bad["goals"]] == [False, False, False, False]
     assert report.probe_goals({}) is None
+    assert good["library_floor_us"] is None  # no library measurement in these trials
+
+
+def test_probe_library_floor_ratio() -> None:
+    """The notary's CPU over the probe library's own handshake plus the signature."""
+    doc = _probe_doc({"forced_probes": 1000.0}, 0.85)
+    for t in doc["forced_probes"]["trials"]["baseline"]:  # type: ignore[index]
+        t["library_handshake_cpu_us"] = 150.0
+    pg = report.probe_goals(doc)
+    assert pg is not None and pg["library_floor_us"] == 400.0
+    assert pg["scenarios"]["forced_probes"]["library_floor_ratio"] == 2.5
+    assert pg["scenarios"]["forced_probes"]["floor_ratio"] == 1000.0 / 850.0
+
+
+@needs_openssl
+def test_library_handshake_against_s_server(tmp_path: Path) -> None:
+    cert = make_rsa_cert(tmp_path / "target")
+    with Processes(tmp_path / "logs") as ps:
+        port = free_port()
+        ps.start("s_server", stime.s_server_argv(cert, "127.0.0.1", port))
+        ps.wait_tcp("s_server", "127.0.0.1", port)
+        assert library_handshake_cpu_us("127.0.0.1", port, seconds=0.5) > 0
+
+
+def test_library_handshake_against_a_closed_port_fails() -> None:
+    """Twin: no handshake is a BenchError, not a figure."""
+    with pytest.raises(BenchError):
+        library_handshake_cpu_us("127.0.0.1", free_port(), seconds=0.5)
 
 
 @needs_openssl
@@ -162,6 +191,8 @@ def test_one_tiny_run_of_every_scenario(tmp_path: Path) -> None:
     assert v2["probes_counted"] is not None and v2["probes_counted"] >= v2["requests"] > 0
     pg = doc["probe_goals"]
     assert pg["handshake_client_cpu_us"] > 0 and pg["signature_cpu_us"] > 0
+    assert pg["library_handshake_cpu_us"] > 0
+    assert pg["scenarios"]["forced_probes"]["library_floor_ratio"] > 0
     assert {g["goal"][:2] for g in pg["goals"]} == {"1.", "2.", "3.", "4."}
     assert "Live probes against the floor" in report.render_markdown(doc)
     json.dumps(doc)  # machine-readable as written
