@@ -129,6 +129,9 @@ def _failed(target: Target, addr: IPAddress, kind: str, internal: str) -> Target
     return TargetUnreachable(f"{target.location}: {kind}")
 
 
+_FLIGHT = 16384  # bytes read from the connection's buffer at a time (pyOpenSSL zeroes them)
+
+
 class _HandshakeLost(Exception):
     """The target closed the connection before the handshake was done."""
 
@@ -184,7 +187,7 @@ class _Handshake(asyncio.Protocol):
         assert self._transport is not None
         while True:
             try:
-                out = self._conn.bio_read(65536)
+                out = self._conn.bio_read(_FLIGHT)
             except SSL.WantReadError:
                 return
             if not out:
