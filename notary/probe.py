@@ -10,10 +10,17 @@
   ``ssl`` module (the system's OpenSSL, 3.0 here): measured on 2026-11-27, 600 probes of a
   local ``openssl s_server`` with an RSA-2048 certificate, 3 rounds, CPU per probe
   706-790 us against 996-1,206 us through uvloop's TLS transport, most of the difference
-  OpenSSL 3.0's decoding of the server's key. The cipher list and the minimum version are
-  the ones the ``ssl`` module's client context used, and so are the key-exchange groups
-  (with the post-quantum hybrids OpenSSL 4.0 knows added last, without a key share), so a
-  target sees the same offer.
+  OpenSSL 3.0's decoding of the server's key. The cipher list, the key-exchange groups and
+  the minimum version are the ones the ``ssl`` module's client context used, less finite-field
+  Diffie-Hellman (below), with the post-quantum hybrid groups OpenSSL 4.0 knows added last.
+* Elliptic-curve key exchange only: no DHE suites for TLS 1.2, no ffdhe groups for TLS 1.3.
+  The target picks the group, and with ffdhe8192 (either version) a probe cost 20-21 ms of
+  the notary's CPU, most of it in one call on the event loop's thread, against 1.0-1.1 ms for
+  an ordinary target and at most 1.8 ms for the dearest curve the probe offers (P-521, X448);
+  measured on 2026-11-27 against local ``openssl s_server`` targets, 20 probes each. So a
+  client naming targets of its own could spend 20 times the CPU per probe and stall every
+  other client's answers; a target that speaks only finite-field DH is now unreachable
+  (its handshake fails), as one that speaks only RSA key exchange already was.
 * A refusal names the address and its special-purpose range only when the client named the
   address (an IP-literal host or the ``ip`` segment); for a name the notary resolved, it
   says only that the name resolves to no address it may probe (the details go to the debug
@@ -72,19 +79,18 @@ class Prober(Protocol):
     async def probe(self, target: Target) -> ProbeResult: ...
 
 
-# The ``ssl`` module's client cipher list (Python 3.11-3.13), for TLS 1.2; TLS 1.3 suites are
-# OpenSSL's defaults in both.
-_TLS12_CIPHERS = (b"@SECLEVEL=2:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:DHE+AES:"
-                  b"!aNULL:!eNULL:!aDSS:!SHA1:!AESCCM")
+# The ``ssl`` module's client cipher list (Python 3.11-3.13) for TLS 1.2 without its DHE
+# suites (see the module's docstring); TLS 1.3 suites are OpenSSL's defaults in both.
+_TLS12_CIPHERS = b"@SECLEVEL=2:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:!aNULL:!eNULL:!aDSS:!SHA1:!AESCCM"
 
 
-# The key-exchange groups the ``ssl`` module's client offered (OpenSSL 3.0's defaults, one key
-# share: X25519), then the hybrid post-quantum groups, offered without a key share (a server
-# that prefers one asks for it). OpenSSL 3.5+ defaults to sending an X25519MLKEM768 share as
-# well: 1.2 KB more in every ClientHello and 70-90 us more CPU per probe (measured on
-# 2026-11-27, 600 probes of a local s_server, 2 runs of 3 rounds each way).
-_GROUPS = (b"X25519:P-256:X448:P-521:P-384:ffdhe2048:ffdhe3072:ffdhe4096:ffdhe6144:ffdhe8192:"
-           b"?X25519MLKEM768:?SecP256r1MLKEM768")
+# The elliptic-curve groups the ``ssl`` module's client offered (OpenSSL 3.0's defaults less
+# ffdhe2048-8192, see the module's docstring; one key share: X25519), then the hybrid
+# post-quantum groups, offered without a key share (a server that prefers one asks for it).
+# OpenSSL 3.5+ defaults to sending an X25519MLKEM768 share as well: 1.2 KB more in every
+# ClientHello and 70-90 us more CPU per probe (measured on 2026-11-27, 600 probes of a local
+# s_server, 2 runs of 3 rounds each way).
+_GROUPS = b"X25519:P-256:X448:P-521:P-384:?X25519MLKEM768:?SecP256r1MLKEM768"
 
 
 def _set_groups(ctx: SSL.Context) -> bool:
