@@ -5,10 +5,12 @@ No timing assertions: only that the harness measures, counts and reports what it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -102,13 +104,20 @@ def test_wait_reports_a_process_that_exits(tmp_path: Path) -> None:
             ps.wait_http("dies", "127.0.0.1", free_port(), timeout=10)
 
 
-@needs_openssl
-def test_s_time_against_s_server(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def s_server(tmp_path: Path) -> Iterator[int]:
+    """A local ``openssl s_server`` with an RSA certificate; yields its port."""
     cert = make_rsa_cert(tmp_path / "target")
     with Processes(tmp_path / "logs") as ps:
         port = free_port()
         ps.start("s_server", stime.s_server_argv(cert, "127.0.0.1", port))
         ps.wait_tcp("s_server", "127.0.0.1", port)
+        yield port
+
+
+@needs_openssl
+def test_s_time_against_s_server(tmp_path: Path) -> None:
+    with s_server(tmp_path) as port:
         h = stime.s_time("127.0.0.1", port, 1)
     assert h.connections > 0 and h.rate > 0
 
@@ -150,11 +159,7 @@ def test_probe_library_floor_ratio() -> None:
 
 @needs_openssl
 def test_library_handshake_against_s_server(tmp_path: Path) -> None:
-    cert = make_rsa_cert(tmp_path / "target")
-    with Processes(tmp_path / "logs") as ps:
-        port = free_port()
-        ps.start("s_server", stime.s_server_argv(cert, "127.0.0.1", port))
-        ps.wait_tcp("s_server", "127.0.0.1", port)
+    with s_server(tmp_path) as port:
         assert library_handshake_cpu_us("127.0.0.1", port, seconds=0.5) > 0
 
 

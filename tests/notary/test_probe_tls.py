@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import socket
 import ssl
 import struct
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from OpenSSL import SSL
 
+from bench.notary.procs import Processes
 from notary.core.addrpolicy import AddressPolicy, parse_networks
 from notary.core.target import Target
 from notary.errors import TargetUnreachable
@@ -162,19 +161,10 @@ def s_server(files: dict[str, Path], args: list[str]) -> Iterator[int]:
     argv = ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(files["cert"]),
             "-key", str(files["key"]), "-www", "-quiet",
             *(a.format(dhparam=files["dhparam"]) for a in args)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"s_server did not start: {argv}")
-            time.sleep(0.05)
+    with Processes(files["cert"].parent / "logs") as ps:
+        ps.start("s_server", argv)
+        ps.wait_tcp("s_server", "127.0.0.1", port, timeout=10)
         yield port
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _prober() -> TLSProber:
