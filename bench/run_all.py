@@ -5,8 +5,9 @@
   transparency log's cost as the median of 3 separate runs, quiet and with a CPU burner
   beside (``bench/results/notary-runs.json`` and a section of ``docs/benchmarks.md``), and
   ``bench.notary.syscalls``: system calls per forced probe, log on and off (needs strace).
-* ``bench/client/bench_client.py``, then ``bench.client.client_runs``: the Python client's
-  goal figures over 3 separate runs quiet and 3 busy (``bench/results/client-runs.json``),
+* ``bench/client/bench_client.py``, then ``bench.client.client_runs``: the Python and Go
+  clients' goal figures over 3 separate runs quiet and 3 busy each
+  (``bench/results/client-runs.json``),
   and the replay benchmark (``python -m bench.replay`` if
   ``bench/replay/__main__.py`` exists, else ``bench.replay.replay_runs``: the replayer's
   ladder over 3 separate runs quiet and 3 busy, else ``bench/replay/bench_replayer.py``)

@@ -77,17 +77,18 @@ def _client(d: dict[str, Any]) -> Iterator[Row]:
 
 def _client_runs(d: dict[str, Any]) -> Iterator[Row]:
     goal = d.get("goal", 1.3)
-    for group, scenario in (("quiet", ", quiet"), ("busy", ", busy")):
-        runs = d.get(group) or {}
-        n = len(runs.get("runs", []))
-        for key, title in (("check_over_bare_legacy_request", "check (kept connection)"),
-                           ("check_new_connection_over_bare_legacy_request",
-                            "check on a new connection")):
-            s = runs.get(key)
-            if s:
-                yield (f"client, median of {n} runs{scenario}: {title} / bare TLS request",
-                       _spread(s, "{:.2f}x"), f"<= {goal:g}x",
-                       "yes" if s["median"] <= goal else "NO")
+    for client, doc in (("client", d), ("client-go", d.get("go") or {})):
+        for group, scenario in (("quiet", ", quiet"), ("busy", ", busy")):
+            runs = doc.get(group) or {}
+            n = len(runs.get("runs", []))
+            for key, title in (("check_over_bare_legacy_request", "check (kept connection)"),
+                               ("check_new_connection_over_bare_legacy_request",
+                                "check on a new connection")):
+                s = runs.get(key)
+                if s:
+                    yield (f"{client}, median of {n} runs{scenario}: {title} / bare TLS "
+                           "request", _spread(s, "{:.2f}x"), f"<= {goal:g}x",
+                           "yes" if s["median"] <= goal else "NO")
 
 
 def _client_go(d: dict[str, Any]) -> Iterator[Row]:

@@ -325,3 +325,42 @@ def test_sections_of_a_shared_markdown_file_survive_each_other(tmp_path: Path) -
     plain = tmp_path / "plain.md"
     plain.write_text("# Benchmarks\n\nold\n")
     assert keep_sections(plain, "# new\n") == "# new\n"
+
+
+GO_LINE = ("BenchmarkNotaryRoundTripPaired-2   \t     300\t  11208997 ns/op\t       868.8 "
+           "p50-µs-extended\t      1988 p50-µs-extended-new-connection\t     0.4801 "
+           "ratio-extended\t     1.126 ratio-extended-new-connection\t    0.8957 ratio-legacy\t"
+           "     1.162 ratio-raw-extended\n")
+
+
+def test_client_runs_read_the_go_benchmark_and_report_it_against_the_goal() -> None:
+    from bench import summary
+    from bench.client import client_runs
+
+    fig = client_runs.go_figures("goos: linux\n" + GO_LINE + "PASS\n")
+    assert fig == {"check_over_bare_legacy_request": 0.4801,
+                   "check_new_connection_over_bare_legacy_request": 1.126,
+                   "legacy_check_over_bare_legacy_request": 0.8957,
+                   "bare_extended_over_bare_legacy_request": 1.162}
+    # twin: output without the paired line is an error, not an empty run
+    with pytest.raises(RuntimeError):
+        client_runs.go_figures("goos: linux\nPASS\n")
+    over = {**fig, "check_new_connection_over_bare_legacy_request": 1.45}
+    runs = [{"loadavg_before": [0.5], **f} for f in (fig, fig, over)]
+    go = {"rounds": 300, "quiet": client_runs.summarise(runs),
+          "busy": client_runs.summarise([{"loadavg_before": [2.0], **over}])}
+    py = client_runs.summarise([client_runs.run_figures(_client_result(0.6, 1.2, 0.5))])
+    doc = {"runs_per_condition": 3, "machine": {"cpu": "x", "cpus": 2},
+           "quiet": py, "busy": py, "go": go}
+    md = client_runs.markdown(doc)
+    assert "| Go | check on a new connection / bare TLS request | 1.126 (1.126-1.450) | " \
+        "1.450 (1.450-1.450) | <= 1.3 |" in md
+    assert "| Python | check (kept connection) / bare TLS request | 0.600" in md
+    assert "Load average (1 min) before the runs: 0.50-2.00." in md
+    verdicts = {r[0]: r[3] for r in summary._client_runs({"goal": 1.3, **doc})}
+    assert verdicts["client-go, median of 3 runs, quiet: check on a new connection / bare "
+                    "TLS request"] == "yes"
+    assert verdicts["client-go, median of 1 runs, busy: check on a new connection / bare "
+                    "TLS request"] == "NO"
+    # without Go the section is the Python client's alone
+    assert "| Go |" not in client_runs.markdown({k: v for k, v in doc.items() if k != "go"})
