@@ -39,14 +39,14 @@ class RecordingNotary(FakeNotary):
 def offered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, bool]]:
     """Per notary connection: the pin of its context and whether it offered a session."""
     seen: list[tuple[bytes, bool]] = []
-    wrap = notary_io._ResumingContext.wrap_bio
+    open_tls = notary_io.notary_tls.open_tls
 
-    def recording(self: Any, *args: Any, **kw: Any) -> Any:
-        pin = next(k[2] for k, v in notary_io._PINNED.items() if v is self)
-        seen.append((pin, self.session is not None))
-        return wrap(self, *args, **kw)
+    async def recording(*args: Any, **kw: Any) -> Any:
+        pin = next(k[2] for k, v in notary_io._PINNED.items() if v.ctx is args[2])
+        seen.append((pin, kw.get("session") is not None))
+        return await open_tls(*args, **kw)
 
-    monkeypatch.setattr(notary_io._ResumingContext, "wrap_bio", recording)
+    monkeypatch.setattr(notary_io.notary_tls, "open_tls", recording)
     return seen
 
 
@@ -217,14 +217,8 @@ class _PinnedWriter:
     def __init__(self, der: bytes) -> None:
         self.der, self.sent = der, b""
 
-    def get_extra_info(self, name: str) -> Any:
-        der = self.der
-
-        class _Obj:
-            def getpeercert(self, binary_form: bool = False) -> bytes:
-                return der
-
-        return _Obj() if name == "ssl_object" else None
+    def peer_certificate(self) -> bytes:
+        return self.der
 
     def write(self, data: bytes) -> None:
         self.sent += data

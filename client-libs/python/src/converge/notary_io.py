@@ -50,7 +50,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import extended
+from OpenSSL import SSL
+
+from . import extended, notary_tls
 from .bundle import NotaryBundle, NotaryHost
 from .errors import BadInput, NotaryUnreachable, PinMismatch, ResponseError
 from .fingerprint import Fingerprint
@@ -61,6 +63,7 @@ from .legacy import (
     outcome_from_http,
     request_bytes,
 )
+from .notary_tls import TLSStream, UnexpectedEOF
 from .transparency import LOG_KINDS, LogPolicy
 
 ResultVote = Vote | Literal["skipped"]
@@ -97,7 +100,9 @@ class NotaryResult:
 
 
 def notary_ssl_context() -> ssl.SSLContext:
-    """TLS for notary connections: no CA or host name check (the pin replaces them)."""
+    """An ``ssl`` module context with the notary connections' settings: no CA or host name
+    check (the pin replaces them), TLS 1.2 at least. The client's own connections run their
+    TLS in :mod:`converge.notary_tls`; this is for callers on the ``ssl`` module."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -105,14 +110,15 @@ def notary_ssl_context() -> ssl.SSLContext:
     return ctx
 
 
-_CTX: ssl.SSLContext | None = None
+_RELAY_CTX: SSL.Context | None = None
 
 
-def _ctx() -> ssl.SSLContext:
-    global _CTX
-    if _CTX is None:
-        _CTX = notary_ssl_context()
-    return _CTX
+def _relay_ctx() -> SSL.Context:
+    """The context of connections through a relay's tunnel (never resumed nor kept)."""
+    global _RELAY_CTX
+    if _RELAY_CTX is None:
+        _RELAY_CTX = notary_tls.client_context()
+    return _RELAY_CTX
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,51 +141,41 @@ class ExtendedQuery:
     keep_alive: bool = True  # keep a direct connection open when the notary offers it
 
 
-Opened = tuple[asyncio.StreamReader, asyncio.StreamWriter, NotaryHost]
+Opened = tuple[asyncio.StreamReader, TLSStream, NotaryHost]
 MAX_RELAY_HEAD = 8192
 
 
-class _ResumingContext(ssl.SSLContext):
-    """The TLS context of one pinned notary host: each connection offers the TLS session of
-    the last connection to it whose certificate matched the pin and whose answer was read
-    (a resumed handshake skips the certificate and its signature, the notary's largest cost
-    per connection). A session is secret to the two ends of the handshake that made it, so
-    only the pinned notary can resume it; the pin is still checked on every connection (a
-    resumed session carries the certificate of its first handshake)."""
+class _Pinned:
+    """The TLS state of one pinned notary host: its context, and the TLS session of the last
+    connection to it whose certificate matched the pin and whose answer was read, which the
+    next connection offers (a resumed handshake skips the certificate and its signature, the
+    notary's largest cost per connection). A session is secret to the two ends of the
+    handshake that made it, so only the pinned notary can resume it; the pin is still checked
+    on every connection (a resumed session carries the certificate of its first handshake)."""
 
-    session: ssl.SSLSession | None = None
-    # connections whose last answer was read in full, most recent last
-    idle: list[_Idle]
-
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
-        if session is None and not server_side:
-            session = self.session
-        return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+    def __init__(self) -> None:
+        self.ctx = notary_tls.client_context()
+        self.session: SSL.Session | None = None
+        # connections whose last answer was read in full, most recent last
+        self.idle: list[_Idle] = []
 
 
 @dataclass(slots=True)
 class _Idle:
     loop: asyncio.AbstractEventLoop
     reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    writer: TLSStream
     since: float
 
 
-_PINNED: dict[tuple[str, int, bytes], _ResumingContext] = {}
+_PINNED: dict[tuple[str, int, bytes], _Pinned] = {}
 MAX_PINNED_CONTEXTS = 256
 MAX_IDLE_PER_HOST = 4
 IDLE_SECONDS = 10.0  # a notary's keep-alive timeout is 15 s by default
 
 
-def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
-    """The context of ``nh`` (one per host, port and pin; a bounded table)."""
+def _pinned_ctx(nh: NotaryHost) -> _Pinned:
+    """The TLS state of ``nh`` (one per host, port and pin; a bounded table)."""
     key = (nh.host.lower(), nh.ssl_port, nh.pin.digest)
     ctx = _PINNED.get(key)
     if ctx is None:
@@ -191,31 +187,27 @@ def _pinned_ctx(nh: NotaryHost) -> _ResumingContext:
                 _close_kept(full, loop)
                 if not full.idle:
                     _PINNED.pop(k, None)
-        new = _ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
-        new.check_hostname = False
-        new.verify_mode = ssl.CERT_NONE
-        new.minimum_version = ssl.TLSVersion.TLSv1_2
-        new.idle = []
+        new = _Pinned()
         # one context per key even when threads ask at once (a connection made with a context
         # that lost the race could neither be resumed nor kept)
         ctx = _PINNED.setdefault(key, new)
     return ctx
 
 
-def _remember_session(writer: asyncio.StreamWriter, nh: NotaryHost) -> None:
-    """Keep the session of a pinned connection whose answer was read, for the next one."""
-    ctx = _PINNED.get((nh.host.lower(), nh.ssl_port, nh.pin.digest))
-    ssl_object = writer.get_extra_info("ssl_object")
-    if ctx is None or ssl_object is None or ssl_object.context is not ctx:
+def _remember_session(writer: TLSStream, nh: NotaryHost) -> None:
+    """Keep the session of a pinned connection whose answer was read, for the next one (its
+    TLS 1.3 tickets arrive before the answer, so it is resumable by then)."""
+    pinned = _PINNED.get((nh.host.lower(), nh.ssl_port, nh.pin.digest))
+    if pinned is None or writer.context is not pinned.ctx:
         return
-    if ssl_object.session_reused and ctx.session is not None:
-        return  # the kept session still works (reading one costs a copy of it)
-    session = ssl_object.session
-    if session is not None and session.has_ticket:
-        ctx.session = session
+    if pinned.session is not None and writer.session_reused():
+        return  # the kept session still works
+    session = writer.session()
+    if session is not None:
+        pinned.session = session
 
 
-def _take_idle(ctx: _ResumingContext) -> _Idle | None:
+def _take_idle(ctx: _Pinned) -> _Idle | None:
     """The most recent usable idle connection of ``ctx`` opened on this event loop; this
     loop's stale ones are closed on the way, other loops' are left alone."""
     loop = asyncio.get_running_loop()
@@ -239,7 +231,7 @@ def _take_idle(ctx: _ResumingContext) -> _Idle | None:
     return None
 
 
-def _close_kept(ctx: _ResumingContext, loop: asyncio.AbstractEventLoop) -> None:
+def _close_kept(ctx: _Pinned, loop: asyncio.AbstractEventLoop) -> None:
     """Close the kept connections of ``ctx`` opened on ``loop`` (on that loop's thread)."""
     for idle in [i for i in ctx.idle if i.loop is loop]:
         with contextlib.suppress(ValueError):
@@ -247,11 +239,10 @@ def _close_kept(ctx: _ResumingContext, loop: asyncio.AbstractEventLoop) -> None:
         idle.writer.transport.abort()
 
 
-def _keep(nh: NotaryHost, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+def _keep(nh: NotaryHost, reader: asyncio.StreamReader, writer: TLSStream) -> bool:
     """Keep a connection whose answer was read in full for the next query to ``nh``."""
     ctx = _PINNED.get((nh.host.lower(), nh.ssl_port, nh.pin.digest))
-    ssl_object = writer.get_extra_info("ssl_object")
-    if ctx is None or ssl_object is None or ssl_object.context is not ctx:
+    if ctx is None or writer.context is not ctx.ctx:
         return False
     if asyncio.get_running_loop() not in _KEEPING_LOOPS:
         return False
@@ -283,9 +274,10 @@ def close_idle(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def _open_direct(nh: NotaryHost, max_bytes: int) -> Opened:
-    reader, writer = await asyncio.open_connection(
-        nh.host, nh.ssl_port, ssl=_pinned_ctx(nh), server_hostname=nh.host, limit=max_bytes + 1
-    )
+    pinned = _pinned_ctx(nh)
+    reader, writer = await notary_tls.open_tls(
+        nh.host, nh.ssl_port, pinned.ctx, server_hostname=nh.host, session=pinned.session,
+        limit=max_bytes + 1)
     return reader, writer, nh
 
 
@@ -343,9 +335,13 @@ async def _open_via_relay(
             if len(head) > MAX_RELAY_HEAD:
                 raise NotaryUnreachable("relay reply head too large")
             nh = parse_connect_reply(head, dests)
-            await writer.start_tls(_ctx(), server_hostname=nh.host)
-            return reader, writer, nh
-        except (OSError, ssl.SSLError) as e:
+            if getattr(reader, "_buffer", None):
+                # the notary speaks second in TLS: bytes before its hello are the relay's
+                raise NotaryUnreachable("relay sent bytes after its reply head")
+            tls_reader, tls_writer = await notary_tls.start_tls(
+                writer, _relay_ctx(), server_hostname=nh.host, limit=max_bytes + 1)
+            return tls_reader, tls_writer, nh
+        except OSError as e:
             if writer is not None:
                 writer.transport.abort()
             last = e
@@ -419,7 +415,7 @@ async def _query_host(
             target_host, target_port, asked, nonce=nonce, ip=ip,
             transparency=ext.log is not None, keep_alive=keep_alive,
         )
-    writer: asyncio.StreamWriter | None = None
+    writer: TLSStream | None = None
     kept = False
     try:
         try:
@@ -453,7 +449,7 @@ async def _query_host(
                 kept = _keep(nh, reader, writer)
         except TimeoutError as e:
             raise NotaryUnreachable(f"{label}: timed out") from e
-        except (OSError, ssl.SSLError, EOFError) as e:
+        except (OSError, EOFError) as e:
             if isinstance(e, NotaryUnreachable | PinMismatch):
                 raise
             raise NotaryUnreachable(f"{label}: {type(e).__name__}: {e}") from e
@@ -500,7 +496,7 @@ async def _query_host(
 
 async def _exchange(
     reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
+    writer: TLSStream,
     nh: NotaryHost,
     label: str,
     request: bytes,
@@ -514,8 +510,7 @@ async def _exchange(
     ``kept`` connection raw is None when it ended before the first byte of an answer (the
     notary closed it meanwhile); on a new one that is an empty answer or the error itself,
     as for any one-request connection."""
-    ssl_object = writer.get_extra_info("ssl_object")
-    der = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+    der = writer.peer_certificate()
     if not der or hashlib.sha1(der).digest() != nh.pin.digest:
         raise PinMismatch(f"{label} presented a certificate other than the pinned one")
     if not framed:
@@ -536,8 +531,8 @@ async def _exchange(
         if kept:
             return None, False
         raise
-    except ssl.SSLError as e:
-        if kept and "UNEXPECTED_EOF" in str(e).upper():
+    except UnexpectedEOF:
+        if kept:
             return None, False
         raise
     length, keep_alive = _framing(head)
@@ -578,9 +573,9 @@ async def _read_to_eof(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
     while True:
         try:
             chunk = await reader.read(65536)
-        except ssl.SSLError as e:
+        except UnexpectedEOF:
             # Servers that close without close_notify: keep what was read.
-            if chunks and "UNEXPECTED_EOF" in str(e).upper():
+            if chunks:
                 break
             raise
         if not chunk:
