@@ -218,13 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         exe = None if args.no_go else go_binary(Path(t))
         for i in range(args.runs):
             for cond in CONDITIONS if i % 2 == 0 else CONDITIONS[::-1]:
-                runs = [("python", got, lambda c=cond, n=i: one_run(
-                    c == "busy", args.quick, Path(t) / f"{c}{n}.json"))]
+                busy = cond == "busy"
+                figs = [("python", got, one_run(busy, args.quick, Path(t) / f"{cond}{i}.json"))]
                 if exe is not None:
-                    runs.append(("go", got_go, lambda c=cond: one_go_run(
-                        c == "busy", args.quick, exe)))
-                for client, into, measure in runs:
-                    fig = measure()
+                    figs.append(("go", got_go, one_go_run(busy, args.quick, exe)))
+                for client, into, fig in figs:
                     into[cond].append(fig)
                     shown = fig.get("check_new_connection_over_bare_legacy_request")
                     print(f"run {i + 1}/{args.runs} {cond} {client}: kept connection "

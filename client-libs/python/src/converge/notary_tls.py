@@ -26,8 +26,8 @@ import asyncio
 import ipaddress
 from typing import Any
 
-from cryptography.hazmat.primitives.serialization import Encoding
-from OpenSSL import SSL
+from cryptography.hazmat.bindings.openssl.binding import Binding
+from OpenSSL import SSL, crypto
 
 _FLIGHT = 16384  # bytes taken from OpenSSL's outgoing buffer at a time (pyOpenSSL zeroes them)
 _RECORD = 65536  # decrypted bytes read at a time
@@ -135,7 +135,7 @@ class _TLSProtocol(asyncio.Protocol):
             self.handshake.set_exception(err)
             self.reader.set_exception(err)
             return
-        if self.reader.exception() is not None:
+        if not self._reader_open():
             return
         if exc is not None:
             self.reader.set_exception(exc)
@@ -148,10 +148,14 @@ class _TLSProtocol(asyncio.Protocol):
             self.reader.set_exception(UnexpectedEOF(
                 "the notary closed the connection without an answer or close_notify"))
 
+    def _reader_open(self) -> bool:
+        """The reader takes more: neither ended nor failed."""
+        return self.reader.exception() is None and not self.reader.at_eof()
+
     def _fail(self, err: TLSError) -> None:
         if not self.handshake.done():
             self.handshake.set_exception(err)
-        if self.reader.exception() is None and not self.reader.at_eof():
+        if self._reader_open():
             self.reader.set_exception(err)
         if self.transport is not None:
             self.transport.abort()
@@ -176,7 +180,7 @@ class _TLSProtocol(asyncio.Protocol):
                 break
             except SSL.ZeroReturnError:
                 self.close_notify = True
-                if self.reader.exception() is None and not self.reader.at_eof():
+                if self._reader_open():
                     self.reader.feed_eof()
                 break
             except SSL.Error as e:
@@ -184,7 +188,7 @@ class _TLSProtocol(asyncio.Protocol):
                 self._fail(TLSError(_reason(e)))
                 return
             self.answered += len(data)
-            if self.reader.exception() is None and not self.reader.at_eof():
+            if self._reader_open():
                 self.reader.feed_data(data)
         self._flush()
 
@@ -243,15 +247,13 @@ class TLSStream:
 
     def peer_certificate(self) -> bytes | None:
         """The DER of the peer's certificate (a resumed session's is the first handshake's)."""
-        cert = self._p.conn.get_peer_certificate(as_cryptography=True)
-        return None if cert is None else cert.public_bytes(Encoding.DER)
+        cert = self._p.conn.get_peer_certificate()  # (DER straight from OpenSSL: no parse)
+        return None if cert is None else crypto.dump_certificate(crypto.FILETYPE_ASN1, cert)
 
     def session(self) -> SSL.Session | None:
         return self._p.conn.get_session()
 
     def session_reused(self) -> bool:
-        from cryptography.hazmat.bindings.openssl.binding import Binding
-
         return bool(Binding.lib.SSL_session_reused(self._p.conn._ssl))
 
 
