@@ -221,6 +221,30 @@ def test_notary_timeout(
     assert v  # majority of the one that counts (stand-aside)
 
 
+
+@pytest.mark.parametrize("which", ["notary", "total"])
+async def test_one_notary_times_out_alone(
+    tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notaries: list[FakeNotary],
+    which: str,
+) -> None:
+    """One notary with one host is asked without a race (no task): its notary and total
+    timeouts still end the check, leave nothing running and say which limit ran out; the
+    twin answers in time."""
+    notaries[0].mode = "slow:3"
+    limits = ({"notary_timeout": 0.3, "total_timeout": 5.0} if which == "notary"
+              else {"notary_timeout": 5.0, "total_timeout": 0.3})
+    c = _client(tmp_path, [notaries[0].bundle("Org 0")], **limits)
+    t0 = time.monotonic()
+    v = await c.acheck("127.0.0.1", target.port, pki["target"].sha1)
+    assert time.monotonic() - t0 < 1.5
+    assert not v and _votes(v) == [("unreachable", "timeout")]
+    assert v.results[0].detail == "no answer within 0.3 s"
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    twin = _client(tmp_path / "twin", [notaries[1].bundle("Org 1")], **limits)
+    v = await twin.acheck("127.0.0.1", target.port, pki["target"].sha1)
+    assert v and _votes(v) == [("success", "listed")]
+
+
 def test_local_cache(
     tmp_path: Path, pki: dict[str, Any], target: TlsTarget, notaries: list[FakeNotary]
 ) -> None:

@@ -548,3 +548,59 @@ def test_bounds_scan_agrees_with_the_token_by_token_reference(parts: list[bytes]
     except ValueError:
         got = False
     assert got == expected, data
+
+
+def _scan_then_parse(data: bytes) -> object:
+    """What the rules accept: the token-by-token bounds scan, then the strict stock parse."""
+    _reference_bounds_scan(data)
+
+    def refuse(name: str) -> object:
+        raise ValueError(name)
+
+    return json.loads(data.decode("utf-8"), parse_constant=refuse)
+
+
+_JSONISH = st.lists(st.sampled_from([
+    b"[", b"]", b"{", b"}", b'"', b'"a"', b'"[{"', b"\\", b":", b",", b" ", b"0", b"1", b"-",
+    b".", b"e", b"E", b"+", b"9" * 15, b"9" * 16, b"-0", b"01", b"1.5", b"1e5", b"null",
+    b"true", b"NaN", b"Infinity", b"[" * 33, b"]" * 33, b"[" * 16, b"]" * 16, b'{"k":',
+    b"\xff", b"\xc3\xa9"]), max_size=40)
+
+
+@given(_JSONISH)
+def test_loads_verified_accepts_exactly_what_the_scan_then_the_parse_accept(
+        parts: list[bytes]) -> None:
+    """The module's parse (depth scan only past 32 brackets, numbers checked by the parser's
+    hooks) against the rules done in order; a twin of each outcome is in the set below."""
+    from converge.signedjson import loads_verified
+
+    data = b"".join(parts)
+    try:
+        expected: object = ("ok", _scan_then_parse(data))
+    except (ValueError, RecursionError):
+        expected = "refused"
+    try:
+        got: object = ("ok", loads_verified(data))
+    except (ValueError, RecursionError):
+        got = "refused"
+    assert got == expected, data
+
+
+@pytest.mark.parametrize("data,accepted", [
+    (b'{"a": [1, -0, 999999999999999]}', True),
+    (b'{"a": [1, -0, 9999999999999999]}', False),
+    (b'{"a": "' + b"[" * 40 + b'", "b": 2}', True),  # brackets in a string: many, not deep
+    (b'{"a": "' + b"[" * 40 + b'", "b": 2.5}', False),
+    (b"[" * 32 + b"1" + b"]" * 32, True),
+    (b"[" * 33 + b"1" + b"]" * 33, False),
+    (b'["1.5", "1e5"]', True),  # numbers' look-alikes in strings are strings
+    (b'["1.5", 1e5]', False),
+])
+def test_loads_verified_fast_paths_at_their_edges(data: bytes, accepted: bool) -> None:
+    from converge.signedjson import loads_verified
+
+    if accepted:
+        assert loads_verified(data) == json.loads(data)
+    else:
+        with pytest.raises(ValueError):
+            loads_verified(data)
