@@ -19,8 +19,9 @@ import collections
 import hashlib
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +30,8 @@ from replay.errors import ReplayInputError, ReplayIOError
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 256 * 1024
 ENCODED_CACHE = 65_536  # encoded requests kept (workloads repeat a site many times)
+HEAD_CACHE = 256  # parsed response heads kept (a notary sends a few distinct heads a second)
+HEAD_CACHE_BYTES = 1024  # only heads this short are kept (a notary's are about 200 bytes)
 
 
 class HTTPClientError(ReplayIOError):
@@ -37,10 +40,13 @@ class HTTPClientError(ReplayIOError):
         self.kind = kind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Response:
+    """One answer. ``headers`` (names in lower case) may be shared with other answers that
+    had the same head, so it is read-only."""
+
     status: int
-    headers: dict[str, str]
+    headers: Mapping[str, str]
     body: bytes
     bytes_sent: int
     bytes_received: int
@@ -111,6 +117,24 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
             raise HTTPClientError("protocol", "bad header line")
         headers[name.strip().lower()] = value.strip()
     return status, headers
+
+
+_HEADS: dict[bytes, tuple[int, Mapping[str, str]]] = {}
+
+
+def _parsed_head(head: bytes) -> tuple[int, Mapping[str, str]]:
+    """:func:`_parse_head` for the callback path, remembered by the head's exact bytes (an
+    answer's head repeats: a cached notary answer differs at most in its ``Date``): the
+    headers come back read-only, shared by every answer with that head."""
+    got = _HEADS.get(head)
+    if got is None:
+        status, headers = _parse_head(head)
+        got = (status, MappingProxyType(headers))
+        if len(head) <= HEAD_CACHE_BYTES:
+            if len(_HEADS) >= HEAD_CACHE:
+                _HEADS.clear()
+            _HEADS[head] = got
+    return got
 
 
 class Origin:
@@ -400,7 +424,7 @@ class Exchange:
                 self._slow()
             return
         try:
-            status, headers = _parse_head(bytes(buf[:end]))
+            status, headers = _parsed_head(bytes(buf[:end]))
         except HTTPClientError as exc:
             self._finish(None, exc)
             return

@@ -227,6 +227,44 @@ async def test_callback_path_needs_an_idle_connection_and_parses_answers(
     assert stats == {"connections": 1, "requests": 4}
 
 
+
+async def test_callback_path_remembers_heads_read_only_and_bounded(serve: Any, mk: Any) -> None:
+    """Answers with the same head share one parsed, read-only header map; a different head
+    (another Cache-Status) is parsed on its own; a long head is never kept; the table stays
+    bounded whatever heads a server invents."""
+    from replay import httpclient
+
+    def reply(n: int) -> bytes:
+        if n in (2, 3):
+            return ok(b"{}")
+        if n == 4:
+            return ok(b"{}").replace(b"; hit", b"; fwd=miss")
+        if n == 5:
+            return ok(b"{}", b"X-Pad: " + b"a" * httpclient.HEAD_CACHE_BYTES + b"\r\n")
+        return ok(b"{}", b"X-N: %d\r\n" % n)
+
+    port, _ = await serve(reply)
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    httpclient._HEADS.clear()
+    await c.request(base, "GET", "/t")
+    a, _, _ = await _started(c, base)
+    b, _, _ = await _started(c, base)
+    assert a.headers is b.headers and b.headers["cache-status"] == "converge-notary; hit"
+    with pytest.raises(TypeError):
+        a.headers["cache-status"] = "changed"  # type: ignore[index]
+    d, _, _ = await _started(c, base)
+    assert d.headers["cache-status"] == "converge-notary; fwd=miss"  # twin: another head
+    assert a.headers["cache-status"] == "converge-notary; hit"
+    kept = len(httpclient._HEADS)
+    e, _, _ = await _started(c, base)
+    assert e.headers["x-pad"] == "a" * httpclient.HEAD_CACHE_BYTES
+    assert len(httpclient._HEADS) == kept  # the long head was parsed, not kept
+    for _ in range(httpclient.HEAD_CACHE + 10):
+        await _started(c, base)
+    assert 0 < len(httpclient._HEADS) <= httpclient.HEAD_CACHE
+
+
 async def test_callback_path_reports_a_dropped_kept_alive_connection_as_stale(
         serve: Any, mk: Any) -> None:
     port, stats = await serve(lambda n: ok() if n == 1 else b"")  # closes after the first
