@@ -282,6 +282,13 @@ def test_schedule_monitor_counts_the_run_and_the_window_alike() -> None:
     assert (w.n, w.max, w.quantile(0.99)) == (m.lateness.n, m.lateness.max,
                                               m.lateness.quantile(0.99))
     assert w.counts == m.lateness.counts and w.counts[-1] == 3  # 0, negative, under 1 ms
+    assert w.mean == m.lateness.mean
+    # a window given another layout still counts in its own buckets
+    m.window = LogHistogram()
+    for v in (0.0, -1.0, 0.0005, 0.002, 0.02, 0.2):
+        m.observe(v, now=0.0)
+    assert m.window.counts != m.lateness.counts and m.window.counts[-1] == 2
+    assert m.window.n == 6 and m.window.max == 0.2
     # twin: a default-layout histogram of the same values puts 0.0005 s in a bucket of its own
     d = LogHistogram()
     for v in (0.0, -1.0, 0.0005, 0.002, 0.02, 0.2):
