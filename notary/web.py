@@ -15,8 +15,12 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 
 from aiohttp import hdrs, web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.helpers import rfc822_formatted_time
+from aiohttp.http import SERVER_SOFTWARE, HttpVersion, HttpVersion10, HttpVersion11
 from aiohttp.web_urldispatcher import _default_expect_handler
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from multidict import CIMultiDict
@@ -194,11 +198,109 @@ def _answer_response(answer: Answer, media: str = _JSON) -> web.Response:
                         headers=CIMultiDict(_ANSWER_HEADERS[answer.cache, media]))
 
 
+# The statuses an answer can have (service.py); an answer of any other is sent as a Response.
+_WIRE_STATUSES = (200, 403, 409, 503)
+_SERVER_LINE = f"\r\nServer: {SERVER_SOFTWARE}\r\n".encode("latin-1")
+
+
+def _wire_parts(version: HttpVersion, status: int, keep_alive: bool, cache: CacheOutcome,
+                media: str) -> tuple[bytes, bytes]:
+    """What aiohttp writes around an answer's length and date, as bytes.
+
+    The same header lines in the same order as ``_answer_response`` prepared by aiohttp
+    (``StreamResponse._prepare_headers``): the status line in the request's version, the
+    answer's two headers, ``Content-Length``, ``Date``, ``Server``, and ``Connection`` where
+    aiohttp adds one (keep-alive asked in HTTP/1.0, close in HTTP/1.1).
+    """
+    head = (f"HTTP/{version[0]}.{version[1]} {status} {HTTPStatus(status).phrase}\r\n"
+            f"Content-Type: {media}\r\nCache-Status: {CACHE_STATUS[cache]}\r\n"
+            "Content-Length: ").encode("latin-1")
+    connection = b""
+    if keep_alive:
+        if version == HttpVersion10:
+            connection = b"Connection: keep-alive\r\n"
+    elif version == HttpVersion11:
+        connection = b"Connection: close\r\n"
+    return head, _SERVER_LINE + connection + b"\r\n"
+
+
+_WIRE_PARTS = {
+    (version, status, keep_alive, cache, media): _wire_parts(
+        version, status, keep_alive, cache, media)
+    for version in (HttpVersion10, HttpVersion11)
+    for status in _WIRE_STATUSES
+    for keep_alive in (False, True)
+    for cache in CACHE_STATUS
+    for media in (_JSON, extended.MEDIA_TYPE)
+}
+
+
+class _Date:
+    """aiohttp's formatted ``Date`` (a new string each second) and its bytes."""
+
+    text = ""
+    line = b""
+
+    @classmethod
+    def now(cls) -> bytes:
+        text = rfc822_formatted_time()
+        if text is not cls.text:
+            cls.text, cls.line = text, text.encode("latin-1")
+        return cls.line
+
+
+class _WireAnswer:
+    """An answer written as one block of bytes: the bytes aiohttp would write for
+    ``_answer_response`` (tests/notary/test_fast_path.py compares them), without building a
+    ``Response`` and its header map per request: on cache hits over keep-alive, building,
+    preparing and finishing that ``Response`` was most of the notary's own time per request.
+
+    It is what aiohttp's request loop needs of a response (``prepare``, ``write_eof``,
+    ``keep_alive``, and ``status`` and ``body_length`` for the access log). The write goes
+    through the request's own writer, so its back-pressure (drain) is aiohttp's.
+    """
+
+    __slots__ = ("_data", "_writer", "body_length", "keep_alive", "status")
+
+    def __init__(self, data: bytes, status: int, keep_alive: bool) -> None:
+        self._data = data
+        self._writer: AbstractStreamWriter | None = None
+        self.status = status
+        self.keep_alive = keep_alive
+        self.body_length = len(data)
+
+    async def prepare(self, request: web.BaseRequest) -> AbstractStreamWriter:
+        self._writer = request.writer
+        return self._writer
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        writer = self._writer
+        if writer is not None:
+            self._writer = None
+            await writer.write_eof(self._data)
+
+
+def _wire_answer(request: web.BaseRequest, answer: Answer,
+                 media: str = _JSON) -> web.Response | _WireAnswer:
+    """The answer to ``request``: one prebuilt block where the table has its head, else a
+    ``Response`` (any other HTTP version, status or outcome)."""
+    keep_alive = request.keep_alive
+    status = answer.status
+    parts = _WIRE_PARTS.get((request.version, status, keep_alive, answer.cache, media))
+    if parts is None:
+        return _answer_response(answer, media)
+    body = answer.body
+    data = b"".join((parts[0], b"%d\r\nDate: " % len(body), _Date.now(), parts[1], body))
+    return _WireAnswer(data, status, keep_alive)
+
+
 async def handle_target(request: web.Request) -> web.StreamResponse:
-    return await _target(request.app[FRONT], request)
+    got = await _target(request.app[FRONT], request)
+    return _answer_response(got) if isinstance(got, Answer) else got
 
 
-async def _target(front: _Front, request: web.BaseRequest) -> web.StreamResponse:
+async def _target(front: _Front, request: web.BaseRequest) -> web.StreamResponse | Answer:
+    """A ``/target/...`` request's answer, or the response that refuses it."""
     method = request.method
     if method not in ("GET", "POST"):
         if front.metrics is not None:
@@ -221,7 +323,7 @@ async def _target(front: _Front, request: web.BaseRequest) -> web.StreamResponse
         return _failed(front, exc)
     if front.metrics is not None:
         front.metrics.answered(answer.status, answer.cache.value)
-    return _answer_response(answer)
+    return answer
 
 
 # Parsing is pure, and on cache hits the same target spec and body recur from every client
@@ -276,10 +378,12 @@ async def _read_body(front: _Front, request: web.BaseRequest) -> bytes:
 
 async def handle_answer(request: web.Request) -> web.StreamResponse:
     """``POST /v2/answer``: the extended format (JSON request, signed JSON answer)."""
-    return await _answer(request.app[FRONT], request)
+    got = await _answer(request.app[FRONT], request)
+    return _answer_response(got, extended.MEDIA_TYPE) if isinstance(got, Answer) else got
 
 
-async def _answer(front: _Front, request: web.BaseRequest) -> web.StreamResponse:
+async def _answer(front: _Front, request: web.BaseRequest) -> web.StreamResponse | Answer:
+    """A ``POST /v2/answer`` request's answer, or the response that refuses it."""
     try:
         _admit(front, request)
         body = await _read_body(front, request)
@@ -288,7 +392,7 @@ async def _answer(front: _Front, request: web.BaseRequest) -> web.StreamResponse
         return _failed(front, exc)
     if front.metrics is not None:
         front.metrics.answered(answer.status, answer.cache.value)
-    return _answer_response(answer, extended.MEDIA_TYPE)
+    return answer
 
 
 def install_fast_path(app: web.Application, server: web.Server) -> None:
@@ -298,9 +402,11 @@ def install_fast_path(app: web.Application, server: web.Server) -> None:
     A cache hit then skips what routing adds per request (the resolve, a match-info object,
     the application's handler layer) and does only what the handlers themselves do: the
     same admission (connection cap, rate limit), size and time bounds, parsing and answer
-    bytes. Anything else, and any request with ``Expect`` (its 100-continue handling lives
-    in the route), goes through the router as before. The app has no middlewares and no
-    response signals, so nothing skipped would act on these requests.
+    bytes, an answer written as prebuilt bytes (:class:`_WireAnswer`, which aiohttp's request
+    loop takes where it takes a response). Anything else, and any request with ``Expect``
+    (its 100-continue handling lives in the route), goes through the router as before. The
+    app has no middlewares and no response signals, so nothing skipped would act on these
+    requests.
     """
     if app.middlewares or app.on_response_prepare:
         raise RuntimeError("the fast path would skip the app's middlewares or signals")
@@ -311,9 +417,15 @@ def install_fast_path(app: web.Application, server: web.Server) -> None:
         path = request.rel_url.raw_path
         if hdrs.EXPECT not in request.headers:
             if path.startswith("/target/"):
-                return await _target(front, request)
+                got = await _target(front, request)
+                if isinstance(got, Answer):
+                    return _wire_answer(request, got)  # type: ignore[return-value]
+                return got
             if path == "/v2/answer" and request.method == "POST":
-                return await _answer(front, request)
+                got = await _answer(front, request)
+                if isinstance(got, Answer):
+                    return _wire_answer(request, got, extended.MEDIA_TYPE)  # type: ignore[return-value]
+                return got
         return await general(request)
 
     server.request_handler = dispatch

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 import trustme
 from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from notary_support import (
     FakeClock,
@@ -25,8 +28,10 @@ from notary_support import (
     sha1_fp,
 )
 
+from notary import web as notary_web
 from notary.config import Settings
 from notary.keys import Identity
+from notary.service import Answer, CacheOutcome
 from notary.web import create_app, install_fast_path
 
 MakeTarget = Callable[..., Awaitable[TLSTarget]]
@@ -139,6 +144,85 @@ async def test_fast_path_extended_answers_exactly_as_the_router(
     assert (await _same(fast, routed, _post("/v2/answer", b"[1]")))[0] == 400
     # only POST is an answer request: a GET is the router's 405 in both
     assert (await _same(fast, routed, get_request("/v2/answer")))[0] == 405
+
+
+_DATE = re.compile(rb"\r\nDate: [^\r\n]*\r\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_fast_path_writes_the_routers_bytes(
+    pair: Pair, make_target: MakeTarget, site_cert: trustme.LeafCert,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The prebuilt answers (``_WireAnswer``) are, byte for byte, what aiohttp writes for the
+    routed ``Response``: status line, header order, ``Connection`` by version and keep-alive,
+    several answers on one connection. Only the ``Date`` value may differ (a second apart)."""
+    written: list[int] = []
+    real_prepare = notary_web._WireAnswer.prepare
+
+    async def counting(self: Any, request: web.BaseRequest) -> Any:
+        written.append(self.status)
+        return await real_prepare(self, request)
+
+    monkeypatch.setattr(notary_web._WireAnswer, "prepare", counting)
+    target = await make_target(site_cert)
+    fast, routed = await pair()
+    fp = sha1_fp(leaf_der(site_cert))
+    spec = f"site.test+{target.port}"
+    form = f"fingerprint={fp}".encode()
+    other = f"fingerprint={'AB:' * 19}AB".encode()  # well formed, not the site's: 409
+    ext = json.dumps({"host": "site.test", "port": target.port, "fingerprint": fp}).encode()
+    refused = json.dumps({"host": "10.0.0.1", "port": 443, "fingerprint": fp}).encode()
+    dead = json.dumps({"host": "127.0.0.1", "port": _free_port(), "fingerprint": fp}).encode()
+
+    def post(path: str, body: bytes, version: str = "1.1", connection: str = "") -> bytes:
+        head = f"POST {path} HTTP/{version}\r\nHost: n\r\n"
+        if connection:
+            head += f"Connection: {connection}\r\n"
+        return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+    answers = f"/target/{spec}"
+    conversations = [
+        legacy_post_request(answers, form),  # a miss, then the add-on's cached hit
+        legacy_post_request(answers, form),
+        legacy_post_request(answers, other),  # 409
+        get_request(answers),
+        # kept connections: HTTP/1.0 asks for keep-alive, HTTP/1.1 has it by default
+        post(answers, form, "1.0", "keep-alive") + post(answers, other, "1.0", "keep-alive")
+        + post(answers, form, "1.0"),
+        post(answers, form) + post(answers, other) + post(answers, form, connection="close"),
+        post("/v2/answer", ext) + post("/v2/answer", ext, connection="close"),
+        post("/v2/answer", refused, connection="close"),  # a signed 403
+        post("/v2/answer", dead, connection="close"),  # a signed 503
+    ]
+    for request in conversations:
+        a = (await exchange(fast.port, request, tls=False))[0]
+        b = (await exchange(routed.port, request, tls=False))[0]
+        assert a.startswith(b"HTTP/1."), a[:100]
+        assert _DATE.sub(b"\r\nDate: -\r\n", a) == _DATE.sub(b"\r\nDate: -\r\n", b), request
+    # every answer above went out prebuilt (none fell back to a Response)
+    assert sorted(set(written)) == [200, 403, 409, 503]
+    assert len(written) == 14
+    # HTTP versions other than 1.0 and 1.1 never reach a handler: aiohttp's parser refuses them
+    odd = post(answers, form, "1.2", "close")
+    a = (await exchange(fast.port, odd, tls=False))[0]
+    assert a.startswith(b"HTTP/1.0 400 Bad Request\r\n") and len(written) == 14
+
+
+def test_an_answer_outside_the_table_is_a_response() -> None:
+    """The twin of the above: what the prebuilt table does not cover (here a status no
+    answer has) is answered by aiohttp's ``Response``; what it covers is not."""
+    request = make_mocked_request("POST", "/target/site.test+443")
+    odd = notary_web._wire_answer(request, Answer(418, b"{}", CacheOutcome.HIT))
+    assert isinstance(odd, web.Response) and odd.status == 418
+    usual = notary_web._wire_answer(request, Answer(200, b"{}", CacheOutcome.HIT))
+    assert isinstance(usual, notary_web._WireAnswer) and usual.keep_alive
+    assert usual.body_length == len(usual._data) and usual._data.endswith(b"\r\n\r\n{}")
 
 
 async def test_fast_path_skips_the_router_and_the_plain_app_does_not(
