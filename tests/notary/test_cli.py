@@ -392,16 +392,21 @@ async def test_access_log_does_not_pair_clients_with_targets(
     fp = sha1_fp(leaf_der(site_cert))
     req = legacy_post_request(f"/target/site.test+{target.port}", f"fingerprint={fp}".encode())
     lines: dict[str, list[str]] = {}
+    sizes: list[int] = []
     for i, extra in enumerate(([], ["--log-client-addresses"])):
         proc, port = await spawn_serve("--access-log", *extra, data=tmp_path / f"d{i}")
         await wait_ready(port, proc)
-        assert parse_reply((await exchange(port, req))[0]).status == 200
+        raw = (await exchange(port, req))[0]
+        assert parse_reply(raw).status == 200
+        sizes.append(len(raw))
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 15) == 0
         log = (tmp_path / f"serve{i}.log").read_text()
         lines[" ".join(extra)] = [ln for ln in log.splitlines() if "/target/" in ln]
     private = lines[""]
     assert private, "the access log recorded the request"
+    # the answer's status and its size on the wire (head and body), as aiohttp logs them
+    assert any(f'" 200 {sizes[0]} ' in ln for ln in private), (sizes, private)
     assert not any("127.0.0.1" in ln for ln in private), private
     # twin: asked to, the operator gets client addresses
     assert any("127.0.0.1" in ln for ln in lines["--log-client-addresses"])
