@@ -199,6 +199,8 @@ async def test_fast_path_writes_the_routers_bytes(
         post("/v2/answer", ext) + post("/v2/answer", ext, connection="close"),
         post("/v2/answer", refused, connection="close"),  # a signed 403
         post("/v2/answer", dead, connection="close"),  # a signed 503
+        # an upgrade the notary does not take (answered as any request)
+        post(answers, form, connection="Upgrade, close\r\nUpgrade: h2c"),
     ]
     for request in conversations:
         a = (await exchange(fast.port, request, tls=False))[0]
@@ -207,11 +209,11 @@ async def test_fast_path_writes_the_routers_bytes(
         assert _DATE.sub(b"\r\nDate: -\r\n", a) == _DATE.sub(b"\r\nDate: -\r\n", b), request
     # every answer above went out prebuilt (none fell back to a Response)
     assert sorted(set(written)) == [200, 403, 409, 503]
-    assert len(written) == 14
+    assert len(written) == 15
     # HTTP versions other than 1.0 and 1.1 never reach a handler: aiohttp's parser refuses them
     odd = post(answers, form, "1.2", "close")
     a = (await exchange(fast.port, odd, tls=False))[0]
-    assert a.startswith(b"HTTP/1.0 400 Bad Request\r\n") and len(written) == 14
+    assert a.startswith(b"HTTP/1.0 400 Bad Request\r\n") and len(written) == 15
 
 
 def test_an_answer_outside_the_table_is_a_response() -> None:
