@@ -19,7 +19,7 @@ import collections
 import hashlib
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -182,6 +182,28 @@ class Origin:
                 raise HTTPClientError("tls", "server certificate does not match the pin")
         return conn
 
+    async def warm(self, n: int) -> int:
+        """Open up to ``n`` connections at once (within the limit) and keep them idle, so
+        that the first requests of a run do not each wait for a connection of their own.
+        Returns how many opened; one that fails is not an error here (the requests that
+        follow meet the failure again, and record it)."""
+        n = min(n, self.limit - self.open)
+        if n <= 0:
+            return 0
+        tasks = [asyncio.ensure_future(self._connect()) for _ in range(n)]
+        opened = 0
+        try:
+            await asyncio.wait(tasks)
+        finally:  # cancelled or not, what did open is pooled (and closed with the client)
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled() and task.exception() is None:
+                    self.open += 1
+                    self.idle.append(task.result())
+                    opened += 1
+        return opened
+
     def take_idle(self) -> _Conn | None:
         """An idle keep-alive connection, without waiting; None when there is none."""
         while self.idle:
@@ -251,6 +273,11 @@ class HTTPClient:
             o = Origin(base, self.limit, self.tls, self.pin, self.connect_timeout)
             self.origins[base] = o
         return o
+
+    async def warm(self, bases: Sequence[str], per_origin: int) -> int:
+        """:meth:`Origin.warm` for every base at once; the connections opened in all."""
+        counts = await asyncio.gather(*(self.origin(b).warm(per_origin) for b in bases))
+        return sum(counts)
 
     async def request(self, base: str, method: str, path: str, body: bytes = b"",
                       content_type: str = "application/x-www-form-urlencoded") -> Response:

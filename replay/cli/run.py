@@ -29,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "(default: %(default)s)")
     r.add_argument("--connections", type=int, default=512,
                    help="keep-alive connections per notary (default: %(default)s)")
+    r.add_argument("--warm-connections", type=int, default=32,
+                   help="connections opened to each notary before the schedule starts, so "
+                   "that its first requests do not wait for connects (at most --connections; "
+                   "default: %(default)s)")
     r.add_argument("--route", choices=("round-robin", "client-hash"), default="round-robin",
                    help="how requests are spread over several notaries (default: %(default)s)")
     r.add_argument("--insecure", action="store_true",
@@ -63,7 +67,8 @@ def run(a: argparse.Namespace) -> int:
     elif a.pin_sha1:
         pin = tls_pin_from_server(a.notary[0], a.pin_sha1)
     cfg = RunConfig(notaries=tuple(a.notary), speed=a.speed, timeout=a.timeout,
-                    max_inflight=a.max_inflight, connections=a.connections, route=a.route,
+                    max_inflight=a.max_inflight, connections=a.connections,
+                    warm_connections=a.warm_connections, route=a.route,
                     insecure=a.insecure, pin_sha256=pin, spin=a.spin_ms / 1000,
                     limit=a.limit, max_duration=a.max_duration,
                     progress_interval=0 if a.quiet else a.progress_interval)

@@ -282,3 +282,34 @@ async def test_callback_path_garbage_is_a_protocol_error(serve: Any, mk: Any) ->
     await c.request(base, "GET", "/t")
     resp, err, stale = await _started(c, base)
     assert resp is None and err.kind == "protocol" and not stale
+
+
+async def test_warm_opens_idle_connections_that_requests_then_use(serve: Any, mk: Any) -> None:
+    """``warm`` opens connections before any request (within the pool's limit) and the
+    callback path, which needs an idle connection, can send at once; the twin: a cold
+    client has none."""
+    port, stats = await serve(lambda n: ok())
+    base = f"http://127.0.0.1:{port}"
+    cold = mk()
+    assert cold.start(base, "GET", "/t", b"", lambda *a: None) is None
+    assert stats["connections"] == 0
+    warm = mk(limit_per_origin=3)
+    assert await warm.warm([base], 8) == 3  # at most the limit
+    await asyncio.sleep(0.05)  # let the server's accepts run
+    assert stats["connections"] == 3 and stats["requests"] == 0
+    assert await warm.warm([base], 8) == 0  # the pool is full
+    results = await asyncio.gather(*(_started(warm, base) for _ in range(3)))
+    assert all(err is None and resp.status == 200 for resp, err, _ in results)
+    assert stats == {"connections": 3, "requests": 3}
+
+
+async def test_warm_leaves_failures_to_the_requests(mk: Any) -> None:
+    """A notary that refuses connections: ``warm`` opens none and raises nothing; the
+    request after it gets the connect error it always got, and the pool's count is right."""
+    base = f"http://127.0.0.1:{free_port()}"
+    client = mk(limit_per_origin=2)
+    assert await client.warm([base], 4) == 0
+    assert client.origin(base).open == 0 and not client.origin(base).idle
+    with pytest.raises(HTTPClientError) as info:
+        await client.request(base, "GET", "/")
+    assert info.value.kind == "connect"

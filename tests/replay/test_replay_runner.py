@@ -265,7 +265,8 @@ async def test_kept_alive_request_without_answer_times_out_on_time(
     url, stats = answer_then_hang
     stats["answer"] = 1
     buf = io.StringIO()
-    cfg = RunConfig(notaries=(url,), timeout=0.3, progress_interval=0)
+    # no warm connections: the second request goes on the first one's kept connection
+    cfg = RunConfig(notaries=(url,), timeout=0.3, progress_interval=0, warm_connections=0)
     summary = await Replayer(cfg, ResultWriter(buf), log=lambda m: None).run(_events(2, 0.1))
     rows = sorted(_rows(buf), key=lambda r: r.seq)
     assert summary.errors == {"timeout": 1} and stats["connections"] == 1
@@ -294,3 +295,25 @@ def test_schedule_monitor_counts_the_run_and_the_window_alike() -> None:
     for v in (0.0, -1.0, 0.0005, 0.002, 0.02, 0.2):
         d.add(v)
     assert d.counts != w.counts and d.counts[-1] == 2
+
+
+@pytest.mark.parametrize("warm", [0, 4])
+async def test_a_run_opens_its_warm_connections_before_the_schedule(
+        answer_then_hang: tuple[str, dict[str, int]], warm: int) -> None:
+    """``warm_connections``: opened before the schedule's clock starts, then used by the
+    requests; with 0 (the twin) a run opens one connection when its first request goes."""
+    url, stats = answer_then_hang
+    buf = io.StringIO()
+    cfg = RunConfig(notaries=(url,), timeout=5, progress_interval=0, warm_connections=warm)
+    summary = await Replayer(cfg, ResultWriter(buf), log=lambda m: None).run(_events(5, 0.02))
+    rows = _rows(buf)
+    assert summary.sent == summary.completed == 5 and summary.errors == {}
+    assert stats["connections"] == max(1, warm) and stats["requests"] == 5
+    # the warm-up is not charged to the schedule (loose: the machine is shared)
+    assert max(r.actual - r.intended for r in rows) < 0.25
+
+
+def test_run_config_refuses_negative_warm_connections() -> None:
+    with pytest.raises(ReplayInputError, match="warm"):
+        RunConfig(notaries=("http://127.0.0.1:1",), warm_connections=-1).validate()
+    RunConfig(notaries=("http://127.0.0.1:1",), warm_connections=0).validate()  # twin
