@@ -403,7 +403,8 @@ class Replayer:
         wall0 = time.monotonic()
         if cfg.warm_connections:
             # before the schedule's clock starts: a cold pool made the first requests each
-            # wait for a connect (at 20,000/s, 40-50 ms of them late by up to 24 ms)
+            # wait for a connect (at 20,000/s with a CPU burner beside, the first 30-90 ms of
+            # a run went out up to 32 ms late; docs/replay.md)
             try:
                 await client.warm(self._bases, cfg.warm_connections)
             except BaseException:
