@@ -251,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (1 <= seconds <= 30 and 1 <= trials <= 9):
         p.error("--seconds must be 1-30 and --trials 1-9")
     started = time.time()
+    machine = machine_info()  # before the run: it records the load average then
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp, Processes(
         Path(tmp) / "logs"
     ) as ps:
@@ -258,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["meta"] = {"seconds_per_trial": seconds, "trials": trials,
                    "wall_seconds": round(time.time() - started, 1),
                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                   "machine": machine_info(), "loadavg_after": _loadavg()}
+                   "machine": machine, "loadavg_after": _loadavg()}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print_table(doc)
