@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import trustme
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from loopback import free_port
 from notary_support import (
     FakeClock,
     Notary,
@@ -149,12 +149,6 @@ async def test_fast_path_extended_answers_exactly_as_the_router(
 _DATE = re.compile(rb"\r\nDate: [^\r\n]*\r\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_fast_path_writes_the_routers_bytes(
     pair: Pair, make_target: MakeTarget, site_cert: trustme.LeafCert,
     monkeypatch: pytest.MonkeyPatch,
@@ -178,7 +172,7 @@ async def test_fast_path_writes_the_routers_bytes(
     other = f"fingerprint={'AB:' * 19}AB".encode()  # well formed, not the site's: 409
     ext = json.dumps({"host": "site.test", "port": target.port, "fingerprint": fp}).encode()
     refused = json.dumps({"host": "10.0.0.1", "port": 443, "fingerprint": fp}).encode()
-    dead = json.dumps({"host": "127.0.0.1", "port": _free_port(), "fingerprint": fp}).encode()
+    dead = json.dumps({"host": "127.0.0.1", "port": free_port(), "fingerprint": fp}).encode()
 
     def post(path: str, body: bytes, version: str = "1.1", connection: str = "") -> bytes:
         head = f"POST {path} HTTP/{version}\r\nHost: n\r\n"
