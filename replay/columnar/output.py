@@ -7,7 +7,7 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
@@ -20,14 +20,56 @@ WINDOW_EVENTS = 2_000_000  # events sorted in memory at once when merging spille
 CSV_BATCH_ROWS = 65_536
 
 
-def _output_frame(events: pl.DataFrame, t0: float, parquet: bool) -> pl.DataFrame:
-    # the CSV writer rounds to 6 decimals itself (as the reference's round(x, 6) does); an
-    # empty fingerprint is an empty CSV field (as Python's csv writes it), not ""
-    offset = pl.col("start") - t0
-    return events.select(
-        (offset.round(6) if parquet else offset).alias("offset"), "kind", "client", "host",
-        "port", (pl.col("fingerprint") if parquet else pl.when(pl.col("fingerprint") != "")
-                 .then(pl.col("fingerprint"))).alias("fingerprint"), "ssl_bytes")
+OFFSET_DTYPE = pl.Decimal(38, 6)
+
+
+def _csv_offsets(offset: pl.Series) -> pl.Series | None:
+    """The offsets as decimals of 6 places, each the reference's ``f"{round(x, 6):.6f}"`` of
+    the float ``x``: the CSV writer prints a decimal as its digits, about a fifth of the time
+    of formatting a float to 6 places (``float_precision``, exact but slow). polars' cast
+    rounds ``x * 1e6``, which can differ from the exact rounding of ``x`` only where that
+    product lies within a few units in its last place of a half: those rows (about one in a
+    million for times in milliseconds) are printed by Python. None: a negative offset (its
+    sign may survive rounding, "-0.000000", which a decimal cannot hold) or one the cast
+    cannot hold: the caller prints floats."""
+    if offset.len() == 0:
+        return offset.cast(OFFSET_DTYPE)
+    if not bool(offset.is_finite().all()) or bool(
+            (offset < 0).any() or ((offset == 0) & (1.0 / offset < 0)).any()):
+        return None
+    decimals = offset.cast(OFFSET_DTYPE, strict=False)
+    if decimals.null_count():
+        return None
+    scaled = offset * 1e6
+    # the product is within half a unit in its last place of the exact one; 2**-46 of it is
+    # 64 such units, and 2**-30 covers the products below 1 (a quarter of a microsecond)
+    near_half = ((scaled - scaled.floor() - 0.5).abs()
+                 <= scaled.abs() * 2.0 ** -46 + 2.0 ** -30)
+    rows = near_half.arg_true()
+    if rows.len():
+        exact = pl.Series([f"{round(x, 6):.6f}" for x in offset.gather(rows).to_list()])
+        decimals = decimals.scatter(rows, exact.cast(OFFSET_DTYPE))
+    return decimals
+
+
+def _output_frame(events: pl.DataFrame, t0: float, parquet: bool) -> tuple[pl.DataFrame, bool]:
+    """The workload's columns, and whether the offsets are floats still to be printed to 6
+    places by the CSV writer (as the reference's round(x, 6) and ``.6f`` do); an empty
+    fingerprint is an empty CSV field (as Python's csv writes it), not ""."""
+    offset = events["start"] - t0
+    decimals = None if parquet else _csv_offsets(offset)
+    out = events.select(
+        (offset.round(6) if parquet else offset if decimals is None else decimals)
+        .alias("offset"), "kind", "client", "host", "port",
+        (pl.col("fingerprint") if parquet else pl.when(pl.col("fingerprint") != "")
+         .then(pl.col("fingerprint"))).alias("fingerprint"), "ssl_bytes")
+    return out, not parquet and decimals is None
+
+
+def _write_csv(frame: pl.DataFrame, floats: bool, target: Path | IO[bytes],
+               header: bool = True) -> None:
+    frame.write_csv(target, float_precision=6 if floats else None, include_header=header,
+                    batch_size=CSV_BATCH_ROWS)
 
 
 def write_events(parts: list[pl.DataFrame | Path], out: Path, t0: float,
@@ -46,11 +88,11 @@ def write_events(parts: list[pl.DataFrame | Path], out: Path, t0: float,
             else:
                 merged = (pl.concat(frames) if frames else pl.DataFrame(schema=EVENT_SCHEMA)
                           ).sort(["start", "seq"])
-            frame = _output_frame(merged, t0, parquet)
+            frame, floats = _output_frame(merged, t0, parquet)
             if parquet:
                 frame.write_parquet(tmp)
             else:
-                frame.write_csv(tmp, float_precision=6, batch_size=CSV_BATCH_ROWS)
+                _write_csv(frame, floats, tmp)
         else:
             lf = pl.concat([pl.scan_parquet(p) if isinstance(p, Path) else p.lazy()
                             for p in parts])
@@ -63,13 +105,12 @@ def write_events(parts: list[pl.DataFrame | Path], out: Path, t0: float,
                 for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
                     lo_expr = pl.col("start") >= lo if i else pl.lit(True)
                     window = lf.filter(lo_expr & (pl.col("start") < hi)).collect()
-                    frame = _output_frame(window.sort(["start", "seq"]), t0, parquet)
+                    frame, floats = _output_frame(window.sort(["start", "seq"]), t0, parquet)
                     if parquet:  # windows as pieces, concatenated in order below
                         pieces.append(tmp.with_name(f"{tmp.name}.{i}"))
                         frame.write_parquet(pieces[-1])
                     else:
-                        frame.write_csv(fh, float_precision=6, include_header=i == 0,
-                                        batch_size=CSV_BATCH_ROWS)
+                        _write_csv(frame, floats, fh, header=i == 0)
             if parquet:
                 pl.scan_parquet(pieces).sink_parquet(tmp, maintain_order=True)
                 for piece in pieces:
