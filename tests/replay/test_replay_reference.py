@@ -169,6 +169,49 @@ def test_name_map_file(tmp_path: Path) -> None:
     assert errors.count == 1 and ":4:" in errors.messages[0]
 
 
+_MAP_LINES = st.sampled_from([
+    "192.0.2.1 a.test", "192.0.2.2,b.test", "198.51.100.7 www.x-y.test", "10.0.0.1 *.wild.test",
+    "192.0.2.1 later.test", "# a comment", "#", "", "  ", "192.0.2.3  two-spaces.test",
+    "192.0.2.4 Upper.Test", "192.0.2.5 dot.test.", "192.0.2.6 0", "192.0.2.7 -",
+    "192.0.02.8 zero.test", "256.1.1.1 big.test", "2001:db8::1 six.test", "192.0.2.9",
+    "192.0.2.10 a.test extra", "192.0.2.11 a.test # note", "192.0.2.12 " + "l" * 64 + ".test",
+    "192.0.2.13 " + ".".join(["abcdefgh"] * 29), "192.0.2.14\ttab.test",
+    "192.0.2.15 caf\u00e9.test",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_MAP_LINES, max_size=12), st.sampled_from(["\n", "\r\n", "\r"]),
+       st.booleans())
+def test_name_map_read_in_one_pass_as_line_by_line(tmp_path_factory: pytest.TempPathFactory,
+                                                   lines: list[str], newline: str,
+                                                   final: bool) -> None:
+    """A map of plain lines is read by one regular expression over the text; any map gives
+    what the line-by-line rules give (entries, and the same errors at the same lines)."""
+    from replay.workload import _name_map_lines
+
+    path = tmp_path_factory.mktemp("map") / "names.txt"
+    path.write_bytes((newline.join(lines) + (newline if final and lines else ""))
+                     .encode("utf-8"))
+    fast_errors, slow_errors = ErrorLog(), ErrorLog()
+    fast = read_name_map(path, fast_errors)
+    with path.open("r", encoding="utf-8", newline="") as fh:
+        slow = _name_map_lines(fh, path, slow_errors)
+    assert fast == slow and list(fast.items()) == list(slow.items())
+    assert fast_errors.messages == slow_errors.messages
+
+
+def test_name_map_one_pass_only_for_plain_lines() -> None:
+    from replay.workload import _plain_name_map
+
+    plain = "# map\n192.0.2.1 a.test\r\n192.0.2.2,b.test\n192.0.2.1 c.test"
+    assert _plain_name_map(plain) == {"192.0.2.1": "c.test", "192.0.2.2": "b.test"}
+    # twin: one line in another form (or an empty line) sends the map line by line
+    for odd in ("192.0.2.3 D.test", "", "192.0.2.3 0", "192.0.2.3 a.test x", "192.0.2.3",
+                "192.0.02.3 a.test", "192.0.2.3 a.test\r192.0.2.4 b.test"):
+        assert _plain_name_map(plain + "\n" + odd + "\n") is None, odd
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1000), st.floats(0, 50)), max_size=60))
 def test_reorder_buffer_property(items: list[tuple[float, float]]) -> None:
