@@ -83,6 +83,12 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
         frac = pl.lit(None, pl.Int64)
     # integer microseconds, the offset included, then seconds: the reference's arithmetic
     shift = int(round(offset * 1_000_000))
+    if forms.time_lengths == {19} and shift % 1_000_000 == 0:
+        # whole seconds and a whole-second offset: the seconds themselves, exactly (no
+        # division, which the plan would evaluate once per use of this expression)
+        whole_s = whole.str.strptime(pl.Datetime("us"), "%Y-%m-%d %H:%M:%S", strict=False,
+                                     cache=True).dt.epoch("s")
+        return pl.when(n == 19).then(whole_s - shift // 1_000_000).cast(pl.Float64)
     us = (pl.when(n == 19).then(seconds - shift) if forms.time_lengths == {19}
           else pl.when(frac >= 0).then(seconds + frac - shift))
     return _divide(us.cast(pl.Float64), 1_000_000.0)
