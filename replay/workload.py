@@ -137,10 +137,9 @@ def _plain_name_map(text: str) -> dict[str, str] | None:
     found = _PLAIN_MAP_LINES.findall(text)
     if len(found) != lines:
         return None  # a line in another form (or an empty one)
-    out = {addr: name for addr, name in found if addr}
-    if any(len(n) > MAX_HOSTNAME_CHARS or n in ("0", "-") for n in out.values()):
-        return None
-    return out
+    if any(len(name) > MAX_HOSTNAME_CHARS or name in ("0", "-") for _, name in found):
+        return None  # a line the general rules refuse (even if a later line replaces it)
+    return {addr: name for addr, name in found if addr}
 
 
 def read_name_map(path: Path, errors: ErrorLog | None = None) -> dict[str, str]:

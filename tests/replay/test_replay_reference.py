@@ -173,6 +173,7 @@ _MAP_LINES = st.sampled_from([
     "192.0.2.1 a.test", "192.0.2.2,b.test", "198.51.100.7 www.x-y.test", "10.0.0.1 *.wild.test",
     "192.0.2.1 later.test", "# a comment", "#", "", "  ", "192.0.2.3  two-spaces.test",
     "192.0.2.4 Upper.Test", "192.0.2.5 dot.test.", "192.0.2.6 0", "192.0.2.7 -",
+    "192.0.2.6 six.test", "192.0.2.7 seven.test",
     "192.0.02.8 zero.test", "256.1.1.1 big.test", "2001:db8::1 six.test", "192.0.2.9",
     "192.0.2.10 a.test extra", "192.0.2.11 a.test # note", "192.0.2.12 " + "l" * 64 + ".test",
     "192.0.2.13 " + ".".join(["abcdefgh"] * 29), "192.0.2.14\ttab.test",
@@ -207,7 +208,9 @@ def test_name_map_one_pass_only_for_plain_lines() -> None:
     plain = "# map\n192.0.2.1 a.test\r\n192.0.2.2,b.test\n192.0.2.1 c.test"
     assert _plain_name_map(plain) == {"192.0.2.1": "c.test", "192.0.2.2": "b.test"}
     # twin: one line in another form (or an empty line) sends the map line by line
-    for odd in ("192.0.2.3 D.test", "", "192.0.2.3 0", "192.0.2.3 a.test x", "192.0.2.3",
+    for odd in ("192.0.2.3 D.test", "", "192.0.2.3 0", "192.0.2.9 -\n192.0.2.9 nine.test",
+                "192.0.2.3 a.test x",
+                "192.0.2.3",
                 "192.0.02.3 a.test", "192.0.2.3 a.test\r192.0.2.4 b.test"):
         assert _plain_name_map(plain + "\n" + odd + "\n") is None, odd
 
