@@ -251,7 +251,7 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     # nfdump <= 1.7.4 ends its CSV with a "Summary" block: the reference stops there
     summary = (pl.col(names[0]).str.starts_with("Summary") if src.layout.startswith("nfdump")
                else pl.lit(False))
-    parsed = lf.select("row", *exprs, complete.alias("_complete"), summary.alias("_summary"))
+    parsed = lf.select(*exprs, complete.alias("_complete"), summary.alias("_summary"))
     fast_ok = pl.all_horizontal([pl.col(c).is_not_null() for c in (
         "start", "end", "sport", "dport", "proto", "packets", "bytes", "src_raw", "dst_raw")])
     parsed = parsed.with_columns(
@@ -260,7 +260,10 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     flows = 0
     stop: int | None = None
     base = src.index << FILE_SHIFT
+    first_row = 0  # the batches come in file order, every line a row
     for batch in _batches(src, parsed):
+        batch = batch.with_row_index("row", offset=first_row)
+        first_row += batch.height
         hits = batch.filter(pl.col("_summary"))
         if hits.height:
             stop = int(hits["row"][0])
