@@ -39,12 +39,13 @@ sub new {
                     $buf . ($body // '');
                 };
                 last unless defined $req && length $req;
-                open(my $fh, '<:raw', "$dir/reply") or die $!;
-                print {$c} $o{handler} ? $o{handler}->($req) : do { local $/; <$fh> };
-                $c->flush;
+                # counted before it is answered: a client that has the answer sees the count
                 open(my $n, '>>', "$dir/count") or die $!;
                 print {$n} "1\n";
                 close $n;
+                open(my $fh, '<:raw', "$dir/reply") or die $!;
+                print {$c} $o{handler} ? $o{handler}->($req) : do { local $/; <$fh> };
+                $c->flush;
             }
             $c->close(SSL_fast_shutdown => 1);
         }
