@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TextIO
 
 from replay.errors import MalformedRow, ReplayInputError, ReplayIOError
+from replay.flows import _CANONICAL_IPV4 as CANONICAL_IPV4
+from replay.flows import _PLAIN_HOSTNAME as PLAIN_HOSTNAME
 from replay.flows import MAX_HOSTNAME_CHARS, parse_address, parse_hostname
 from replay.ingest import ErrorLog
 from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, StageCounters, Target, WorkloadEvent
@@ -120,9 +122,8 @@ def read_workload(path: Path, errors: ErrorLog | None = None) -> Iterator[Worklo
 # name in canonical form (lower case, no final dot), or a comment. A map of such lines only is
 # read by one pass of this expression; any other map line by line by the general rules
 _PLAIN_MAP_LINES = re.compile(
-    r"^(?:((?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
-    r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]))"
-    r"[ ,]((?:[a-z0-9_*-]{1,63}\.)*[a-z0-9_*-]{1,63})|#[^\r\n]*)\r?$", re.MULTILINE)
+    rf"^(?:({CANONICAL_IPV4.pattern})[ ,]({PLAIN_HOSTNAME.pattern})|#[^\r\n]*)\r?$",
+    re.MULTILINE)
 
 
 PLAIN_MAP_BYTES = 64 * 1024 * 1024  # larger maps are read line by line (memory)
@@ -154,7 +155,11 @@ def read_name_map(path: Path, errors: ErrorLog | None = None) -> dict[str, str]:
             if plain is not None:
                 return plain
             fh.seek(0)
-        return _name_map_lines(fh, path, errors)
+        try:
+            return _name_map_lines(fh, path, errors)
+        except UnicodeDecodeError as exc:
+            raise ReplayInputError(f"{path}: not UTF-8 text (a name map is UTF-8: "
+                                   f"{exc.reason})") from exc
 
 
 def _name_map_lines(fh: TextIO, path: Path, errors: ErrorLog) -> dict[str, str]:

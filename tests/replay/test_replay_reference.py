@@ -202,6 +202,27 @@ def test_name_map_read_in_one_pass_as_line_by_line(tmp_path_factory: pytest.Temp
     assert fast_errors.messages == slow_errors.messages
 
 
+def test_name_map_not_utf8_is_one_clear_error(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A map that is not UTF-8 text: `replay workload` says so in one line (exit 2) and
+    writes nothing; twin: the same map in UTF-8 is read."""
+    from replay.cli import main
+
+    flows = tmp_path / "flows.csv"
+    flows.write_text("start,end,src,dst,sport,dport,proto,packets,bytes,sni\n"
+                     "1366563600.0,1366563601.0,10.0.0.1,192.0.2.1,40000,443,6,1,100,\n")
+    names = tmp_path / "names.txt"
+    names.write_bytes(b"192.0.2.1 a.test\n192.0.2.2 b\xff.test\n")
+    out = tmp_path / "w.csv"
+    assert main(["workload", "-q", "--names", str(names), "-o", str(out), str(flows)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("replay: error: ") and "not UTF-8" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+    names.write_bytes(b"192.0.2.1 a.test\n192.0.2.2 b.test\n")
+    assert main(["workload", "-q", "--names", str(names), "-o", str(out), str(flows)]) == 0
+    assert "a.test" in out.read_text()
+
+
 def test_name_map_one_pass_only_for_plain_lines() -> None:
     from replay.workload import _plain_name_map
 
