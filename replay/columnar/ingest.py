@@ -240,7 +240,7 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
         offset = probe.total_seconds() if probe is not None else 0.0
     lf, names = _scan(src, lossy)
     forms = _forms(src, *_key_columns(src))
-    exprs, _needed, checks = _fast_columns(src, offset, forms)
+    exprs, _needed, checks, pre = _fast_columns(src, offset, forms)
     # No length checks here: a value the fast path accepts is short by construction (a
     # number, a time, an address or name the reference accepted), so an over-long field or
     # line of the fields the layout uses always ends in the residue, where the reference
@@ -251,7 +251,8 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     # nfdump <= 1.7.4 ends its CSV with a "Summary" block: the reference stops there
     summary = (pl.col(names[0]).str.starts_with("Summary") if src.layout.startswith("nfdump")
                else pl.lit(False))
-    parsed = lf.select(*exprs, complete.alias("_complete"), summary.alias("_summary"))
+    parsed = (lf.with_columns(pre) if pre else lf).select(
+        *exprs, complete.alias("_complete"), summary.alias("_summary"))
     fast_ok = pl.all_horizontal([pl.col(c).is_not_null() for c in (
         "start", "end", "sport", "dport", "proto", "packets", "bytes", "src_raw", "dst_raw")])
     parsed = parsed.with_columns(

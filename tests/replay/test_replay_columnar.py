@@ -176,6 +176,39 @@ def test_legacy_layout_with_summary_block_and_malformed_row(tmp_path: Path) -> N
     assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
 
 
+def _legacy_halves(td: str) -> str:
+    """A client half of no length in its times but ``td`` seconds long, and the server half of
+    its reversed 5-tuple starting 12.25 s later: they overlap (within the pairing slack of
+    2 s) only through the duration."""
+    rest = ",0" * 33
+    return ",".join(LEGACY_HEADER) + "\n" + "\n".join([
+        f"2013-04-21 17:00:00,2013-04-21 17:00:00,{td},10.0.0.1,93.184.216.34,40000,443,TCP,"
+        f"...AP.S.,0,0,4,260,0,0{rest}",
+        "2013-04-21 17:00:12.250,2013-04-21 17:00:13.000,0.750,93.184.216.34,10.0.0.1,443,"
+        f"40000,TCP,...AP.SF,0,0,3,900,0,0{rest}",
+    ]) + "\n"
+
+
+@pytest.mark.parametrize(("td", "paired", "malformed"), [
+    ("10.500", 1, 0), ("0:00:10.500", 1, 0), ("10.000", 0, 0), ("", 0, 0), ("0.500", 0, 0),
+    ("-10.5", 0, 1), ("nan", 0, 1), ("1" * 600, 0, 1)])
+def test_legacy_duration_extends_the_end_as_the_reference(tmp_path: Path, td: str,
+                                                          paired: int, malformed: int) -> None:
+    """nfdump's legacy ``td`` makes a flow end at ``max(te, ts + td)``: it decides here
+    whether the two halves pair (10.5 s + the 2 s slack reaches 12.25 s; 10 s does not, nor
+    no duration); a duration in another form (HH:MM:SS) is the reference's to read, and one
+    it refuses (negative, not a number, over-long) makes the row malformed."""
+    path = tmp_path / "legacy.csv"
+    path.write_text(_legacy_halves(td))
+    names = {"93.184.216.34": "site.test"}
+    c_ref, e_ref = reference([path], tmp_path / "r.csv", names)
+    c_eng, e_eng = engine([path], tmp_path / "e.csv", names)
+    assert same(c_ref, c_eng) == {} and e_ref.messages == e_eng.messages
+    assert e_eng.count == malformed and c_eng.flows_read == 2 - malformed
+    assert c_ref.paired == c_eng.paired == paired
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+
+
 def test_strict_stops_at_the_first_malformed_row_and_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "unusual.csv"
     path.write_text(UNUSUAL)
