@@ -148,9 +148,12 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
             return pl.DataFrame({"src": values, "client": [cache[v] for v in values]},
                                 schema={"src": pl.String, "client": pl.String})
 
+        # one partition: its flows' sources are all the sources read
+        read_sources = canon.sources() if count == 1 else None
+
         def one(p: int) -> tuple[pl.DataFrame | Path, StageCounters]:
             events, c = partition_events(parts.take(p), cfg, names_df, rdns_df, targets_df,
-                                         pseudonyms)
+                                         pseudonyms, read_sources)
             if not parts.spilled:
                 return events, c
             path = work / f"events-{p}.parquet"

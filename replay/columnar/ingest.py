@@ -36,9 +36,15 @@ class Canonical:
     changed: dict[str, str] = field(default_factory=dict)
     invalid: set[str] = field(default_factory=set)
     names: dict[str, str | None] = field(default_factory=dict)
+    # the distinct source addresses of each batch and of the residue, as read (see sources())
+    read_sources: list[pl.Series] = field(default_factory=list)
 
-    def learn_addresses(self, raw: pl.Series) -> None:
+    def learn_addresses(self, raw: pl.Series, sources: bool = False) -> None:
+        """Check the distinct values of ``raw``; ``sources``: they are source addresses
+        (kept for :meth:`sources`)."""
         values = raw.unique().drop_nulls()
+        if sources:
+            self.read_sources.append(values)
         # a dotted quad without leading zeros is its own canonical form: no Python needed
         values = values.filter(~values.str.contains(CANONICAL_IPV4_RE))
         for value in values.to_list():
@@ -52,6 +58,18 @@ class Canonical:
                 continue
             if canonical != value:
                 self.changed[value] = canonical
+
+    def sources(self) -> pl.Series:
+        """Every distinct source address of the flows read, in canonical form (a superset of
+        the clients of any subset of them whose sources were not swapped with destinations)."""
+        if not self.read_sources:
+            return pl.Series("src", [], pl.String)
+        values = pl.concat(self.read_sources).unique()
+        if self.invalid:
+            values = values.filter(~values.is_in(list(self.invalid)))
+        if self.changed:
+            values = values.replace(self.changed).unique()
+        return values.alias("src")
 
     def address(self, raw: str) -> pl.Expr:
         """The canonical form of column ``raw`` (null for an invalid address)."""
@@ -276,7 +294,7 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
             ok = batch.filter(pl.col("_ok"))
             residue.update(batch.filter(~pl.col("_ok"))["row"].to_list())
         if ok.height:
-            canon.learn_addresses(ok["src_raw"])
+            canon.learn_addresses(ok["src_raw"], sources=True)
             canon.learn_addresses(ok["dst_raw"])
             sni = pl.lit(None, pl.String)
             named = ok["sni_raw"].null_count() < ok.height
@@ -301,4 +319,6 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
             break
     recs = _residue(src, residue, tz, errors, stop)
     parts.write(_records_frame(src, recs))
+    # already canonical (the reference's)
+    canon.read_sources.append(pl.Series([x.src for _, x in recs], dtype=pl.String))
     return flows + len(recs)

@@ -476,6 +476,44 @@ def test_client_cache_packed_key_gives_the_three_columns_hits() -> None:
     assert _client_cache(with_sni, None).to_list() == three.to_series().to_list()
 
 
+def _clients_trace(lone_server_half: bool) -> str:
+    """Named flows from three sources: one in canonical form, one written as an IPv4-mapped
+    IPv6 address (in upper case, canonical form ::ffff:a00:4), one only in a row the fast
+    path leaves to the reference (an ISO time); with ``lone_server_half``, a server half
+    whose client is its destination, 10.0.0.7, which is no flow's source."""
+    rows = [",".join(CANONICAL_COLUMNS)]
+    rows += [f"{1366563600 + k}.5,{1366563601 + k}.5,10.0.0.1,198.18.0.{1 + k % 3},"
+             f"{40000 + k},443,6,4,260," for k in range(20)]
+    rows += [f"{1366563700 + k}.5,{1366563701 + k}.5,::FFFF:10.0.0.4,198.18.0.{1 + k % 2},"
+             f"{41000 + k},443,6,4,260," for k in range(10)]
+    rows.append("2013-04-21T17:03:00+00:00,2013-04-21T17:03:01+00:00,10.0.0.9,198.18.0.1,"
+                "42000,443,6,4,260,")
+    if lone_server_half:
+        rows.append("1366563800.5,1366563801.5,198.18.0.2,10.0.0.7,443,43000,6,4,260,")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize("lone_server_half", [False, True])
+def test_clients_from_the_sources_read_as_the_reference(tmp_path: Path,
+                                                        lone_server_half: bool) -> None:
+    """With one partition the clients are all the sources read (not found among the named
+    flows): the changed form, the residue's source and a turned-around server half's client
+    must each get their pseudonym as the reference gives it."""
+    path = tmp_path / "clients.csv"
+    path.write_text(_clients_trace(lone_server_half))
+    names = {"198.18.0.1": "one.test", "198.18.0.2": "two.test", "198.18.0.3": "three.test"}
+    c_ref, _ = reference([path], tmp_path / "r.csv", names)
+    c_eng, _ = engine([path], tmp_path / "e.csv", names)
+    assert same(c_ref, c_eng) == {} and c_eng.reverse_only == int(lone_server_half)
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    clients = {e.client for e in read_workload(tmp_path / "e.csv")}
+    assert len(clients) == 3 + int(lone_server_half) and "" not in clients
+    # twin: the sources read are all one partition's sources, in canonical form
+    canon = columnar.Canonical()
+    canon.learn_addresses(pl.Series(["10.0.0.1", "::FFFF:10.0.0.4", "bad"]), sources=True)
+    assert sorted(canon.sources().to_list()) == ["10.0.0.1", "::ffff:a00:4"]
+
+
 def test_names_from_the_map_and_reverse_dns_as_the_reference(hour: Path,
                                                              tmp_path: Path) -> None:
     """Half the destinations named by the map, a quarter of the others by reverse DNS: the
