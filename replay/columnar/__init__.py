@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,12 @@ import polars as pl
 
 from replay.columnar.events import partition_events, sum_counters
 from replay.columnar.ingest import Canonical, NotUtf8, Partitions, ingest_source
-from replay.columnar.output import iter_events, sha_key, write_events
+from replay.columnar.output import iter_events, plain_text, sha_key, write_events
 from replay.columnar.schema import MAX_PARTITIONS, ONE_PART_ROWS, PART_ROWS, EngineConfig
 from replay.columnar.sources import Source, expand_inputs, plan_sources
 from replay.errors import ReplayInputError
 from replay.ingest import ErrorLog
-from replay.model import StageCounters, anonymise
+from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, StageCounters, anonymise
 
 
 @dataclass
@@ -174,8 +175,14 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
         if emit is not None:
             emit(f"workload: {counters.flows_read:,} flows in "
                  f"{time.monotonic() - progress.t0:.1f} s; writing {rows:,} events to {out}")
+        # the events' text: clients (hex), kinds (two words), hosts (names from the map, SNI
+        # or reverse DNS) and the farm's fingerprints
+        plain = plain_text(chain(name_map.values(), (n for n in rdns_map.values() if n),
+                                 (n for n in canon.names.values() if n),
+                                 (t.fingerprint for t in targets.values()),
+                                 (KIND_REQUEST, KIND_CLIENT_HIT)))
         write_events([e for e, _ in results], out, t0,
-                     (counters.first_start or 0.0, counters.last_start or 0.0), rows)
+                     (counters.first_start or 0.0, counters.last_start or 0.0), rows, plain)
         return counters, rows
 
 

@@ -17,6 +17,7 @@ from replay_support import write_pcap_exchange
 
 from replay import columnar
 from replay.cli import main
+from replay.columnar.output import plain_text
 from replay.errors import MalformedRow, ReplayIOError
 from replay.flows import CANONICAL_COLUMNS, LEGACY_HEADER, utc_offset_zone
 from replay.ingest import ErrorLog, read_flows
@@ -512,6 +513,23 @@ def test_clients_from_the_sources_read_as_the_reference(tmp_path: Path,
     canon = columnar.Canonical()
     canon.learn_addresses(pl.Series(["10.0.0.1", "::FFFF:10.0.0.4", "bad"]), sources=True)
     assert sorted(canon.sources().to_list()) == ["10.0.0.1", "::ffff:a00:4"]
+
+
+@pytest.mark.parametrize("name", ["plain.test", 'a,"b".test', "line\nbreak.test"])
+def test_text_needing_quotes_is_quoted_as_the_reference(tmp_path: Path, name: str) -> None:
+    """The workload's text is written unquoted when nothing in it needs quotes; a name that
+    does (given to the engine directly: the map's reader refuses it) is quoted as Python's
+    csv module quotes it."""
+    path = tmp_path / "flows.csv"
+    path.write_text(_clients_trace(False))
+    names = {"198.18.0.1": name, "198.18.0.2": "two.test"}
+    c_ref, _ = reference([path], tmp_path / "r.csv", names)
+    c_eng, _ = engine([path], tmp_path / "e.csv", names)
+    assert same(c_ref, c_eng) == {}
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    assert (b'"' in (tmp_path / "e.csv").read_bytes()) == (name != "plain.test")
+    assert plain_text(["a.test", "b"]) and not plain_text(["a.test", "b,c"])
+    assert not plain_text(['"']) and not plain_text(["x\r"]) and plain_text([])
 
 
 def test_names_from_the_map_and_reverse_dns_as_the_reference(hour: Path,
