@@ -235,6 +235,9 @@ def _fast_columns(src: Source, offset: float, forms: Forms,
         needed += list(opt.values())
     elif src.layout == "nfdump-new":
         start = when(col("firstSeen"))
+        if "lastSeen" not in idx:  # the start is used twice: computed once, before
+            pre.append(start.alias("_start"))
+            start = pl.col("_start")
         end = (when(col("lastSeen")) if "lastSeen" in idx
                else start + _duration(col("duration"), forms))
         bytes_cols = [col(c) for c in ("bytes", "inBytes", "outBytes") if c in idx]
