@@ -42,9 +42,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    whole_process = argv is None  # the command line's own process, not a caller's
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv else None
     args = build_parser(first if first in COMMANDS else None).parse_args(argv)
+    args.whole_process = whole_process
     try:
         return int(args.func(args))
     except ReplayInputError as exc:

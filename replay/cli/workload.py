@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from pathlib import Path
@@ -79,6 +80,14 @@ def run(a: argparse.Namespace) -> int:
     from replay import columnar
     from replay.model import FlowFilter
 
+    if getattr(a, "whole_process", False):
+        # what the imports made (polars' classes and functions above all) lives as long as
+        # the process: out of the cyclic collector's sight, neither its collections during
+        # the run nor the one at exit walk it (for 2 M flows the collector took 14 ms
+        # instead of 35-47 ms, and 0.1 ms instead of 8-15 ms at exit; the command 0.1 s
+        # less CPU in 5 paired pinned runs). Not when called in another program's process,
+        # whose objects would never be collected after.
+        gc.freeze()
     errors = ErrorLog(strict=a.strict, emit=stderr_emit)
     flt = FlowFilter(int_set(a.protocols), int_set(a.ports))
     rdns = None

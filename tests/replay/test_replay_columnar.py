@@ -304,6 +304,26 @@ def test_cli_workload_progress_quiet_and_stages(hour: Path, tmp_path: Path,
     assert "workload:" not in capsys.readouterr().err  # quiet: no progress lines
 
 
+def test_workload_freezes_the_collector_only_in_its_own_process(hour: Path,
+                                                              tmp_path: Path) -> None:
+    """``replay workload`` takes its imports out of the cyclic collector's sight when it is
+    the process's command (console script, ``python -m``), never in a caller's process."""
+    import gc
+    import sys
+
+    before = gc.get_freeze_count()
+    args = ["workload", str(hour / "flows.csv"), "--names", str(hour / "names.txt"), "-q"]
+    assert main([*args, "-o", str(tmp_path / "a.csv")]) == 0
+    assert gc.get_freeze_count() == before  # a caller's objects stay collectable
+    script = ("import gc, sys; from replay.cli import main; sys.argv = ['replay', *sys.argv[1:]]; "
+              "code = main(); print(gc.get_freeze_count()); sys.exit(code)")
+    r = subprocess.run([sys.executable, "-c", script, *args, "-o", str(tmp_path / "b.csv")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) > 10_000  # polars' objects among them
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
 def test_a_file_that_is_not_utf8_is_read_as_the_reference_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "latin1.csv"
     rows = [",".join(CANONICAL_COLUMNS)]
