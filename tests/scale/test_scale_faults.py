@@ -228,6 +228,32 @@ def _children(pid: int) -> list[int]:
     return workers
 
 
+def _listening(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (from /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f[9])
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
 def test_sqlite_worker_sigkilled_mid_write_loses_nothing_and_is_replaced(
     tmp_path: Path, tls_target: TLSTarget
 ) -> None:
@@ -244,6 +270,12 @@ def test_sqlite_worker_sigkilled_mid_write_loses_nothing_and_is_replaced(
             assert time.monotonic() < deadline, "two workers did not start"
             time.sleep(0.1)
         workers = _children(n.proc.pid)
+        # the notary answers once one worker listens: the other may still be starting, and
+        # killing the only one listening would leave nobody to serve until it is replaced
+        while not all(_listening(w, n.port) for w in workers):
+            assert time.monotonic() < deadline, "the two workers did not both listen"
+            time.sleep(0.1)
+        assert not _listening(n.proc.pid, n.port)  # twin: the supervisor itself does not
 
         def writer(mine: list[str]) -> None:
             for host in mine:
