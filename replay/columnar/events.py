@@ -176,8 +176,9 @@ def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
     # the clients: the sources of the named flows, or (cheaper than finding those among a
     # million flows) all the sources read, when no flow was turned around (a lone server half
     # has the client as its destination) and they are few
-    few = sources is not None and c.reverse_only == 0 and sources.len() * 4 <= named.height
-    clients = pseudonyms(sources if few and sources is not None else named["src"].unique())
+    if sources is None or c.reverse_only or sources.len() * 4 > named.height:
+        sources = named["src"].unique()
+    clients = pseudonyms(sources)
     clients = clients.with_columns(pl.col("client").rank("dense").alias("client_id"))
     named = named.join(clients, on="src", how="left", maintain_order="left")
     if targets.height:

@@ -44,7 +44,7 @@ class Canonical:
         (kept for :meth:`sources`)."""
         values = raw.unique().drop_nulls()
         if sources:
-            self.read_sources.append(values)
+            self.add_sources(values)
         # a dotted quad without leading zeros is its own canonical form: no Python needed
         values = values.filter(~values.str.contains(CANONICAL_IPV4_RE))
         for value in values.to_list():
@@ -58,6 +58,10 @@ class Canonical:
                 continue
             if canonical != value:
                 self.changed[value] = canonical
+
+    def add_sources(self, values: pl.Series) -> None:
+        """Source addresses read (as read, or canonical: both are mapped by :meth:`sources`)."""
+        self.read_sources.append(values)
 
     def sources(self) -> pl.Series:
         """Every distinct source address of the flows read, in canonical form (a superset of
@@ -319,6 +323,5 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
             break
     recs = _residue(src, residue, tz, errors, stop)
     parts.write(_records_frame(src, recs))
-    # already canonical (the reference's)
-    canon.read_sources.append(pl.Series([x.src for _, x in recs], dtype=pl.String))
+    canon.add_sources(pl.Series([x.src for _, x in recs], dtype=pl.String))
     return flows + len(recs)
