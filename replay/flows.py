@@ -27,6 +27,8 @@ from replay.errors import MalformedRow, ReplayInputError
 
 # Bounds on one row: anything longer is malformed, not truncated.
 MAX_FIELD_CHARS = 512
+# a flow's counter at most (an exabyte): a flow's sum of three still fits 64 bits
+MAX_COUNT = 2**60
 MAX_HOSTNAME_CHARS = 253
 
 PROTO_NAMES = {"TCP": 6, "UDP": 17, "ICMP": 1, "ICMP6": 58, "GRE": 47, "ESP": 50, "SCTP": 132}
@@ -141,6 +143,8 @@ def parse_count(text: str) -> int:
         raise ValueError(f"counter is not a finite number {text!r}")
     if value < 0:
         raise ValueError(f"negative counter {text!r}")
+    if value > MAX_COUNT:
+        raise ValueError(f"counter out of range {text!r}")
     return int(value)
 
 

@@ -13,7 +13,7 @@ import polars as pl
 from replay.columnar.schema import EPOCH_FRACTION_RE, EPOCH_RE
 from replay.columnar.sources import Source
 from replay.flows import (
-    MAX_FIELD_CHARS,
+    MAX_COUNT,
     PROTO_NAMES,
 )
 
@@ -37,10 +37,10 @@ def _text(name: str, forms: Forms) -> pl.Expr:
     return pl.col(name).str.strip_chars() if forms.strip else pl.col(name)
 
 
-def _short(name: str) -> pl.Expr:
-    """The reference refuses a field over MAX_FIELD_CHARS characters (e.g. a number padded
-    with zeros, which a cast would read)."""
-    return pl.col(name).str.len_bytes() <= MAX_FIELD_CHARS
+def _int(name: str, forms: Forms, typed: bool) -> pl.Expr:
+    """The field as an integer (null: not in the form both polars and Python's int() read).
+    ``typed``: polars' reader has read it as one already (see :func:`_scan`)."""
+    return pl.col(name) if typed else _text(name, forms).cast(pl.Int64, strict=False)
 
 
 def _divide(x: pl.Expr, d: float) -> pl.Expr:
@@ -58,10 +58,10 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
     if forms.epoch_times:
         v = t.cast(pl.Float64, strict=False)
         if forms.epoch_fraction:  # a time without a fraction (milliseconds?) is residue
-            return pl.when(t.str.contains(EPOCH_FRACTION_RE) & (v < 1e11) & _short(name)).then(v)
+            return pl.when(t.str.contains(EPOCH_FRACTION_RE) & (v < 1e11)).then(v)
         ms = ~t.str.contains(".", literal=True) & (t.str.len_bytes() >= 13)
         v = pl.when(ms).then(_divide(v, 1000.0)).otherwise(v)
-        return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11) & _short(name)).then(v)
+        return pl.when(t.str.contains(EPOCH_RE) & (v < 1e11)).then(v)
     # the seconds part has few distinct values (about one per second of trace): parsed once
     # each (strptime's cache); the fraction is plain digits. Only the lengths the file uses
     # are tried (every branch costs a pass over the column): another length is residue.
@@ -94,18 +94,18 @@ def _time(name: str, offset: float, forms: Forms) -> pl.Expr:
     return _divide(us.cast(pl.Float64), 1_000_000.0)
 
 
-def _port(name: str, forms: Forms) -> pl.Expr:
-    # polars reads only what Python's int() reads the same way (digits, a sign); an ICMP
-    # type.code, spaces or underscores go to the reference
-    n = _text(name, forms).cast(pl.Int64, strict=False)
-    return pl.when((n >= 0) & (n <= 65535) & _short(name)).then(n)
+def _port(name: str, forms: Forms, typed: bool = False) -> pl.Expr:
+    # polars reads only what Python's int() reads the same way (digits, a sign, leading
+    # blanks); an ICMP type.code, trailing spaces or underscores go to the reference
+    n = _int(name, forms, typed)
+    return pl.when((n >= 0) & (n <= 65535)).then(n)
 
 
 def _proto(name: str, forms: Forms) -> pl.Expr:
     t = _text(name, forms)
     if forms.numeric_proto:
         n = t.cast(pl.Int64, strict=False)
-        return pl.when((n >= 0) & (n <= 255) & ~t.str.starts_with("+") & _short(name)).then(n)
+        return pl.when((n >= 0) & (n <= 255) & ~t.str.starts_with("+")).then(n)
     # the names as exporters print them (upper case); other spellings go to the reference.
     # A comparison per name: a sixth of the time of a lookup in a table of them
     proto: Any = pl
@@ -115,9 +115,9 @@ def _proto(name: str, forms: Forms) -> pl.Expr:
     return number_of
 
 
-def _count(name: str, forms: Forms) -> pl.Expr:
-    n = _text(name, forms).cast(pl.Int64, strict=False)
-    return pl.when((n >= 0) & _short(name)).then(n)
+def _count(name: str, forms: Forms, typed: bool = False) -> pl.Expr:
+    n = _int(name, forms, typed)
+    return pl.when((n >= 0) & (n <= MAX_COUNT)).then(n)
 
 
 def _duration(name: str, forms: Forms, value: str | None = None) -> pl.Expr:
@@ -125,7 +125,7 @@ def _duration(name: str, forms: Forms, value: str | None = None) -> pl.Expr:
     in :func:`_fast_columns`)."""
     # what polars reads as a float, Python's float() reads the same (HH:MM:SS: residue)
     v = pl.col(value) if value else _text(name, forms).cast(pl.Float64, strict=False)
-    return pl.when(v.is_finite() & (v >= 0) & _short(name)).then(v)
+    return pl.when(v.is_finite() & (v >= 0)).then(v)
 
 
 def _sum(terms: list[pl.Expr]) -> pl.Expr:
@@ -143,6 +143,9 @@ SAMPLE_LINES = 1000
 # 0.05-0.1 s less CPU for 2 M flows (bench/replay/ingest_command.py). An explicit setting is
 # kept.
 os.environ.setdefault("POLARS_CSV_CHUNK_SIZE", str(4 * 1024 * 1024))
+# Its line reader (ingest.irregular_rows) likewise: with 1 MiB chunks it touches 23,000
+# fewer pages and takes 0.135 s instead of 0.19 s for 2 M lines (256 KiB to 4 MiB measured).
+os.environ.setdefault("POLARS_NDJSON_CHUNK_SIZE", str(1024 * 1024))
 
 
 def _forms(src: Source, time_col: int, end_col: int, proto_col: int) -> Forms:
@@ -173,14 +176,27 @@ def _forms(src: Source, time_col: int, end_col: int, proto_col: int) -> Forms:
                  time_lengths=lengths or Forms.time_lengths)
 
 
-def _fast_columns(src: Source, offset: float, forms: Forms,
-                  ) -> tuple[list[pl.Expr], list[str], list[pl.Expr], list[pl.Expr]]:
-    """Expressions giving the flow columns (null where the fast path does not apply), the
-    columns the row needs (all non-null), further checks that must hold, and columns to add
-    to the scan before all of these (values they use more than once), for one layout."""
+@dataclass(frozen=True)
+class FastColumns:
+    """How one layout's rows are parsed on the fast path: ``exprs`` give the flow columns
+    (null where the fast path does not apply), ``needed`` the columns a row needs (all
+    non-null), ``checks`` further conditions that must hold, ``pre`` columns added to the
+    scan before all of these (values they use more than once), and ``typed`` the columns
+    polars' reader reads as integers (:func:`_scan`)."""
+
+    exprs: list[pl.Expr]
+    needed: list[str]
+    checks: list[pl.Expr]
+    pre: list[pl.Expr]
+    typed: frozenset[str]
+
+
+def _fast_columns(src: Source, offset: float, forms: Forms) -> FastColumns:
+    """The fast path's parsing of one layout (see :class:`FastColumns`)."""
     checks: list[pl.Expr] = []
     pre: list[pl.Expr] = []
     idx = {h.strip(): i for i, h in enumerate(src.header)}
+    typed: set[str] = set()
 
     def col(name: str) -> str:
         return f"column_{idx[name] + 1}" if src.header else name
@@ -188,11 +204,19 @@ def _fast_columns(src: Source, offset: float, forms: Forms,
     def text(c: str) -> pl.Expr:
         return _text(c, forms)
 
+    # Ports and counters are read as integers by polars' reader, which reads the forms
+    # Python's int() reads the same way (digits, a sign, leading zeros and blanks) and
+    # nothing else (null: the row is residue); over-long fields never reach the fast path
+    # (ingest.irregular_rows). Padded fields (nfdump's fmt output) are read as text.
     def port(c: str) -> pl.Expr:
-        return _port(c, forms)
+        if not forms.strip:
+            typed.add(c)
+        return _port(c, forms, c in typed)
 
     def count(c: str) -> pl.Expr:
-        return _count(c, forms)
+        if not forms.strip:
+            typed.add(c)
+        return _count(c, forms, c in typed)
 
     def when(c: str) -> pl.Expr:
         return _time(c, offset, forms)
@@ -259,12 +283,12 @@ def _fast_columns(src: Source, offset: float, forms: Forms,
         c = [f"column_{i + 1}" for i in range(10)]
         exprs = [_time(c[0], 0.0, forms).alias("start"), _time(c[1], 0.0, forms).alias("end"),
                  _text(c[2], forms).alias("src_raw"), _text(c[3], forms).alias("dst_raw"),
-                 _port(c[4], forms).alias("sport"), _port(c[5], forms).alias("dport"),
-                 _proto(c[6], forms).alias("proto"), _count(c[7], forms).alias("packets"),
-                 (_count(c[8], forms) + _count(c[9], forms)).alias("bytes"),
+                 port(c[4]).alias("sport"), port(c[5]).alias("dport"),
+                 _proto(c[6], forms).alias("proto"), count(c[7]).alias("packets"),
+                 (count(c[8]) + count(c[9])).alias("bytes"),
                  pl.lit(None, pl.String).alias("sni_raw")]
         needed = c
-    return exprs, needed, checks, pre
+    return FastColumns(exprs, needed, checks, pre, frozenset(typed))
 
 
 def _key_columns(src: Source) -> tuple[int, int, int]:
@@ -278,17 +302,22 @@ def _key_columns(src: Source) -> tuple[int, int, int]:
     return idx[t], idx.get(e, -1), idx[p]
 
 
-def _scan(src: Source, lossy: bool = False) -> tuple[pl.LazyFrame, list[str]]:
-    """All the fields of every row as text, in file order (the ingest numbers the rows as
-    they come, 0 = the first data line: a row index in the scan costs 2-4% of the read).
-    ``lossy``: invalid UTF-8 replaced (the reference reads so; tried when strict fails)."""
+def _scan(src: Source, lossy: bool = False, typed: frozenset[str] = frozenset(),
+          ) -> tuple[pl.LazyFrame, list[str]]:
+    """All the fields of every row, as text but the ``typed`` columns (integers, null where
+    polars does not read one), in file order (the ingest numbers the rows as they come, 0 =
+    the first data line: a row index in the scan costs 2-4% of the read); fields beyond the
+    header's are not read, on the first row too (the reference ignores them). No quote
+    character: every line is one row, as the reference reads lines, and a line with a quote
+    is residue (ingest.irregular_rows). ``lossy``: invalid UTF-8 replaced (the reference
+    reads so; tried when strict fails)."""
     fmt = src.layout == "nfdump-fmt"
     width = 10 if fmt else len(src.header)
     names = [f"column_{i + 1}" for i in range(width)]
+    schema = {n: pl.Int64 if n in typed else pl.String for n in names}
     lf = pl.scan_csv(src.text, has_header=False, skip_rows=0 if fmt else 1,
-                     separator="|" if fmt else ",", infer_schema=False,
-                     schema=dict.fromkeys(names, pl.String), truncate_ragged_lines=True,
-                     quote_char=None if fmt else '"',
-                     encoding="utf8-lossy" if lossy else "utf8",
-                     raise_if_empty=False)
+                     separator="|" if fmt else ",", infer_schema=False, schema=schema,
+                     truncate_ragged_lines=True, extra_columns="ignore", quote_char=None,
+                     ignore_errors=bool(typed),
+                     encoding="utf8-lossy" if lossy else "utf8", raise_if_empty=False)
     return lf, names

@@ -14,7 +14,7 @@ from replay.errors import ReplayInputError, ReplayIOError
 from replay.flows import (
     detect_layout,
 )
-from replay.ingest import NFDUMP_MAGIC, nfdump_command
+from replay.ingest import MAX_LINE_CHARS, NFDUMP_MAGIC, nfdump_command
 
 
 def expand_inputs(paths: Iterable[Path]) -> list[Path]:
@@ -49,17 +49,22 @@ class Source:
     header: list[str]
     index: int
     size: int
+    # the header's line (1 = the first; 0: no header, nfdump's fmt output)
+    header_line: int = 1
 
 
-def _first_line(path: Path) -> str:
+def _first_line(path: Path) -> tuple[str, int]:
+    """The header and its line number: the first line the reference reads as one (not blank,
+    not a comment, not over its bound on a line's length); ("", 0): none."""
     try:
         with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
-            for raw in fh:
-                if raw.strip():
-                    return raw.rstrip("\r\n")
+            for number, raw in enumerate(fh, 1):
+                line = raw.rstrip("\r\n")
+                if line.strip() and not line.startswith("#") and len(line) <= MAX_LINE_CHARS:
+                    return line, number
     except OSError as exc:
         raise ReplayIOError(f"cannot open {path}: {exc}") from exc
-    return ""
+    return "", 0
 
 
 def _run_nfdump(path: Path, out: Path, output: str, nfdump_filter: str | None) -> None:
@@ -98,15 +103,17 @@ def plan_sources(paths: Iterable[Path], fmt: str, nfdump_output: str, work: Path
             display = f"{path} (nfdump)"
         else:
             text, display = path, str(path)
+        header_line = 1
         if kind == "nfdump" and nfdump_output == "fmt":
-            layout, header = "nfdump-fmt", []
+            layout, header, header_line = "nfdump-fmt", [], 0
         else:
-            first = _first_line(text)
+            first, header_line = _first_line(text)
             if not first:
                 continue  # an empty file: no flows
             import csv as _csv
 
             header = next(_csv.reader([first]))
             layout = detect_layout(header, tz).name
-        sources.append(Source(path, text, display, layout, header, i, text.stat().st_size))
+        sources.append(Source(path, text, display, layout, header, i, text.stat().st_size,
+                              header_line))
     return sources

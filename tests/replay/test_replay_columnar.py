@@ -355,6 +355,124 @@ def test_line_and_field_bounds_as_the_reference(tmp_path: Path) -> None:
     assert e_ref.messages == e_eng.messages and e_eng.count == 2
 
 
+def _legacy_row(i: int, **fields: str) -> str:
+    """A valid nfdump legacy row (client 10.0.0.``i``), with ``fields`` by column name."""
+    row = dict.fromkeys(LEGACY_HEADER, "0")
+    row.update(ts=f"2013-04-21 17:00:{i:02d}", te=f"2013-04-21 17:00:{i + 1:02d}", td="1.000",
+               sa=f"10.0.0.{i}", da="93.184.216.34", sp=str(40000 + i), dp="443", pr="TCP",
+               flg="...AP.SF", ipkt="4", ibyt="260")
+    row.update(fields)
+    return ",".join(row[c] for c in LEGACY_HEADER)
+
+
+def _same_as_reference(path: Path, tmp_path: Path, names: dict[str, str],
+                       ) -> tuple[StageCounters, ErrorLog]:
+    c_ref, e_ref = reference([path], tmp_path / "r.csv", names)
+    c_eng, e_eng = engine([path], tmp_path / "e.csv", names)
+    assert same(c_ref, c_eng) == {}
+    assert e_ref.messages == e_eng.messages  # the same words, files and lines
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+    return c_eng, e_eng
+
+
+LEGACY_NAMES = {"93.184.216.34": "site.test"}
+
+
+def test_fields_the_fast_path_never_reads_are_bounded_as_the_reference(
+        tmp_path: Path) -> None:
+    """The reference refuses a row with any field over 512 characters and a line over 16,384,
+    whichever column: the engine reads only the columns it needs, yet refuses the same rows
+    (an over-long flag or MPLS label, a field beyond the header's, a line of many
+    500-character fields) and keeps a row of 512 exactly."""
+    path = tmp_path / "legacy.csv"
+    many = ",".join(["x" * 500] * 40)
+    path.write_text("\n".join([
+        ",".join(LEGACY_HEADER), _legacy_row(1), _legacy_row(2, flg="F" * 600),
+        _legacy_row(3, mpls1="7" * 700), _legacy_row(4) + "," + "y" * 513,
+        _legacy_row(5) + "," + many, _legacy_row(6, flg="F" * 512),
+        _legacy_row(7, tr="1" * 513), _legacy_row(8)]) + "\n")
+    c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 5
+    assert sum("line too long" in m for m in e_eng.messages) == 1
+
+
+def test_quotes_and_carriage_returns_number_lines_as_the_reference(tmp_path: Path) -> None:
+    """The reference reads each line by itself (a quote never joins two lines) and ends a
+    line at a lone carriage return: a quoted field across two lines, a quoted comma in a
+    column the engine does not read (the reference's fields shift after it), and a lone
+    carriage return, each followed by malformed rows whose line numbers must be the
+    reference's."""
+    ok = "1366563600,1366563601,10.0.0.1,198.18.0.1,1,443,6,1,1,"
+    canonical = tmp_path / "quoted.csv"
+    canonical.write_text("\n".join([
+        ",".join(CANONICAL_COLUMNS), ok, '1366563600,1366563601,"10.0.0.2',
+        '",198.18.0.1,1,443,6,1,1,', ok.replace("10.0.0.1", "10.0.0.3"), "bad,row",
+        ok.replace("10.0.0.1", "10.0.0.4"), ok.replace("1,443", '"1",443')]) + "\n")
+    c_eng, e_eng = _same_as_reference(canonical, tmp_path, UNUSUAL_NAMES)
+    assert c_eng.flows_read == 4 and e_eng.count == 3 and ":6:" in e_eng.messages[2]
+    legacy = tmp_path / "legacy.csv"
+    legacy.write_text("\n".join([
+        ",".join(LEGACY_HEADER), _legacy_row(1, flg='"AP,SF"'), _legacy_row(2),
+        "not,a,row", _legacy_row(3)]) + "\n")
+    c_eng, e_eng = _same_as_reference(legacy, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 1 and ":4:" in e_eng.messages[0]
+    lone = tmp_path / "lone-cr.csv"
+    lone.write_bytes(("\n".join([
+        ",".join(CANONICAL_COLUMNS), ok, ok.replace(",10.0.0.1,", ",10.0.0.5,\r1,"),
+        "bad,row", ok.replace("10.0.0.1", "10.0.0.6")]) + "\r\n").encode())
+    c_eng, e_eng = _same_as_reference(lone, tmp_path, UNUSUAL_NAMES)
+    assert c_eng.flows_read == 2 and e_eng.count == 3 and ":5:" in e_eng.messages[2]
+
+
+def test_a_header_after_blank_and_comment_lines_as_the_reference(tmp_path: Path) -> None:
+    """The reference's header is its first line that is not blank nor a comment, and it
+    ignores fields beyond the header's."""
+    ok = "1366563600,1366563601,10.0.0.1,198.18.0.1,1,443,6,1,1,"
+    path = tmp_path / "late-header.csv"
+    path.write_text("\n".join(["", "# exported by hand", ",".join(CANONICAL_COLUMNS), ok,
+                               "bad,row", ok.replace("10.0.0.1", "10.0.0.2")]) + "\n")
+    c_eng, e_eng = _same_as_reference(path, tmp_path, UNUSUAL_NAMES)
+    assert c_eng.flows_read == 2 and e_eng.count == 1 and ":5:" in e_eng.messages[0]
+    comments = tmp_path / "comments.csv"
+    comments.write_text("# nothing but\n\n# comments\n")
+    c_eng, e_eng = _same_as_reference(comments, tmp_path, UNUSUAL_NAMES)
+    assert c_eng.flows_read == 0 and e_eng.count == 0
+    extra = tmp_path / "extra.csv"  # more fields than the header's, on the first row too
+    extra.write_text("\n".join([",".join(CANONICAL_COLUMNS), ok + ",more", ok + ",x,y",
+                                "bad,row"]) + "\n")
+    c_eng, e_eng = _same_as_reference(extra, tmp_path, UNUSUAL_NAMES)
+    assert c_eng.flows_read == 2 and e_eng.count == 1
+
+
+@pytest.mark.parametrize("value", [" 443", "\t443", "+443", "0443", "443 ", "4_43", "٤٤٣",
+                                   "4.43", "", "-1", str(2**60), str(2**60 + 1), "9" * 20,
+                                   "0" * 500 + "443"])
+def test_ports_and_counters_read_as_integers_as_the_reference(tmp_path: Path,
+                                                               value: str) -> None:
+    """polars' reader reads ports and counters as integers: only in forms Python's int()
+    reads the same way; any other form is the reference's to read or refuse (a counter
+    over 2**60 too: a flow's sum of three fits 64 bits)."""
+    path = tmp_path / "legacy.csv"
+    path.write_text("\n".join([",".join(LEGACY_HEADER), _legacy_row(1, dp=value),
+                               _legacy_row(2, ibyt=value), _legacy_row(3, opkt=value),
+                               _legacy_row(4)]) + "\n")
+    _same_as_reference(path, tmp_path, LEGACY_NAMES)
+
+
+def test_irregular_rows_of_a_file_that_is_not_utf8_as_the_reference(tmp_path: Path) -> None:
+    """The lenient reading (invalid UTF-8) finds the same irregular rows: an over-long field
+    the engine never reads, a quoted comma, and a lone carriage return."""
+    rows = [",".join(LEGACY_HEADER), _legacy_row(1, flg="F\xe9" * 300), _legacy_row(2),
+            _legacy_row(3, flg='"A,\xe9"'), "bad", _legacy_row(4)]
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(("\n".join(rows) + "\n").encode("latin-1"))
+    c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 2
+    path.write_bytes(("\n".join(rows[:3] + ["x\rbad"] + rows[3:]) + "\n").encode("latin-1"))
+    c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 4
+
+
 def _flow_times_engine(path: Path, tmp_path: Path) -> list[tuple[float, float]]:
     from datetime import UTC
 
