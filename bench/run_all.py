@@ -12,8 +12,9 @@
   ``bench/replay/__main__.py`` exists, else ``bench.replay.replay_runs``: the replayer's
   ladder over 3 separate runs quiet and 3 busy, else ``bench/replay/bench_replayer.py``)
   when present; a missing one is skipped with a message.
-* ``bench.replay.ingest`` and ``bench.replay.ingest_command`` (trace ingest, and the whole
-  ``replay workload --jobs 1`` command as users pay it),
+* ``bench.replay.ingest``, ``bench.replay.ingest_command`` and ``bench.replay.ingest_runs``
+  (trace ingest; the whole ``replay workload --jobs 1`` command as users pay it; the same
+  over 3 separate runs quiet and 3 busy),
 * ``bench.extended`` (extended vs legacy cached rate), ``bench.scale.run`` (workers, stores,
   metrics, locust vs wrk), ``bench.rootstore.run`` (CA verification cost), ``bench.tlog.run``
   (the transparency log's sequencing rate, a 10-million-entry log) and each client
@@ -36,8 +37,8 @@ from bench import summary
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_TIMEOUT = 600.0  # seconds per suite
 # the 10-million-entry log is written and read back; the notary suite has 11 scenarios; its
-# repeat runs 6 whole runs
-LONG_SUITES = {"tlog": 2400.0, "notary": 1200.0, "notary-runs": 1800.0}
+# repeat runs 6 whole runs, as does the ingest's (3 layouts, 3 trials, 2 commands each)
+LONG_SUITES = {"tlog": 2400.0, "notary": 1200.0, "notary-runs": 1800.0, "ingest-runs": 1500.0}
 
 
 def _python() -> str:
@@ -80,6 +81,9 @@ def suites(root: Path = ROOT) -> list[tuple[str, list[str] | None, str]]:
     out.append(("ingest-command",
                 [py, "-m", "bench.replay.ingest_command"] if command.is_file() else None,
                 f"{command.relative_to(root)} not found"))
+    runs = root / "bench" / "replay" / "ingest_runs.py"
+    out.append(("ingest-runs", [py, "-m", "bench.replay.ingest_runs"] if runs.is_file()
+                else None, f"{runs.relative_to(root)} not found"))
     for name in ("scale", "rootstore", "tlog"):
         run = root / "bench" / name / "run.py"
         out.append((name, [py, "-m", f"bench.{name}.run"] if run.is_file() else None,

@@ -28,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.notary.run import BURNER  # noqa: E402
 from bench.paths import results_path, write_section  # noqa: E402
 from bench.replay.ingest import (  # noqa: E402
     GOAL_COMMAND_RSS_MB,
@@ -37,6 +38,8 @@ from bench.replay.ingest import (  # noqa: E402
     synth,
     whole_command,
 )
+
+BUSY_LIMIT_S = 900  # the burner's own deadline
 
 
 def summary(runs: list[dict[str, Any]], flows: int) -> dict[str, Any]:
@@ -56,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--baseline", type=Path, default=None,
                     help="a checkout whose replay/ is the baseline (e.g. a git worktree)")
+    ap.add_argument("--busy", action="store_true",
+                    help="run a CPU burner (one process in a busy loop) beside every trial: "
+                    "the busy-machine scenario")
     ap.add_argument("--work", type=Path, default=ROOT / "var" / "bench-ingest")
     ap.add_argument("--out", type=Path,
                     default=results_path("bench/results/ingest-command.json"))
@@ -69,6 +75,45 @@ def main(argv: list[str] | None = None) -> int:
     scratch = a.work / "out-command.csv"
     kinds = ["command", "columns"] + (["baseline"] if a.baseline else [])
     layouts: dict[str, Any] = {}
+    # bounded: the burner stops by itself even if this process dies
+    burner = (subprocess.Popen([sys.executable, "-c", BURNER, str(BUSY_LIMIT_S)])
+              if a.busy else None)
+    try:
+        _measure(a, data, kinds, scratch, layouts)
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+    scratch.unlink(missing_ok=True)
+    doc = {
+        "suite": "ingest-command", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "load_average_start": load_before, "load_average_end": os.getloadavg()},
+        "scale": a.scale, "trials": a.trials, "busy": a.busy, "commit": _commit(ROOT),
+        "baseline": str(a.baseline) if a.baseline else None,
+        "baseline_commit": _commit(a.baseline) if a.baseline else None, "layouts": layouts,
+        "goals": {
+            "flows_per_s": {"limit": GOAL_FLOWS_PER_S, "met": all(
+                v["command"]["flows_per_s"] >= GOAL_FLOWS_PER_S for v in layouts.values())},
+            "flows_per_cpu_s": {"limit": GOAL_FLOWS_PER_S, "met": all(
+                v["command"]["flows_per_cpu_s"] >= GOAL_FLOWS_PER_S
+                for v in layouts.values())},
+            "peak_rss_mb": {"limit": GOAL_COMMAND_RSS_MB, "met": all(
+                v["command"]["peak_rss_mb"] <= GOAL_COMMAND_RSS_MB
+                for v in layouts.values())},
+        },
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"bench/ingest-command: wrote {a.out}")
+    write_section(a.md, "ingest-command", "bench/replay/ingest_command.py", render_markdown(doc))
+    print(f"bench/ingest-command: wrote its section of {a.md}")
+    return 0
+
+
+def _measure(a: argparse.Namespace, data: Path, kinds: list[str], scratch: Path,
+             layouts: dict[str, Any]) -> None:
+    """Every layout's trials, into ``layouts``."""
     for layout, name in LAYOUTS.items():
         path = data / name
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
@@ -106,31 +151,6 @@ def main(argv: list[str] | None = None) -> int:
             line += (f"; baseline {b['wall_s']:.2f} s wall, {b['cpu_s']:.2f} s CPU, "
                      f"{b['peak_rss_mb']:.0f} MB")
         print(line, flush=True)
-    scratch.unlink(missing_ok=True)
-    doc = {
-        "suite": "ingest-command", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_average_start": load_before, "load_average_end": os.getloadavg()},
-        "scale": a.scale, "trials": a.trials, "commit": _commit(ROOT),
-        "baseline": str(a.baseline) if a.baseline else None,
-        "baseline_commit": _commit(a.baseline) if a.baseline else None, "layouts": layouts,
-        "goals": {
-            "flows_per_s": {"limit": GOAL_FLOWS_PER_S, "met": all(
-                v["command"]["flows_per_s"] >= GOAL_FLOWS_PER_S for v in layouts.values())},
-            "flows_per_cpu_s": {"limit": GOAL_FLOWS_PER_S, "met": all(
-                v["command"]["flows_per_cpu_s"] >= GOAL_FLOWS_PER_S
-                for v in layouts.values())},
-            "peak_rss_mb": {"limit": GOAL_COMMAND_RSS_MB, "met": all(
-                v["command"]["peak_rss_mb"] <= GOAL_COMMAND_RSS_MB
-                for v in layouts.values())},
-        },
-    }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"bench/ingest-command: wrote {a.out}")
-    write_section(a.md, "ingest-command", "bench/replay/ingest_command.py", render_markdown(doc))
-    print(f"bench/ingest-command: wrote its section of {a.md}")
-    return 0
 
 
 def _commit(root: Path) -> str | None:
@@ -157,7 +177,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"Run {doc['when']} at commit {doc.get('commit') or '?'} on {m['cpus']} CPUs, Python "
         f"{m['python']}; the synthetic hour at scale {doc['scale']:g}, {doc['trials']} trials "
         "per layout, each a fresh process on one core (`POLARS_MAX_THREADS=1`), the kinds "
-        "alternating in every trial. CPU time (user + system, from `wait4`) includes the "
+        "alternating in every trial" + ("; a CPU burner (one process in a busy loop) ran "
+                                        "beside every trial" if doc.get("busy") else "")
+        + ". CPU time (user + system, from `wait4`) includes the "
         "interpreter's start and the imports; *columns* is polars' own read of just the "
         "columns the builder needs, as a whole command too (the floor of reading the layout)"
         + (f"; *baseline* the same command from commit {doc.get('baseline_commit') or base}"

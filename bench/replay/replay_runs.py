@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,20 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def alternate(label: str, count: int, one: Callable[[bool, Path], dict[str, Any]],
+              ) -> dict[str, list[dict[str, Any]]]:
+    """``count`` runs per condition of ``one(busy, result file)``, the conditions alternating
+    so that both see the same drift of the machine."""
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONDITIONS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(count):
+            order = CONDITIONS if i % 2 == 0 else tuple(reversed(CONDITIONS))
+            for cond in order:
+                print(f"bench/{label}: {cond} run {i + 1}/{count}", flush=True)
+                runs[cond].append(one(cond == "busy", Path(tmp) / f"{cond}-{i}.json"))
+    return runs
+
+
 def _commit() -> str | None:
     try:
         return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
@@ -169,16 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.runs < 1 or not 0 < a.step_seconds <= 30:
         ap.error("--runs must be at least 1 and --step-seconds in (0, 30]")
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONDITIONS}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(a.runs):
-            # alternate the conditions so both see the same drift of the machine
-            order = CONDITIONS if i % 2 == 0 else tuple(reversed(CONDITIONS))
-            for cond in order:
-                print(f"bench/replay-runs: {cond} run {i + 1}/{a.runs}", flush=True)
-                doc = one_run(cond == "busy", a.rates, a.step_seconds,
-                              Path(tmp) / f"{cond}-{i}.json")
-                runs[cond].append(doc)
+    runs = alternate("replay-runs", a.runs, lambda busy, out: one_run(
+        busy, a.rates, a.step_seconds, out))
     conditions = aggregate(runs)
     result = {
         "benchmark": "replay-runs", "started_at": started,

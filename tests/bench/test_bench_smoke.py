@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -364,3 +365,40 @@ def test_client_runs_read_the_go_benchmark_and_report_it_against_the_goal() -> N
                     "TLS request"] == "NO"
     # without Go the section is the Python client's alone
     assert "| Go |" not in client_runs.markdown({k: v for k, v in doc.items() if k != "go"})
+
+
+def _ingest_command_doc(cpu: dict[str, float], rss: float = 600.0) -> dict[str, Any]:
+    layouts = {name: {"flows": 2_000_000,
+                      "command": {"cpu_s": s, "peak_rss_mb": rss},
+                      "columns": {"cpu_s": s / 2}} for name, s in cpu.items()}
+    return {"layouts": layouts,
+            "machine": {"load_average_start": [0.5, 0.6, 0.7], "load_average_end": [1, 1, 1]}}
+
+
+def test_ingest_runs_report_median_and_spread_against_the_goal() -> None:
+    from bench import summary
+    from bench.replay import ingest_runs
+
+    quiet = ingest_runs.aggregate([_ingest_command_doc({"legacy": s, "canonical": 1.6})
+                                   for s in (1.9, 2.1, 1.95)])
+    v = quiet["layouts"]["legacy"]
+    assert v["cpu_s"] == {"median": 1.95, "min": 1.9, "max": 2.1, "n": 3}
+    assert round(v["flows_per_cpu_s"]["median"]) == round(2_000_000 / 1.95) and v["met"]
+    # twins: a median over 2 s misses the goal; so does one run over the RSS bound
+    busy = ingest_runs.aggregate([_ingest_command_doc({"legacy": s, "canonical": 1.6},
+                                                      rss=r)
+                                  for s, r in ((2.2, 600.0), (2.05, 600.0), (1.9, 1100.0))])
+    assert not busy["layouts"]["legacy"]["met"] and not busy["met"]
+    assert not busy["layouts"]["canonical"]["met"]  # its RSS
+    doc = {"started_at": "a", "finished_at": "b", "commit": "c", "runs_per_condition": 3,
+           "trials": 3, "scale": 0.5, "machine": {"cpus": 2, "cpu": "x", "python": "3.11"},
+           "goal": {"flows_per_cpu_s": 1e6, "peak_rss_mb": 1024},
+           "conditions": {"quiet": quiet, "busy": busy}}
+    md = ingest_runs.render(doc)
+    assert "| legacy | ≥ 1,000,000, ≤ 1,024 MB | 1,025,641 (952,381-1,052,632) | 1.95 " in md
+    assert "**no**" in md and "* busy run 3: 0.50, 0.60, 0.70 / 1.00, 1.00, 1.00" in md
+    verdicts = {r[0]: r[3] for r in summary._ingest_runs(doc)}
+    assert verdicts["ingest, whole command, median of 3 runs, quiet, legacy: flows per "
+                    "CPU-second"] == "yes"
+    assert verdicts["ingest, whole command, median of 3 runs, busy, legacy: flows per "
+                    "CPU-second"] == "NO"
