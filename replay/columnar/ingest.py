@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import tzinfo
+from datetime import UTC, tzinfo
 from pathlib import Path
 
 import polars as pl
@@ -331,6 +331,8 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     """Phase 1 for one input; returns the number of flow records (``flows_read``).
     ``lossy``: decode invalid UTF-8 as replacement characters (slower; the reference's
     reading), else raise :class:`NotUtf8` at the first invalid byte."""
+    if src.text != src.path:  # nfdump's output: printed in UTC (TZ=UTC), as the reference
+        tz = UTC              # reads it, whatever zone the traces' own text is in
     offset = 0.0
     if src.layout != "nfdump-fmt":
         probe = tz.utcoffset(None)

@@ -276,6 +276,23 @@ def test_real_nfcapd_files_directory_as_one_trace(tmp_path: Path) -> None:
     assert c_one.flows_read == 6
 
 
+@needs_nfdump
+def test_nfdump_csv_output_is_read_in_utc_whatever_the_zone(tmp_path: Path) -> None:
+    """nfdump prints a capture's times in UTC (the engine runs it so, as the reference
+    does): ``--tz`` is for the naive times of CSV traces, not for capture files."""
+    _, copied = _pcap_dir(tmp_path)
+    names = {"93.184.216.34": "site.test"}
+    zone = utc_offset_zone(5)
+    errors = ErrorLog()
+    c_ref = StageCounters()
+    write_workload(build_workload(read_flows(copied, errors, nfdump_output="csv", tz=zone),
+                                  Namer(names), WorkloadConfig(), c_ref, {}), tmp_path / "r.csv")
+    c_eng, _ = columnar.build(copied, tmp_path / "e.csv", columnar.EngineConfig(
+        name_map=names, nfdump_output="csv", tz=zone), ErrorLog())
+    assert same(c_ref, c_eng) == {} and c_eng.first_start == 1366563610.0
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "e.csv").read_bytes()
+
+
 def test_parquet_output_replays_like_csv(hour: Path, tmp_path: Path) -> None:
     names = read_name_map(hour / "names.txt")
     csv_out, pq_out = tmp_path / "wl.csv", tmp_path / "wl.parquet"
