@@ -31,6 +31,7 @@ times overlap (2 s of slack), whatever the distance between them in the stream.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -215,8 +216,14 @@ def make_workload(inputs: list[Path], output: Path, cfg: EngineConfig, errors: E
     write_stages(counters, stages, {"malformed_examples": errors.messages[:20],
                                     "inputs": [str(p) for p in expand_inputs(inputs)],
                                     "engine": "columnar (polars)", "jobs": cfg.jobs,
-                                    **(info or {})})
+                                    "cpus": _cpus(), **(info or {})})
     return counters, rows, stages
+
+
+def _cpus() -> list[int] | None:
+    """The CPUs this process may run on (None where the system does not say)."""
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    return sorted(getaffinity(0)) if getaffinity else None
 
 
 __all__ = ["Canonical", "EngineConfig", "Partitions", "Progress", "Source", "build",

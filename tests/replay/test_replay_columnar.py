@@ -6,6 +6,7 @@ does (many files as one trace, Parquet, several cores, nothing half-written)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -339,6 +340,41 @@ def test_workload_freezes_the_collector_only_in_its_own_process(hour: Path,
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) > 10_000  # polars' objects among them
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda _: [])(0)) < 2,
+                    reason="needs a process allowed on two CPUs or more")
+def test_workload_holds_its_threads_to_jobs_cpus_only_in_its_own_process(
+        hour: Path, tmp_path: Path) -> None:
+    """``replay workload --jobs 1`` as the process's command holds every thread it has (the
+    engine's among them) to one CPU, the one it started on; ``--any-cpu`` does not, nor a
+    call in a caller's process, nor ``--jobs`` as many as the CPUs allowed."""
+    import sys
+
+    allowed = sorted(os.sched_getaffinity(0))
+    args = ["workload", str(hour / "flows.csv"), "--names", str(hour / "names.txt"), "-q"]
+    script = ("import os, sys, threading; from replay.cli import main; "
+              "sys.argv = ['replay', *sys.argv[1:]]; code = main(); "
+              "print(sorted({tuple(sorted(os.sched_getaffinity(int(t)))) "
+              "for t in os.listdir('/proc/self/task')})); sys.exit(code)")
+
+    def command(*extra: str) -> tuple[list[int], str]:
+        out = tmp_path / f"w{len(extra)}{extra[-1] if extra else ''}.csv"
+        r = subprocess.run([sys.executable, "-c", script, *args, *extra, "-o", str(out)],
+                           capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        stages = json.loads(out.with_name(out.name + ".stages.json").read_text())
+        return stages["cpus"], r.stdout.split("\n")[-2]
+
+    held, threads = command("--jobs", "1")
+    assert len(held) == 1 and held[0] in allowed
+    assert threads == str([tuple(held)])  # every thread, polars' too
+    # twins: --any-cpu, --jobs as many as allowed, and a caller's process keep them all
+    assert command("--jobs", "1", "--any-cpu")[0] == allowed
+    assert command("--jobs", str(len(allowed)))[0] == allowed
+    assert main([*args, "--jobs", "1", "-o", str(tmp_path / "c.csv")]) == 0
+    assert sorted(os.sched_getaffinity(0)) == allowed
+    assert json.loads((tmp_path / "c.csv.stages.json").read_text())["cpus"] == allowed
 
 
 def test_a_file_that_is_not_utf8_is_read_as_the_reference_reads_it(tmp_path: Path) -> None:
