@@ -30,6 +30,7 @@ times overlap (2 s of slack), whatever the distance between them in the stream.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import tempfile
@@ -44,7 +45,13 @@ from typing import Any
 import polars as pl
 
 from replay.columnar.events import partition_events, sum_counters
-from replay.columnar.ingest import Canonical, NotUtf8, Partitions, ingest_source
+from replay.columnar.ingest import (
+    Canonical,
+    NotUtf8,
+    Partitions,
+    ReadAgain,
+    ingest_source,
+)
 from replay.columnar.output import iter_events, plain_text, sha_key, write_events
 from replay.columnar.schema import MAX_PARTITIONS, ONE_PART_ROWS, PART_ROWS, EngineConfig
 from replay.columnar.sources import Source, expand_inputs, plan_sources
@@ -112,17 +119,24 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
             progress = Progress(estimated, emit)
         counters = StageCounters()
         lossy: set[int] = set()
-        while True:  # again, decoding leniently, when an input is not valid UTF-8
+        text: set[int] = set()
+        # again, decoding leniently when an input is not valid UTF-8, and reading its ports
+        # and counters as text when one is not an integer polars reads
+        for attempt in itertools.count():
             saved = (errors.count, list(errors.messages))
-            parts = Partitions(work / f"flows-{len(lossy)}", count, cfg.flow_filter)
+            parts = Partitions(work / f"flows-{attempt}", count, cfg.flow_filter)
             canon = Canonical()
             try:
                 counters.flows_read = sum(
                     ingest_source(src, parts, canon, tz, errors, progress.add,
-                                  src.index in lossy) for src in sources)
+                                  src.index in lossy, src.index not in text)
+                    for src in sources)
                 break
-            except NotUtf8 as exc:
-                lossy.add(exc.index)
+            except ReadAgain as exc:
+                again = lossy if isinstance(exc, NotUtf8) else text
+                if exc.index in again:  # already read that way: a defect, not a loop
+                    raise RuntimeError(f"input {exc.index} asked twice for {exc!r}") from exc
+                again.add(exc.index)
                 errors.count, errors.messages = saved[0], saved[1]
         counters.malformed = errors.count
         rdns_map: Mapping[str, str | None] = {}

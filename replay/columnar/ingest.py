@@ -308,29 +308,43 @@ def _records_frame(src: Source, recs: list[tuple[int, FlowRecord]]) -> pl.DataFr
          "sni": [x.sni for _, x in recs]}, schema=FLOW_SCHEMA)
 
 
-class NotUtf8(Exception):
-    """An input is not valid UTF-8 where the strict (faster) decoder read it."""
+class ReadAgain(Exception):
+    """An input must be read again in a slower way (see the subclasses)."""
 
     def __init__(self, index: int) -> None:
         super().__init__(index)
         self.index = index
 
 
-def _batches(src: Source, parsed: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+class NotUtf8(ReadAgain):
+    """An input is not valid UTF-8 where the strict (faster) decoder read it."""
+
+
+class NotTyped(ReadAgain):
+    """A port or counter of an input is not an integer polars' reader reads: the input is
+    read again with those fields as text."""
+
+
+def _batches(src: Source, parsed: pl.LazyFrame, typed: bool) -> Iterator[pl.DataFrame]:
     try:
         yield from parsed.collect_batches(chunk_size=BATCH_ROWS)
     except pl.exceptions.ComputeError as exc:
-        if "utf" in str(exc).lower():
+        message = str(exc)
+        if "utf" in message.lower():
             raise NotUtf8(src.index) from exc
-        raise ReplayInputError(f"{src.display}: {str(exc).splitlines()[0]}") from exc
+        if typed and message.startswith("could not parse"):
+            raise NotTyped(src.index) from exc
+        raise ReplayInputError(f"{src.display}: {message.splitlines()[0]}") from exc
 
 
 def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
                   errors: ErrorLog, progress: Callable[[int], None], lossy: bool = False,
-                  ) -> int:
+                  typed: bool = True) -> int:
     """Phase 1 for one input; returns the number of flow records (``flows_read``).
     ``lossy``: decode invalid UTF-8 as replacement characters (slower; the reference's
-    reading), else raise :class:`NotUtf8` at the first invalid byte."""
+    reading), else raise :class:`NotUtf8` at the first invalid byte. ``typed``: ports and
+    counters read as integers, else as text; raises :class:`NotTyped` at the first field
+    polars' reader does not read as one."""
     if src.text != src.path:  # nfdump's output: printed in UTC (TZ=UTC), as the reference
         tz = UTC              # reads it, whatever zone the traces' own text is in
     offset = 0.0
@@ -341,7 +355,7 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     if irregular is None:
         return _reference_source(src, parts, canon, tz, errors, progress)
     forms = _forms(src, *_key_columns(src))
-    fast = _fast_columns(src, offset, forms)
+    fast = _fast_columns(src, offset, forms, typed)
     lf, names = _scan(src, lossy, fast.typed)
     checks, pre = fast.checks, fast.pre
     # No length checks here: a line that could hold an over-long field is residue
@@ -363,7 +377,7 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     stop: int | None = None
     base = src.index << FILE_SHIFT
     first_row = 0  # the batches come in file order, every line a row
-    for batch in _batches(src, parsed):
+    for batch in _batches(src, parsed, bool(fast.typed)):
         batch = batch.with_row_index("row", offset=first_row)
         first_row += batch.height
         marked = irregular[bisect_left(irregular, first_row - batch.height):
