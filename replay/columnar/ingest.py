@@ -228,9 +228,9 @@ def irregular_rows(src: Source, lossy: bool = False) -> list[int] | None:
     """The rows the fast path leaves to the reference parser whatever their fields say, in
     order; None: the whole input is read by the reference (:func:`_reference_rows`).
 
-    - A line over MAX_FIELD_CHARS bytes: one of its fields may be over the reference's
-      bound, in a column the fast path never reads or beyond the header's. The reference
-      refuses the whole row then.
+    - A field over MAX_FIELD_CHARS characters or a line over MAX_LINE_CHARS, in a column
+      the fast path never reads or beyond the header's: the reference refuses the whole row
+      (only lines over MAX_FIELD_CHARS bytes are split to look).
     - A line with a quote (CSV layouts): the reference's CSV reader may split it otherwise
       than at every comma, and polars reads with no quote character (see :func:`_scan`).
     - A carriage return left in a line, or a header that is not the first line: the
@@ -247,17 +247,27 @@ def irregular_rows(src: Source, lossy: bool = False) -> list[int] | None:
         return _irregular_rows_bytes(src, first)
     line = pl.col("line")
     odd = line.str.contains("\r" if fmt else '["\r]')
+    # a long line without a quote is split as the reference splits it: only a field or a
+    # line over the reference's bounds (in characters) makes it irregular
+    longest = (line.str.split("|" if fmt else ",")
+               .list.eval(pl.element().str.len_chars()).list.max())
+    rows: list[int] = []
     try:
-        found = (pl.scan_lines(src.text).with_row_index("row")
-                 .filter((line.str.len_bytes() > MAX_FIELD_CHARS) | odd)
-                 .select("row", line.str.contains("\r", literal=True).alias("cr")).collect())
+        # the split only on the lines found long, batch by batch (in one plan polars would
+        # split every line: 1.9 s instead of 0.14 s for 2 M lines)
+        for batch in (pl.scan_lines(src.text).with_row_index("row")
+                      .filter((line.str.len_bytes() > MAX_FIELD_CHARS) | odd)
+                      .collect_batches(chunk_size=BATCH_ROWS)):
+            found = batch.filter(odd | (longest > MAX_FIELD_CHARS)
+                                 | (line.str.len_chars() > MAX_LINE_CHARS))
+            if found["line"].str.contains("\r", literal=True).any():
+                return None
+            rows += [r - first for r in found["row"].to_list() if r >= first]
     except pl.exceptions.ComputeError as exc:
         if "utf" in str(exc).lower():
             raise NotUtf8(src.index) from exc
         raise ReplayInputError(f"{src.display}: {str(exc).splitlines()[0]}") from exc
-    if found["cr"].any():
-        return None
-    return [r - first for r in found["row"].to_list() if r >= first]
+    return rows
 
 
 def _irregular_rows_bytes(src: Source, first: int) -> list[int] | None:

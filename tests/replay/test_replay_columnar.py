@@ -449,6 +449,38 @@ def test_fields_the_fast_path_never_reads_are_bounded_as_the_reference(
     assert sum("line too long" in m for m in e_eng.messages) == 1
 
 
+def test_long_lines_with_every_field_in_bounds_stay_on_the_fast_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line over 512 bytes whose fields are all within the reference's bounds (IPv6
+    addresses, MAC addresses and MPLS labels in every column, 512 multi-byte characters) is
+    parsed on the fast path, as the reference parses it; only the row with a field over the
+    bound goes to the per-row parser."""
+    from replay.columnar import ingest
+
+    v6 = "2001:db8:ffff:ffff:ffff:ffff:ffff:ff{:02x}"
+    wide = {c: "0a:1b:2c:3d:4e:5f" for c in ("ismc", "odmc", "idmc", "osmc")}
+    wide |= {f"mpls{i}": "1048575-7-1" for i in range(1, 11)}
+    wide |= {"nh": v6.format(1), "nhb": v6.format(2), "ra": v6.format(3),
+             "tr": "2013-04-21 17:00:01.123", "ibyt": "12345678901234", "obyt": "98765432109876",
+             "cl": "1234567.890", "sl": "1234567.890", "al": "1234567.890"}
+    rows = [_legacy_row(1, **wide, sa=v6.format(4)), _legacy_row(2, flg="é" * 512),
+            _legacy_row(3, flg="é" * 513), _legacy_row(4, **wide)]
+    assert all(len(r.encode()) > 512 for r in rows)
+    path = tmp_path / "legacy-v6.csv"
+    path.write_text("\n".join([",".join(LEGACY_HEADER), *rows]) + "\n")
+    residue: list[set[int]] = []
+    real = ingest._residue
+
+    def spy(src: Any, wanted: set[int], *args: Any) -> Any:
+        residue.append(set(wanted))
+        return real(src, wanted, *args)
+
+    monkeypatch.setattr(ingest, "_residue", spy)
+    c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 1 and ":4:" in e_eng.messages[0]
+    assert residue == [{2}]  # the third row alone
+
+
 def test_quotes_and_carriage_returns_number_lines_as_the_reference(tmp_path: Path) -> None:
     """The reference reads each line by itself (a quote never joins two lines) and ends a
     line at a lone carriage return: a quoted field across two lines, a quoted comma in a
