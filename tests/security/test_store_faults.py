@@ -38,8 +38,16 @@ NEUTRAL = b"the notary's store is unavailable; retry shortly\n"
 PRLIMIT = shutil.which("prlimit")
 
 
-def store_lines(n: NotaryProcess) -> list[str]:
-    return [line for line in n.lines if " notary.store store " in line]
+def store_lines(n: NotaryProcess, at_least: int = 0, seconds: float = 10.0) -> list[str]:
+    """The notary's store lines so far, once there are ``at_least`` of them (or after
+    ``seconds``): the notary writes a line before it answers, but the thread that reads its
+    stderr may not have read the line yet when the answer arrives."""
+    deadline = time.monotonic() + seconds
+    while True:
+        lines = [line for line in list(n.lines) if " notary.store store " in line]
+        if len(lines) >= at_least or time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.05)
 
 
 def ask_many(n: NotaryProcess, port: int, fp: str, tag: str) -> list[tuple[int, bytes]]:
@@ -61,7 +69,7 @@ def until_ok(ask: Callable[[], int], seconds: float = 15.0) -> int:
 def check_outage(n: NotaryProcess, replies: list[tuple[int, bytes]]) -> None:
     assert all(status == 503 for status, _ in replies), {s for s, _ in replies}
     assert all(body == NEUTRAL for _, body in replies), {b for _, b in replies}
-    lines = store_lines(n)
+    lines = store_lines(n, at_least=1)
     assert len(lines) == 1 and " failing: " in lines[0], lines
 
 
@@ -95,7 +103,7 @@ def test_dead_redis_logged_once_and_recovery(
         status = until_ok(lambda: query(n.port, f"back.test+{target.port}/127.0.0.1", fp,
                                         tls=False).status)
         assert status == 200
-        lines = store_lines(n)
+        lines = store_lines(n, at_least=2)
         assert len(lines) == 2 and f"recovered after {REQUESTS}" in lines[1], lines
         results.add(SUITE, f"redis-server killed; {REQUESTS} requests needing the store; "
                     "Redis started again",
@@ -140,7 +148,7 @@ def test_full_disk_logged_once_and_recovery(
         status = until_ok(lambda: query(n.port, f"back.test+{target.port}/127.0.0.1", fp,
                                         tls=False).status)
         assert status == 200
-        lines = store_lines(n)
+        lines = store_lines(n, at_least=2)
         assert len(lines) == 2 and "recovered after" in lines[1], lines
         results.add(SUITE, f"SQLite file over its size limit (RLIMIT_FSIZE {limit} bytes) "
                     f"during {REQUESTS} new records; limit lifted",
