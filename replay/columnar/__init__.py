@@ -123,7 +123,7 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
         # again, decoding leniently when an input is not valid UTF-8, and reading its ports
         # and counters as text when one is not an integer polars reads
         for attempt in itertools.count():
-            saved = (errors.count, list(errors.messages))
+            saved = (errors.count, list(errors.messages), progress.rows)
             parts = Partitions(work / f"flows-{attempt}", count, cfg.flow_filter)
             canon = Canonical()
             try:
@@ -137,7 +137,8 @@ def build(inputs: list[Path], out: Path, cfg: EngineConfig, errors: ErrorLog,
                 if exc.index in again:  # already read that way: a defect, not a loop
                     raise RuntimeError(f"input {exc.index} asked twice for {exc!r}") from exc
                 again.add(exc.index)
-                errors.count, errors.messages = saved[0], saved[1]
+                # read again from the start: what was counted is counted once
+                errors.count, errors.messages, progress.rows = saved
         counters.malformed = errors.count
         rdns_map: Mapping[str, str | None] = {}
         if cfg.rdns is not None:

@@ -115,6 +115,17 @@ def _client_cache(df: pl.DataFrame, lifetime: float | None) -> pl.Series:
     return (order.select("_i").with_columns(pl.Series("hit", hits)).sort("_i")["hit"])
 
 
+def exact_sum(values: pl.Series) -> int:
+    """The sum of an integer column as Python sums it: 64 bits wrap (a hostile trace's
+    counters near their bound reach it in a few flows), so past them in 128 bits."""
+    if values.len() == 0:
+        return 0
+    bound = max(abs(int(values.min())), abs(int(values.max())))  # type: ignore[arg-type]
+    if bound * values.len() < 2**63:
+        return int(values.sum())
+    return int(values.cast(pl.Int128).sum())
+
+
 def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
                      rdns: pl.DataFrame, targets: pl.DataFrame,
                      pseudonyms: Callable[[pl.Series], pl.DataFrame],
@@ -136,7 +147,7 @@ def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
     c.kept = kept.height
     if kept.height == 0:
         return empty, c
-    c.ssl_bytes_kept = int(kept["bytes"].sum())
+    c.ssl_bytes_kept = exact_sum(kept["bytes"])
     c.first_start = float(kept["start"][0])
     c.last_start = float(kept["start"][-1])
     # only the columns the events need (each join and filter copies every column); eager
@@ -172,7 +183,7 @@ def partition_events(df: pl.DataFrame, cfg: EngineConfig, names: pl.DataFrame,
     # the partition's flows are not needed any more: freed here (the caller keeps none), so
     # what follows reuses their memory instead of touching new pages
     del df, flows, kept
-    c.ssl_bytes_named = int(named["bytes"].sum()) if named.height else 0
+    c.ssl_bytes_named = exact_sum(named["bytes"])
     # the clients: the sources of the named flows, or (cheaper than finding those among a
     # million flows) all the sources read, when no flow was turned around (a lone server half
     # has the client as its destination) and they are few

@@ -355,8 +355,8 @@ def ingest_source(src: Source, parts: Partitions, canon: Canonical, tz: tzinfo,
     reading), else raise :class:`NotUtf8` at the first invalid byte. ``typed``: ports and
     counters read as integers, else as text; raises :class:`NotTyped` at the first field
     polars' reader does not read as one."""
-    if src.text != src.path:  # nfdump's output: printed in UTC (TZ=UTC), as the reference
-        tz = UTC              # reads it, whatever zone the traces' own text is in
+    if src.from_nfdump:  # printed in UTC (TZ=UTC): the reference reads it so, whatever
+        tz = UTC         # zone the traces' own text is in
     offset = 0.0
     if src.layout != "nfdump-fmt":
         probe = tz.utcoffset(None)

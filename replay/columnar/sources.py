@@ -51,6 +51,8 @@ class Source:
     size: int
     # the header's line (1 = the first; 0: no header, nfdump's fmt output)
     header_line: int = 1
+    # nfdump's output for a capture file (printed in UTC, TZ=UTC), not a text trace
+    from_nfdump: bool = False
 
 
 def _first_line(path: Path) -> tuple[str, int]:
@@ -115,5 +117,5 @@ def plan_sources(paths: Iterable[Path], fmt: str, nfdump_output: str, work: Path
             header = next(_csv.reader([first]))
             layout = detect_layout(header, tz).name
         sources.append(Source(path, text, display, layout, header, i, text.stat().st_size,
-                              header_line))
+                              header_line, kind == "nfdump"))
     return sources

@@ -544,6 +544,42 @@ def test_ports_and_counters_read_as_integers_as_the_reference(tmp_path: Path,
     _same_as_reference(path, tmp_path, LEGACY_NAMES)
 
 
+def test_byte_totals_past_64_bits_as_the_reference(tmp_path: Path) -> None:
+    """Counters at their bound (2**60 bytes each way): four flows' bytes are past 2**63,
+    where a 64-bit sum wraps; the stage totals are Python's, as the reference's."""
+    path = tmp_path / "legacy.csv"
+    big = str(2**60)
+    path.write_text("\n".join([",".join(LEGACY_HEADER)] + [
+        _legacy_row(i, ibyt=big, obyt=big) for i in range(1, 7)]) + "\n")
+    c_eng, _ = _same_as_reference(path, tmp_path, LEGACY_NAMES)
+    assert c_eng.ssl_bytes_kept == c_eng.ssl_bytes_named == 6 * 2 * 2**60 > 2**63
+
+
+def test_exact_sum_is_pythons_sum() -> None:
+    from replay.columnar.events import exact_sum
+    for values in ([], [1, 2, 3], [2**62, 2**62, 2**62], [-(2**62)] * 3, [2**63 - 1] * 5):
+        assert exact_sum(pl.Series(values, dtype=pl.Int64)) == sum(values), values
+
+
+def test_progress_counts_inputs_read_again_once(tmp_path: Path) -> None:
+    """Inputs read again (the second is not UTF-8, then has a port polars does not read as
+    an integer: every input is read from the start each time) are counted once in the
+    progress: the count starts again with the reading."""
+    rows = [",".join(LEGACY_HEADER), _legacy_row(1), _legacy_row(2, dp=" 443"),
+            _legacy_row(3, sa="10.0.0.\xe9"), _legacy_row(4)]
+    clean, latin1 = tmp_path / "clean.csv", tmp_path / "latin1.csv"
+    clean.write_text("\n".join([rows[0], rows[1], rows[4]]) + "\n")
+    latin1.write_bytes(("\n".join(rows) + "\n").encode("latin-1"))
+    told: list[int] = []
+    progress = columnar.Progress(6, None, on_rows=told.append)
+    errors = ErrorLog()
+    counters, _ = columnar.build([clean, latin1], tmp_path / "e.csv", columnar.EngineConfig(
+        jobs=1, name_map=LEGACY_NAMES), errors, progress=progress)
+    assert counters.flows_read == 5 and errors.count == 1  # the address is malformed
+    assert progress.rows == 6 and told[-1] == 6, told
+    assert told.count(2) >= 2, told  # the clean input was read again
+
+
 def test_irregular_rows_of_a_file_that_is_not_utf8_as_the_reference(tmp_path: Path) -> None:
     """The lenient reading (invalid UTF-8) finds the same irregular rows: an over-long field
     the engine never reads, a quoted comma, and a lone carriage return."""
