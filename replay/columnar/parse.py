@@ -307,21 +307,24 @@ def _key_columns(src: Source) -> tuple[int, int, int]:
 
 
 def _scan(src: Source, lossy: bool = False, typed: frozenset[str] = frozenset(),
-          ) -> tuple[pl.LazyFrame, list[str]]:
+          quoting: bool = False) -> tuple[pl.LazyFrame, list[str]]:
     """All the fields of every row, as text but the ``typed`` columns (integers: polars
     stops at a field that is not one; its ``ignore_errors`` would make it null, but costs
     0.13 s for 2 M flows), in file order (the ingest numbers the rows as they come, 0 =
     the first data line: a row index in the scan costs 2-4% of the read); fields beyond the
     header's are not read, on the first row too (the reference ignores them). No quote
     character: every line is one row, as the reference reads lines, and a line with a quote
-    is residue (ingest.irregular_rows). ``lossy``: invalid UTF-8 replaced (the reference
-    reads so; tried when strict fails)."""
+    is residue (ingest.irregular_rows); ``quoting``: '"' is the quote character, when every
+    line with a quote has only whole fields quoted, with no quote or comma inside (no
+    quote joins two lines, and polars reads them as the reference does). ``lossy``:
+    invalid UTF-8 replaced (the reference reads so; tried when strict fails)."""
     fmt = src.layout == "nfdump-fmt"
     width = 10 if fmt else len(src.header)
     names = [f"column_{i + 1}" for i in range(width)]
     schema = {n: pl.Int64 if n in typed else pl.String for n in names}
     lf = pl.scan_csv(src.text, has_header=False, skip_rows=0 if fmt else 1,
                      separator="|" if fmt else ",", infer_schema=False, schema=schema,
-                     truncate_ragged_lines=True, extra_columns="ignore", quote_char=None,
+                     truncate_ragged_lines=True, extra_columns="ignore",
+                     quote_char='"' if quoting else None,
                      encoding="utf8-lossy" if lossy else "utf8", raise_if_empty=False)
     return lf, names

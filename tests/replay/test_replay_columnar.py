@@ -509,6 +509,71 @@ def test_quotes_and_carriage_returns_number_lines_as_the_reference(tmp_path: Pat
     assert c_eng.flows_read == 2 and e_eng.count == 3 and ":5:" in e_eng.messages[2]
 
 
+def _residue_spy(monkeypatch: pytest.MonkeyPatch) -> list[set[int]]:
+    """The rows each input leaves to the per-row parser, as the engine asks for them."""
+    from replay.columnar import ingest
+
+    residue: list[set[int]] = []
+    real = ingest._residue
+
+    def spy(src: Any, wanted: set[int], *args: Any) -> Any:
+        residue.append(set(wanted))
+        return real(src, wanted, *args)
+
+    monkeypatch.setattr(ingest, "_residue", spy)
+    return residue
+
+
+def _quote_every_field(text: str) -> str:
+    return "".join(",".join(f'"{f}"' for f in line.split(",")) + "\n"
+                   for line in text.splitlines())
+
+
+@pytest.mark.parametrize("flows", ["flows.csv", "flows-nfdump-legacy.csv"])
+def test_every_field_quoted_stays_on_the_fast_path(hour: Path, tmp_path: Path, flows: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some exporters quote every field: where every quote encloses a whole field with no
+    quote or comma inside, polars reads with quoting, as the reference reads it, and no row
+    goes to the per-row parser (an empty quoted field and quoted integers included)."""
+    path = tmp_path / f"quoted-{flows}"
+    text = (hour / flows).read_text()
+    path.write_text(_quote_every_field(text))
+    if flows == "flows.csv":
+        assert path.read_text().count('""') > 1000  # empty fields (no SNI), quoted
+    residue = _residue_spy(monkeypatch)
+    names = read_name_map(hour / "names.txt")
+    c_eng, e_eng = _same_as_reference(path, tmp_path, names)
+    assert c_eng.flows_read == len(text.splitlines()) - 1 > 10_000 and e_eng.count == 0
+    assert residue == [set()]
+
+
+def test_quoted_fields_in_other_forms_are_the_per_row_parsers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quoted lines beside one whose quotes polars' quoting would read otherwise (a doubled
+    quote, a quote inside a field, a quoted comma): every line with a quote goes to the
+    per-row parser, no quoting in the reader; and a quoted field over the bound is refused
+    as the reference refuses it."""
+    rows = [_quote_every_field(_legacy_row(i)).strip() for i in range(1, 5)]
+    residue = _residue_spy(monkeypatch)
+    for odd in ('"A""P"', 'A"P"', '"A,P"'):
+        path = tmp_path / "legacy.csv"
+        path.write_text("\n".join([",".join(LEGACY_HEADER), rows[0],
+                                   _legacy_row(5, flg=odd), rows[1], "bad,row", rows[2]])
+                        + "\n")
+        c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
+        assert e_eng.count == 1 and ":5:" in e_eng.messages[0], (odd, e_eng.messages)
+        assert c_eng.flows_read == 4
+        assert residue[-1] == {0, 1, 2, 3, 4}, (odd, residue[-1])  # every quoted line
+    long = tmp_path / "long.csv"
+    long.write_text("\n".join([",".join(LEGACY_HEADER), rows[0],
+                               _quote_every_field(_legacy_row(5, flg="F" * 511)).strip(),
+                               _quote_every_field(_legacy_row(6, flg="F" * 513)).strip(),
+                               rows[1]]) + "\n")
+    c_eng, e_eng = _same_as_reference(long, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 1 and ":4:" in e_eng.messages[0]
+    assert residue[-1] == {1, 2}  # over 512 with its quotes: the reference decides
+
+
 def test_a_header_after_blank_and_comment_lines_as_the_reference(tmp_path: Path) -> None:
     """The reference's header is its first line that is not blank nor a comment, and it
     ignores fields beyond the header's."""
