@@ -455,8 +455,6 @@ def test_long_lines_with_every_field_in_bounds_stay_on_the_fast_path(
     addresses, MAC addresses and MPLS labels in every column, 512 multi-byte characters) is
     parsed on the fast path, as the reference parses it; only the row with a field over the
     bound goes to the per-row parser."""
-    from replay.columnar import ingest
-
     v6 = "2001:db8:ffff:ffff:ffff:ffff:ffff:ff{:02x}"
     wide = {c: "0a:1b:2c:3d:4e:5f" for c in ("ismc", "odmc", "idmc", "osmc")}
     wide |= {f"mpls{i}": "1048575-7-1" for i in range(1, 11)}
@@ -468,14 +466,7 @@ def test_long_lines_with_every_field_in_bounds_stay_on_the_fast_path(
     assert all(len(r.encode()) > 512 for r in rows)
     path = tmp_path / "legacy-v6.csv"
     path.write_text("\n".join([",".join(LEGACY_HEADER), *rows]) + "\n")
-    residue: list[set[int]] = []
-    real = ingest._residue
-
-    def spy(src: Any, wanted: set[int], *args: Any) -> Any:
-        residue.append(set(wanted))
-        return real(src, wanted, *args)
-
-    monkeypatch.setattr(ingest, "_residue", spy)
+    residue = _residue_spy(monkeypatch)
     c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
     assert c_eng.flows_read == 3 and e_eng.count == 1 and ":4:" in e_eng.messages[0]
     assert residue == [{2}]  # the third row alone
