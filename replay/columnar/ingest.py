@@ -270,7 +270,7 @@ def irregular_rows(src: Source, lossy: bool = False) -> LinePass | None:
                .list.eval(pl.element().str.len_chars()).list.max())
     over = (longest > MAX_FIELD_CHARS) | (line.str.len_chars() > MAX_LINE_CHARS)
     rows: list[int] = []
-    quotes: list[int] = []  # lines with a quote: the reference's unless all are simple
+    quotes: list[pl.Series] = []  # lines with a quote: the reference's unless all simple
     all_simple = True  # polars' quoting may join lines or raise on any other form
     try:
         # the split only on the lines found long, batch by batch (in one plan polars would
@@ -289,7 +289,7 @@ def irregular_rows(src: Source, lossy: bool = False) -> LinePass | None:
             # the form checked until one line is not in it (about 0.5 ns a byte)
             all_simple = all_simple and bool(
                 quoted["line"].str.contains(SIMPLE_QUOTES_RE).all())
-            quotes += [r - first for r in quoted["row"].to_list() if r >= first]
+            quotes.append(quoted["row"])  # numbers held by polars: 4 bytes a line
     except pl.exceptions.ComputeError as exc:
         if "utf" in str(exc).lower():
             raise NotUtf8(src.index) from exc
@@ -297,7 +297,8 @@ def irregular_rows(src: Source, lossy: bool = False) -> LinePass | None:
     if quotes and all_simple:
         return LinePass(rows, quoting=True)
     if quotes:
-        return LinePass(sorted(set(rows).union(quotes)))
+        lines = pl.concat(quotes).to_list()
+        return LinePass(sorted(set(rows).union(r - first for r in lines if r >= first)))
     return LinePass(rows)
 
 
