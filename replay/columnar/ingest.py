@@ -224,9 +224,12 @@ def _residue(src: Source, rows: set[int], tz: tzinfo, errors: ErrorLog,
     return out
 
 
-# A line whose every field is either plain (no quote) or wholly quoted with neither a quote
-# nor a comma inside: Python's csv module and polars' quoting read it the same way
-SIMPLE_QUOTES_RE = r'^(?:"[^",]*"|[^",]*)(?:,(?:"[^",]*"|[^",]*))*$'
+# A line whose every field is either plain (no quote) or wholly quoted with no quote inside:
+# Python's csv module and polars' quoting read it the same way
+SIMPLE_QUOTES_RE = r'^(?:"[^"]*"|[^",]*)(?:,(?:"[^"]*"|[^",]*))*$'
+# ... and with no comma inside a quoted field either: split at every comma, its fields are
+# the reference's, quotes added (the bound on a field's length can be checked so)
+NO_QUOTED_COMMA_RE = r'^(?:"[^",]*"|[^",]*)(?:,(?:"[^",]*"|[^",]*))*$'
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,8 @@ def irregular_rows(src: Source, lossy: bool = False) -> LinePass | None:
       than at every comma. Unless every line with a quote is in the simple form
       (:data:`SIMPLE_QUOTES_RE`): then polars reads with quoting (no quote can join two
       lines, and each is read as the reference reads it, see :func:`_scan`). Some exporters
-      quote every field: those stay on the fast path.
+      quote every field: those stay on the fast path. A long line with a comma inside
+      quotes is the reference's (its fields' lengths are not checked here).
     - A carriage return left in a line, or a header that is not the first line: the
       reference's line numbers would not be the scan's rows (its reading also ends a line at
       a lone carriage return), so the whole input is read by the reference.
@@ -269,6 +273,9 @@ def irregular_rows(src: Source, lossy: bool = False) -> LinePass | None:
     longest = (line.str.split("|" if fmt else ",")
                .list.eval(pl.element().str.len_chars()).list.max())
     over = (longest > MAX_FIELD_CHARS) | (line.str.len_chars() > MAX_LINE_CHARS)
+    if not fmt:  # a quoted comma would hide a field's length from the split
+        over = over | (line.str.contains('"', literal=True)
+                       & ~line.str.contains(NO_QUOTED_COMMA_RE))
     rows: list[int] = []
     quotes: list[pl.Series] = []  # lines with a quote: the reference's unless all simple
     all_simple = True  # polars' quoting may join lines or raise on any other form

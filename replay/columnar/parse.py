@@ -315,8 +315,8 @@ def _scan(src: Source, lossy: bool = False, typed: frozenset[str] = frozenset(),
     header's are not read, on the first row too (the reference ignores them). No quote
     character: every line is one row, as the reference reads lines, and a line with a quote
     is residue (ingest.irregular_rows); ``quoting``: '"' is the quote character, when every
-    line with a quote has only whole fields quoted, with no quote or comma inside (no
-    quote joins two lines, and polars reads them as the reference does). ``lossy``:
+    line with a quote has only whole fields quoted, with no quote inside (no quote joins
+    two lines, and polars reads them as the reference does). ``lossy``:
     invalid UTF-8 replaced (the reference reads so; tried when strict fails)."""
     fmt = src.layout == "nfdump-fmt"
     width = 10 if fmt else len(src.header)

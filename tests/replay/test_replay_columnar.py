@@ -541,20 +541,22 @@ def test_every_field_quoted_stays_on_the_fast_path(hour: Path, tmp_path: Path, f
 def test_quoted_fields_in_other_forms_are_the_per_row_parsers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Quoted lines beside one whose quotes polars' quoting would read otherwise (a doubled
-    quote, a quote inside a field, a quoted comma): every line with a quote goes to the
-    per-row parser, no quoting in the reader; and a quoted field over the bound is refused
-    as the reference refuses it."""
+    quote, a quote inside a field): every line with a quote goes to the per-row parser, no
+    quoting in the reader. A quoted comma is read by both alike (it stays on the fast path),
+    but on a long line it could hide an over-long field from the line pass: that line is the
+    reference's. And a quoted field over the bound is refused as the reference refuses it."""
     rows = [_quote_every_field(_legacy_row(i)).strip() for i in range(1, 5)]
     residue = _residue_spy(monkeypatch)
+    path = tmp_path / "legacy.csv"
     for odd in ('"A""P"', 'A"P"', '"A,P"'):
-        path = tmp_path / "legacy.csv"
         path.write_text("\n".join([",".join(LEGACY_HEADER), rows[0],
                                    _legacy_row(5, flg=odd), rows[1], "bad,row", rows[2]])
                         + "\n")
         c_eng, e_eng = _same_as_reference(path, tmp_path, LEGACY_NAMES)
         assert e_eng.count == 1 and ":5:" in e_eng.messages[0], (odd, e_eng.messages)
         assert c_eng.flows_read == 4
-        assert residue[-1] == {0, 1, 2, 3, 4}, (odd, residue[-1])  # every quoted line
+        # every quoted line, or (a quoted comma: read alike) the malformed row alone
+        assert residue[-1] == ({3} if odd == '"A,P"' else {0, 1, 2, 3, 4}), (odd, residue)
     long = tmp_path / "long.csv"
     long.write_text("\n".join([",".join(LEGACY_HEADER), rows[0],
                                _quote_every_field(_legacy_row(5, flg="F" * 511)).strip(),
@@ -563,6 +565,14 @@ def test_quoted_fields_in_other_forms_are_the_per_row_parsers(
     c_eng, e_eng = _same_as_reference(long, tmp_path, LEGACY_NAMES)
     assert c_eng.flows_read == 3 and e_eng.count == 1 and ":4:" in e_eng.messages[0]
     assert residue[-1] == {1, 2}  # over 512 with its quotes: the reference decides
+    comma = tmp_path / "comma.csv"  # 601 characters in one quoted field, 300 either side
+    comma.write_text("\n".join([",".join(LEGACY_HEADER), rows[0],
+                                _legacy_row(5, flg=f'"{"F" * 300},{"F" * 300}"'),
+                                _legacy_row(6, flg='"F,' + "F" * 200 + '"', nh="N" * 400),
+                                rows[1]]) + "\n")
+    c_eng, e_eng = _same_as_reference(comma, tmp_path, LEGACY_NAMES)
+    assert c_eng.flows_read == 3 and e_eng.count == 1 and ":3:" in e_eng.messages[0]
+    assert residue[-1] == {1, 2}  # long lines with a quoted comma: the reference's
 
 
 def test_a_header_after_blank_and_comment_lines_as_the_reference(tmp_path: Path) -> None:
