@@ -312,7 +312,8 @@ def _scan(src: Source, lossy: bool = False, typed: frozenset[str] = frozenset(),
     stops at a field that is not one; its ``ignore_errors`` would make it null, but costs
     0.13 s for 2 M flows), in file order (the ingest numbers the rows as they come, 0 =
     the first data line: a row index in the scan costs 2-4% of the read); fields beyond the
-    header's are not read, on the first row too (the reference ignores them). No quote
+    header's are not read, on the first row too (the reference ignores them), and a first
+    row with fewer fields than the header's has the rest null, as every other row. No quote
     character: every line is one row, as the reference reads lines, and a line with a quote
     is residue (ingest.irregular_rows); ``quoting``: '"' is the quote character, when every
     line with a quote has only whole fields quoted, with no quote inside (no quote joins
@@ -325,6 +326,7 @@ def _scan(src: Source, lossy: bool = False, typed: frozenset[str] = frozenset(),
     lf = pl.scan_csv(src.text, has_header=False, skip_rows=0 if fmt else 1,
                      separator="|" if fmt else ",", infer_schema=False, schema=schema,
                      truncate_ragged_lines=True, extra_columns="ignore",
+                     missing_columns="insert",
                      quote_char='"' if quoting else None,
                      encoding="utf8-lossy" if lossy else "utf8", raise_if_empty=False)
     return lf, names

@@ -576,8 +576,9 @@ def test_quoted_fields_in_other_forms_are_the_per_row_parsers(
 
 
 def test_a_header_after_blank_and_comment_lines_as_the_reference(tmp_path: Path) -> None:
-    """The reference's header is its first line that is not blank nor a comment, and it
-    ignores fields beyond the header's."""
+    """The reference's header is its first line that is not blank nor a comment, it ignores
+    fields beyond the header's, and it reads a first row with fewer fields as any other (the
+    engine's reader stopped there with a SchemaError)."""
     ok = "1366563600,1366563601,10.0.0.1,198.18.0.1,1,443,6,1,1,"
     path = tmp_path / "late-header.csv"
     path.write_text("\n".join(["", "# exported by hand", ",".join(CANONICAL_COLUMNS), ok,
@@ -593,6 +594,16 @@ def test_a_header_after_blank_and_comment_lines_as_the_reference(tmp_path: Path)
                                 "bad,row"]) + "\n")
     c_eng, e_eng = _same_as_reference(extra, tmp_path, UNUSUAL_NAMES)
     assert c_eng.flows_read == 2 and e_eng.count == 1
+    # fewer fields than the header's on the first row: 13 (the reference's least for the
+    # legacy layout), and 28 when one quoted field holds the commas of 21
+    short = tmp_path / "short.csv"
+    full = _legacy_row(2)
+    spans = full.split(",")
+    spans[9], spans[29] = '"' + spans[9], spans[29] + '"'
+    for first in (",".join(full.split(",")[:13]), ",".join(spans)):
+        short.write_text("\n".join([",".join(LEGACY_HEADER), first, full, "bad,row"]) + "\n")
+        c_eng, e_eng = _same_as_reference(short, tmp_path, LEGACY_NAMES)
+        assert c_eng.flows_read == 2 and e_eng.count == 1, (first, e_eng.messages)
 
 
 @pytest.mark.parametrize("value", [" 443", "\t443", "+443", "0443", "443 ", "4_43", "٤٤٣",
