@@ -290,8 +290,10 @@ def irregular_rows(src: Source, lossy: bool = False) -> LinePass | None:
             long = batch.filter(line.str.len_bytes() > MAX_FIELD_CHARS)
             if long.height:
                 rows += [r - first for r in long.filter(over)["row"].to_list() if r >= first]
-            quoted = batch if fmt else batch.filter(line.str.contains('"', literal=True))
-            if fmt or not quoted.height:
+            if fmt:  # no quoting in nfdump's fmt output
+                continue
+            quoted = batch.filter(line.str.contains('"', literal=True))
+            if not quoted.height:
                 continue
             # the form checked until one line is not in it (about 0.5 ns a byte)
             all_simple = all_simple and bool(
