@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -74,7 +75,11 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        self._wake()
+        on_data = self.on_data
+        if on_data is not None:
+            on_data()
+        else:
+            self._wake()
 
     def eof_received(self) -> bool | None:
         self.closed = True
@@ -99,15 +104,22 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
 
+# control characters other than a tab, which RFC 9110 allows nowhere in a head (line ends
+# aside): a lone CR or LF in a value would end a row of the results file early
+_CTL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
+    text = head.decode("latin-1")
+    if _CTL.search(text.replace("\r\n", "")):
+        raise HTTPClientError("protocol", "control character in the response head")
+    lines = text.split("\r\n")
     parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
         raise HTTPClientError("protocol", f"bad status line {lines[0][:80]!r}")
-    try:
-        status = int(parts[1])
-    except ValueError:
-        raise HTTPClientError("protocol", f"bad status {parts[1][:20]!r}") from None
+    if not (len(parts[1]) == 3 and parts[1].isascii() and parts[1].isdigit()):
+        raise HTTPClientError("protocol", f"bad status {parts[1][:20]!r}")
+    status = int(parts[1])
     headers: dict[str, str] = {}
     for line in lines[1:]:
         if not line:
@@ -119,17 +131,28 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
-_HEADS: dict[bytes, tuple[int, Mapping[str, str]]] = {}
+# a parsed head: status, headers (read-only), the body's length when the answer is the common
+# form (a Content-Length of digits, no Transfer-Encoding; else -1), and whether the connection
+# stays open after it
+_Head = tuple[int, Mapping[str, str], int, bool]
+_HEADS: dict[bytes, _Head] = {}
 
 
-def _parsed_head(head: bytes) -> tuple[int, Mapping[str, str]]:
+def _parsed_head(head: bytes) -> _Head:
     """:func:`_parse_head` for the callback path, remembered by the head's exact bytes (an
     answer's head repeats: a cached notary answer differs at most in its ``Date``): the
-    headers come back read-only, shared by every answer with that head."""
+    headers come back read-only, shared by every answer with that head, with what the
+    callback path decides from them (see ``_Head``) worked out once."""
     got = _HEADS.get(head)
     if got is None:
         status, headers = _parse_head(head)
-        got = (status, MappingProxyType(headers))
+        cl = headers.get("content-length")
+        # ASCII digits only: str.isdigit() also takes the superscripts of latin-1 ("\xb2"),
+        # which int() refuses
+        simple = (cl is not None and cl.isascii() and cl.isdigit()
+                  and "transfer-encoding" not in headers)
+        keep = headers.get("connection", "").lower() != "close"
+        got = (status, MappingProxyType(headers), int(cl) if simple else -1, keep)
         if len(head) <= HEAD_CACHE_BYTES:
             if len(_HEADS) >= HEAD_CACHE:
                 _HEADS.clear()
@@ -346,10 +369,12 @@ class HTTPClient:
             received = len(conn.buf)
         else:
             if "content-length" in headers:
-                try:
-                    length = int(headers["content-length"])
-                except ValueError:
-                    raise HTTPClientError("protocol", "bad Content-Length") from None
+                cl = headers["content-length"]
+                # digits only (int() would also take a sign, underscores and latin-1's
+                # superscripts, and a negative length would read until close)
+                if not (cl.isascii() and cl.isdigit()):
+                    raise HTTPClientError("protocol", "bad Content-Length")
+                length = int(cl)
             elif method == "HEAD" or status in (204, 304) or 100 <= status < 200:
                 length = 0
             else:
@@ -451,15 +476,13 @@ class Exchange:
                 self._slow()
             return
         try:
-            status, headers = _parsed_head(bytes(buf[:end]))
+            status, headers, length, keep = _parsed_head(bytes(buf[:end]))
         except HTTPClientError as exc:
             self._finish(None, exc)
             return
-        cl = headers.get("content-length")
-        if cl is None or "transfer-encoding" in headers or not cl.isdigit():
+        if length < 0:
             self._slow()
             return
-        length = int(cl)
         if length > MAX_BODY_BYTES:
             self._finish(None, HTTPClientError("too-large", "response body too large"))
             return
@@ -469,7 +492,7 @@ class Exchange:
                 self._slow()
             return
         self._finish(Response(status, headers, bytes(buf[end + 4:stop]), self.sent, stop,
-                              self.wire), None)
+                              self.wire), None, keep)
 
     def _slow(self) -> None:
         self.conn.on_data = None
@@ -493,13 +516,19 @@ class Exchange:
         """End the exchange with an error (a timeout): the connection is closed."""
         self._finish(None, exc)
 
-    def _finish(self, resp: Response | None, exc: HTTPClientError | None) -> None:
+    def _finish(self, resp: Response | None, exc: HTTPClientError | None,
+                keep: bool | None = None) -> None:
+        """``keep``: the connection may serve another request (None: decided from the
+        answer's headers; never after an error)."""
         if self.finished:
             return
         self.finished = True
         conn = self.conn
         conn.on_data = None
         stale = (exc is not None and exc.kind == "reset" and not conn.buf)
-        keep = resp is not None and resp.headers.get("connection", "").lower() != "close"
+        if resp is None:
+            keep = False
+        elif keep is None:
+            keep = resp.headers.get("connection", "").lower() != "close"
         self.origin.release(conn, keep)
         self.done(resp, exc, stale)

@@ -284,6 +284,67 @@ async def test_callback_path_garbage_is_a_protocol_error(serve: Any, mk: Any) ->
     assert resp is None and err.kind == "protocol" and not stale
 
 
+@pytest.mark.parametrize("length", [b"\xb2", b"-1", b"+2", b"1_0", b"0x2", b""])
+async def test_bad_content_length_is_a_protocol_error_on_both_paths(
+        serve: Any, mk: Any, length: bytes) -> None:
+    """A Content-Length that is not ASCII digits (a latin-1 superscript two, which
+    ``str.isdigit`` takes and ``int`` refuses; a sign; underscores; hex; empty) is a typed
+    protocol error on the coroutine path and the callback path alike."""
+    bad = b"HTTP/1.1 200 OK\r\nContent-Length: " + length + b"\r\n\r\n{}"
+    port, _ = await serve(lambda n: ok() if n == 1 else bad)
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    await c.request(base, "GET", "/t")
+    resp, err, stale = await _started(c, base)
+    assert resp is None and err.kind == "protocol" and not stale
+    with pytest.raises(HTTPClientError) as info:
+        await asyncio.wait_for(c.request(base, "GET", "/t"), 5)
+    assert info.value.kind == "protocol"
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 200 OK\r\nCache-Status: a\rb\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nCache-Status: a\nb\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nX-Nul: \x00\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 +200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\n{}",
+])
+async def test_control_characters_and_odd_statuses_are_protocol_errors(
+        serve: Any, mk: Any, head: bytes) -> None:
+    """A lone CR or LF, or a NUL, in a header value (RFC 9110 allows none; a lone CR would
+    reach the results file and end its row early), and a status that is not three digits,
+    are protocol errors on both paths. The twin: a tab in a value is allowed."""
+    port, _ = await serve(lambda n: ok() if n == 1 else head)
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    await c.request(base, "GET", "/t")
+    resp, err, _ = await _started(c, base)
+    assert resp is None and err.kind == "protocol"
+    with pytest.raises(HTTPClientError) as info:
+        await asyncio.wait_for(c.request(base, "GET", "/t"), 5)
+    assert info.value.kind == "protocol"
+    tab = b"HTTP/1.1 200 OK\r\nCache-Status: a\tb\r\nContent-Length: 2\r\n\r\n{}"
+    port, _ = await serve(lambda n: tab)
+    resp = await mk().request(f"http://127.0.0.1:{port}", "GET", "/t")
+    assert resp.headers["cache-status"] == "a\tb"
+
+
+async def test_plain_content_length_keeps_the_connection(serve: Any, mk: Any) -> None:
+    """The twin: digits are read on the callback path and the connection stays in the pool
+    (one connection for three answers), unless the answer says ``Connection: close``."""
+    port, stats = await serve(lambda n: ok(b"{}", b"Connection: close\r\n") if n == 3
+                              else ok(b"12"))
+    base = f"http://127.0.0.1:{port}"
+    c = mk()
+    await c.request(base, "GET", "/t")
+    resp, err, _ = await _started(c, base)
+    assert err is None and resp.body == b"12"
+    resp, err, _ = await _started(c, base)
+    assert err is None and resp.headers["connection"] == "close"
+    await c.request(base, "GET", "/t")
+    assert stats == {"connections": 2, "requests": 4}
+
+
 async def test_warm_opens_idle_connections_that_requests_then_use(serve: Any, mk: Any) -> None:
     """``warm`` opens connections before any request (within the pool's limit) and the
     callback path, which needs an idle connection, can send at once; the twin: a cold
