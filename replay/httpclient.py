@@ -149,10 +149,12 @@ def _parsed_head(head: bytes) -> _Head:
         cl = headers.get("content-length")
         # ASCII digits only: str.isdigit() also takes the superscripts of latin-1 ("\xb2"),
         # which int() refuses
-        simple = (cl is not None and cl.isascii() and cl.isdigit()
-                  and "transfer-encoding" not in headers)
+        length = -1
+        if cl is not None and cl.isascii() and cl.isdigit() and \
+                "transfer-encoding" not in headers:
+            length = int(cl)
         keep = headers.get("connection", "").lower() != "close"
-        got = (status, MappingProxyType(headers), int(cl) if simple else -1, keep)
+        got = (status, MappingProxyType(headers), length, keep)
         if len(head) <= HEAD_CACHE_BYTES:
             if len(_HEADS) >= HEAD_CACHE:
                 _HEADS.clear()

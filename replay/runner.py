@@ -19,13 +19,14 @@ import contextlib
 import csv
 import gc
 import hashlib
+import io
 import json
 import signal
 import ssl
 import sys
 import time
 import zlib
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -133,7 +134,21 @@ class RunSummary:
 
 
 class ResultWriter:
-    """Streams result rows to a CSV file (header first); flushes every ``flush_every`` rows."""
+    """Streams result rows to a CSV file (header first), in the ``csv`` module's dialect
+    (``QUOTE_MINIMAL``, ``\\n`` line ends); flushes every ``flush_every`` rows, and at
+    :meth:`flush` (a replay run calls it when it ends).
+
+    :meth:`request` is the hot path: one ``%`` format per row, text fields escaped through a
+    cache (a workload repeats its clients, sites and notaries), lines joined into one write
+    per ``_BATCH`` rows. It writes the bytes ``csv.writer`` would write for
+    :meth:`ResultRow.as_row`, and took 1.2 us a row where ``csv.writer`` took 3.0.
+    """
+
+    _LINE = "%d,%s,%s,%s,%d,%s,%.6f,%.6f,%s,%s,%s,%s,%s,%d,%d,%d,%s\n"
+    _ESCAPED_MAX = 65_536  # escaped text fields kept (then forgotten, and found again)
+    # rows joined into one write to the file object: about the 8 KB of its buffer (a write
+    # of 1,000 rows at once, 100 KB, made the sender's p99 lateness 0.2-0.4 ms worse)
+    _BATCH = 64
 
     def __init__(self, fh: TextIO, flush_every: int = 1000) -> None:
         self._fh = fh
@@ -141,16 +156,67 @@ class ResultWriter:
         self._w.writerow(RESULT_COLUMNS)
         self._n = 0
         self._flush_every = flush_every
+        self._lines: list[str] = []
+        self._escaped: dict[str, str] = {}
 
     def write(self, row: ResultRow) -> None:
+        """One row, written at once (not held for the next flush)."""
+        self.flush()
         self.write_fields(row.as_row())
 
     def write_fields(self, fields: list[str]) -> None:
         """A row already formatted as :meth:`ResultRow.as_row` formats it."""
+        self.flush()
         self._w.writerow(fields)
         self._n += 1
         if self._n % self._flush_every == 0:
             self._fh.flush()
+
+    def _text(self, value: str) -> str:
+        """``value`` as ``csv.writer`` writes it in a row of several fields."""
+        got = self._escaped.get(value)
+        if got is None:
+            if '"' in value or "," in value or not value.isprintable():
+                one = io.StringIO()
+                csv.writer(one, lineterminator="\n").writerow([value])
+                got = one.getvalue()[:-1]
+            else:
+                got = value
+            if len(self._escaped) >= self._ESCAPED_MAX:
+                self._escaped.clear()
+            self._escaped[value] = got
+        return got
+
+    def request(self, seq: int, kind: str, client: str, host: str, port: int, notary: str,
+                intended: float, actual: float, status: int | None, error: str,
+                latency: float | None, layer: str, cache_status: str, bytes_sent: int,
+                bytes_received: int, ssl_bytes: int, wire: float | None) -> None:
+        """One row from its values (the fields of :class:`ResultRow`, in order), held until
+        the next flush."""
+        text = self._text
+        lines = self._lines
+        lines.append(self._LINE % (
+            seq, text(kind), text(client), text(host), port, text(notary), intended, actual,
+            "" if status is None else status, text(error),
+            "" if latency is None else f"{latency:.6f}", text(layer), text(cache_status),
+            bytes_sent, bytes_received, ssl_bytes, "" if wire is None else f"{wire:.6f}"))
+        if len(lines) >= self._BATCH:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        n = len(self._lines)
+        self._fh.write("".join(self._lines))
+        self._lines.clear()
+        before = self._n
+        self._n += n
+        if self._n // self._flush_every != before // self._flush_every:
+            self._fh.flush()
+
+    def flush(self) -> None:
+        """Write the rows held and flush the file."""
+        if self._lines:
+            self._write_held()
+        self._fh.flush()
 
 
 def error_kind(exc: BaseException) -> str:
@@ -334,13 +400,9 @@ class Replayer:
             s.statuses[status] = s.statuses.get(status, 0) + 1
         if err:
             s.errors[err] = s.errors.get(err, 0) + 1
-        # the fields of ResultRow.as_row(), built directly (no frozen 17-field object per
-        # request on the hot path); ResultRow.from_row reads them back
-        self.writer.write_fields([
-            str(seq), ev.kind, ev.client, ev.host, str(ev.port), base,
-            f"{intended - start:.6f}", f"{actual - start:.6f}",
-            "" if status is None else str(status), err, f"{latency:.6f}", layer, cache_status,
-            str(sent), str(received), str(ev.ssl_bytes), "" if wire is None else f"{wire:.6f}"])
+        self.writer.request(seq, ev.kind, ev.client, ev.host, ev.port, base, intended - start,
+                            actual - start, status, err, latency, layer, cache_status, sent,
+                            received, ev.ssl_bytes, wire)
 
     def _observe(self, lateness: float, now: float) -> None:
         warning = self.monitor.observe(max(0.0, lateness), now)
@@ -351,9 +413,9 @@ class Replayer:
                       error: str) -> None:
         layer = "client" if ev.kind == KIND_CLIENT_HIT else ""
         latency = 0.0 if ev.kind == KIND_CLIENT_HIT else None
-        self.writer.write(ResultRow(seq, ev.kind, ev.client, ev.host, ev.port, "",
-                                    intended - start, intended - start, None, error, latency,
-                                    layer, "", 0, 0, ev.ssl_bytes))
+        self.writer.request(seq, ev.kind, ev.client, ev.host, ev.port, "", intended - start,
+                            intended - start, None, error, latency, layer, "", 0, 0,
+                            ev.ssl_bytes, None)
 
     async def _progress(self, start: float) -> None:
         last_sent = 0
@@ -391,11 +453,21 @@ class Replayer:
         while clock() < when and not self._stopping:
             await asyncio.sleep(0)
 
-    async def run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
-        with collector_quiet():
-            return await self._run(events)
+    async def run(self, events: Iterable[WorkloadEvent], share: tuple[int, int] | None = None,
+                  gate: Callable[[], Awaitable[float]] | None = None) -> RunSummary:
+        """Replay ``events``. ``share`` (index, count): send only the events whose sequence
+        number is ``index`` modulo ``count`` (one of several sender processes; rows keep the
+        run's sequence numbers). ``gate``: awaited once the connections are warm; it returns
+        the schedule's start (a ``time.perf_counter`` value, the same clock in every process
+        of the machine), so that several senders keep one schedule."""
+        try:
+            with collector_quiet():
+                return await self._run(events, share, gate)
+        finally:
+            self.writer.flush()
 
-    async def _run(self, events: Iterable[WorkloadEvent]) -> RunSummary:
+    async def _run(self, events: Iterable[WorkloadEvent], share: tuple[int, int] | None,
+                   gate: Callable[[], Awaitable[float]] | None) -> RunSummary:
         cfg = self.config
         clock = time.perf_counter
         client = HTTPClient(cfg.connections, tls_context(cfg), cfg.pin_sha256,
@@ -410,7 +482,12 @@ class Replayer:
             except BaseException:
                 client.close()
                 raise
-        start = clock() + START_LEAD
+        try:
+            start = clock() + START_LEAD if gate is None else await gate()
+        except BaseException:
+            client.close()
+            raise
+        index, count = share if share is not None else (0, 1)
         pacer = Pacer(start, cfg.speed)
         progress = (asyncio.create_task(self._progress(start))
                     if cfg.progress_interval > 0 else None)
@@ -422,6 +499,8 @@ class Replayer:
                 if self._stopping or (cfg.limit is not None and seq >= cfg.limit):
                     s.stopped_early = True
                     break
+                if count > 1 and seq % count != index:
+                    continue
                 intended = pacer.intended(ev.offset)
                 if cfg.max_duration is not None and intended - start > cfg.max_duration:
                     s.stopped_early = True
@@ -476,28 +555,42 @@ class Replayer:
         return s
 
 
+def open_results(path: Path) -> TextIO:
+    """A results file opened for writing, or a clear error."""
+    try:
+        return path.open("w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise ReplayIOError(f"cannot write {path}: {exc}") from exc
+
+
+def stop_on_signals(replayer: Replayer) -> Callable[[], None]:
+    """SIGINT and SIGTERM stop ``replayer``'s dispatch (the run finishes cleanly with what
+    was sent); returns the undo."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, replayer.stop)
+
+    def undo() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+    return undo
+
+
 async def replay_file(events: Iterable[WorkloadEvent], config: RunConfig, results: Path,
                       log: Callable[[str], None] | None = None,
                       handle_signals: bool = False) -> RunSummary:
     """Run a replay and stream its results to ``results`` (CSV); write a summary JSON next
     to it (``<results>.summary.json``). With ``handle_signals``, SIGINT/SIGTERM stop the
     dispatch and the run finishes cleanly with what was sent."""
-    try:
-        fh = results.open("w", encoding="utf-8", newline="")
-    except OSError as exc:
-        raise ReplayIOError(f"cannot write {results}: {exc}") from exc
-    with fh:
+    with open_results(results) as fh:
         replayer = Replayer(config, ResultWriter(fh), log)
-        if handle_signals:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, replayer.stop)
+        undo = stop_on_signals(replayer) if handle_signals else None
         try:
             summary = await replayer.run(events)
         finally:
-            if handle_signals:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
+            if undo is not None:
+                undo()
     results.with_name(results.name + ".summary.json").write_text(
         json.dumps(summary.as_dict(), indent=2) + "\n", encoding="utf-8")
     return summary

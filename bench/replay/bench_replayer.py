@@ -32,7 +32,7 @@ from bench.notary.run import BURNER  # noqa: E402
 from bench.paths import results_path  # noqa: E402
 from replay.model import KIND_REQUEST, WorkloadEvent  # noqa: E402
 from replay.pacer import LogHistogram, Pacer  # noqa: E402
-from replay.runner import Replayer, ResultWriter, RunConfig  # noqa: E402
+from replay.runner import Replayer, ResultWriter, RunConfig, RunSummary  # noqa: E402
 
 DEFAULT_RATES = (250, 500, 1000, 2000, 4000, 6000, 8000, 10000, 12000, 16000, 20000, 24000)
 BUSY_LIMIT_S = 900  # the burner's own deadline
@@ -61,9 +61,34 @@ async def pacer_only(rate: float, seconds: float) -> dict[str, float]:
             "max_ms": h.max * 1000}
 
 
-async def replay_step(url: str, rate: float, seconds: float, out: Path) -> dict[str, float]:
+def step_figures(rate: float, seconds: float, summary: RunSummary, out: Path, wall: float,
+                 cpu: float) -> dict[str, float]:
+    """One step's figures from its summary and its results file (wire and latency)."""
     from replay.report import read_results
 
+    wire = LogHistogram()
+    latency = LogHistogram()
+    for r in read_results(out):
+        if r.wire is not None:
+            wire.add(max(0.0, r.wire - r.intended))
+        if r.latency is not None:
+            latency.add(r.latency)
+    errors = sum(summary.errors.values())
+    return {"rate": rate, "requests": int(rate * seconds), "sent": summary.sent,
+            "completed": summary.completed, "errors": errors,
+            "achieved_rate": summary.sent / seconds,
+            "dispatch_p50_ms": summary.lateness_p50 * 1000,
+            "dispatch_p99_ms": summary.lateness_p99 * 1000,
+            "dispatch_max_ms": summary.lateness_max * 1000,
+            "wire_p50_ms": wire.quantile(0.5) * 1000, "wire_p99_ms": wire.quantile(0.99) * 1000,
+            "latency_p50_ms": latency.quantile(0.5) * 1000,
+            "latency_p99_ms": latency.quantile(0.99) * 1000, "wall_s": wall,
+            # the sender's own CPU (dispatch, client, result rows) per request; 1e6 / this is
+            # the rate one core could sustain, whatever the machine's load
+            "sender_cpu_us_per_request": cpu / max(1, summary.sent) * 1e6}
+
+
+async def replay_step(url: str, rate: float, seconds: float, out: Path) -> dict[str, float]:
     events = workload(rate, seconds)
     cfg = RunConfig(notaries=(url,), timeout=10, progress_interval=0, connections=256,
                     max_inflight=50_000)
@@ -73,26 +98,28 @@ async def replay_step(url: str, rate: float, seconds: float, out: Path) -> dict[
         summary = await Replayer(cfg, ResultWriter(fh), log=lambda m: None).run(events)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
-    wire = LogHistogram()
-    latency = LogHistogram()
-    for r in read_results(out):
-        if r.wire is not None:
-            wire.add(max(0.0, r.wire - r.intended))
-        if r.latency is not None:
-            latency.add(r.latency)
-    errors = sum(summary.errors.values())
-    return {"rate": rate, "requests": len(events), "sent": summary.sent,
-            "completed": summary.completed, "errors": errors,
-            "achieved_rate": summary.sent / seconds,
-            "dispatch_p50_ms": summary.lateness_p50 * 1000,
-            "dispatch_p99_ms": summary.lateness_p99 * 1000,
-            "dispatch_max_ms": summary.lateness_max * 1000,
-            "wire_p50_ms": wire.quantile(0.5) * 1000, "wire_p99_ms": wire.quantile(0.99) * 1000,
-            "latency_p50_ms": latency.quantile(0.5) * 1000,
-            "latency_p99_ms": latency.quantile(0.99) * 1000, "wall_s": wall,
-            # the sender's own CPU (this process: dispatch, client, result rows) per request;
-            # 1e6 / this is the rate one core could sustain, whatever the machine's load
-            "sender_cpu_us_per_request": cpu / max(1, summary.sent) * 1e6}
+    return step_figures(rate, seconds, summary, out, wall, cpu)
+
+
+def replay_step_senders(url: str, rate: float, seconds: float, tmp: Path,
+                        senders: int) -> dict[str, float]:
+    """:func:`replay_step` through ``replay run --senders N``'s machinery: the workload from a
+    CSV file (as users run it, every sender reading it), N sender processes; the CPU is every
+    sender's, reading the workload included."""
+    from replay.senders import run_senders
+    from replay.workload import write_workload
+
+    wl = tmp / f"w{int(rate)}.csv"
+    write_workload(workload(rate, seconds), wl)
+    out = tmp / f"r{int(rate)}.csv"
+    cfg = RunConfig(notaries=(url,), timeout=10, progress_interval=0, connections=256,
+                    max_inflight=50_000)
+    t0 = time.perf_counter()
+    summary = run_senders(wl, cfg, out, senders, quiet=True)
+    wall = time.perf_counter() - t0
+    doc = json.loads(out.with_name(out.name + ".summary.json").read_text(encoding="utf-8"))
+    cpu = sum(x["cpu_seconds"] for x in doc["senders"])
+    return {**step_figures(rate, seconds, summary, out, wall, cpu), "senders": senders}
 
 
 def free_port() -> int:
@@ -113,6 +140,10 @@ def main() -> int:
                     help="the trivial server: a bare asyncio protocol (default) or aiohttp")
     ap.add_argument("--all-rates", action="store_true",
                     help="measure every rate (default: stop after two rates over the limit)")
+    ap.add_argument("--senders", type=int, default=1,
+                    help="sender processes (replay run --senders): 1 (default) sends from "
+                    "this process, events in memory; N > 1 runs replay run's senders, each "
+                    "reading the workload from a file")
     ap.add_argument("--busy", action="store_true",
                     help="run a CPU burner (one process in a busy loop) beside the whole run: "
                     "the busy-machine scenario")
@@ -158,8 +189,11 @@ def main() -> int:
                     base["rate"] = rate
                     baseline.append(base)
                     load_before = os.getloadavg()[0]
-                    attempt = asyncio.run(replay_step(url, rate, a.step_seconds,
-                                                      Path(tmp) / f"r{int(rate)}.csv"))
+                    attempt = (asyncio.run(replay_step(url, rate, a.step_seconds,
+                                                       Path(tmp) / f"r{int(rate)}.csv"))
+                               if a.senders == 1 else
+                               replay_step_senders(url, rate, a.step_seconds, Path(tmp),
+                                                   a.senders))
                     attempt["loadavg_1m_before"] = load_before
                     attempt["pacer_only_p99_ms"] = base["p99_ms"]
                     attempts.append(attempt)
@@ -203,7 +237,8 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loop": loop_name, "platform": platform.platform()},
         "server": a.server, "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
-        "busy": a.busy, "loadavg_before": list(load_start), "loadavg_after": list(os.getloadavg()),
+        "busy": a.busy, "senders": a.senders, "loadavg_before": list(load_start),
+        "loadavg_after": list(os.getloadavg()),
         "spin_s": RunConfig(notaries=(url,)).spin,
         "max_rate_dispatch_p99_under_limit": best,
         "max_rate_all_lower_rates_also_under_limit": contiguous,

@@ -52,6 +52,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     r.add_argument("--progress-interval", type=float, default=1.0,
                    help="seconds between progress lines (default: %(default)s)")
     r.add_argument("--quiet", action="store_true", help="no progress lines (default: print)")
+    r.add_argument("--senders", type=int, default=1,
+                   help="sender processes sharing the schedule, each sending every N-th "
+                   "request (connection and in-flight limits are divided among them); 2 or "
+                   "more above about 10,000 requests/s, so that a busy core does not hold the "
+                   "schedule back (default: %(default)s)")
     r.add_argument("--strict", action="store_true",
                    help="stop at the first malformed workload row (default: count and skip)")
     r.set_defaults(func=run)
@@ -73,6 +78,13 @@ def run(a: argparse.Namespace) -> int:
                     limit=a.limit, max_duration=a.max_duration,
                     progress_interval=0 if a.quiet else a.progress_interval)
     cfg.validate()
+    if a.senders != 1:
+        from replay.senders import run_senders
+
+        summary = run_senders(a.workload, cfg, a.output, a.senders, strict=a.strict,
+                              quiet=a.quiet, handle_signals=True)
+        print(json.dumps(summary.as_dict()), file=sys.stderr)
+        return 0
     log = (lambda m: None) if a.quiet else None
     errors = ErrorLog(strict=a.strict, emit=stderr_emit)
     summary = run_async(replay_file(read_workload(a.workload, errors), cfg, a.output, log,
