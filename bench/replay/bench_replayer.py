@@ -144,6 +144,10 @@ def main() -> int:
                     help="sender processes (replay run --senders): 1 (default) sends from "
                     "this process, events in memory; N > 1 runs replay run's senders, each "
                     "reading the workload from a file")
+    ap.add_argument("--shared-core", action="store_true",
+                    help="with --busy, the worst placement made permanent: the burner and the "
+                    "sender(s) pinned to CPU 0, the server to CPU 1 (the scheduler puts a "
+                    "sender beside the burner now and then on its own)")
     ap.add_argument("--busy", action="store_true",
                     help="run a CPU burner (one process in a busy loop) beside the whole run: "
                     "the busy-machine scenario")
@@ -160,10 +164,19 @@ def main() -> int:
     port = free_port()
     load_start = os.getloadavg()
     # bounded: the burner stops by itself even if this process dies
-    burner = (subprocess.Popen([sys.executable, "-c", BURNER, str(BUSY_LIMIT_S)])
+    shared = a.shared_core and a.busy
+    if a.shared_core and (not a.busy or (os.cpu_count() or 1) < 2):
+        ap.error("--shared-core needs --busy and two CPUs")
+    if shared:  # the senders (children inherit it) on CPU 0; see the burner and server below
+        os.sched_setaffinity(0, {0})
+    burner = (subprocess.Popen([sys.executable, "-c", BURNER, str(BUSY_LIMIT_S)],
+                               preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if shared
+                               else None)
               if a.busy else None)
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("trivial_server.py")),
-                               str(port)] + (["--raw"] if a.server == "raw" else []))
+                               str(port)] + (["--raw"] if a.server == "raw" else []),
+                              preexec_fn=(lambda: os.sched_setaffinity(0, {1})) if shared
+                              else None)
     url = f"http://127.0.0.1:{port}"
     steps: list[dict[str, float]] = []
     all_attempts: list[dict[str, float]] = []
@@ -237,7 +250,8 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loop": loop_name, "platform": platform.platform()},
         "server": a.server, "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
-        "busy": a.busy, "senders": a.senders, "loadavg_before": list(load_start),
+        "busy": a.busy, "shared_core": shared, "senders": a.senders,
+        "loadavg_before": list(load_start),
         "loadavg_after": list(os.getloadavg()),
         "spin_s": RunConfig(notaries=(url,)).spin,
         "max_rate_dispatch_p99_under_limit": best,

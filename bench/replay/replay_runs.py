@@ -39,9 +39,11 @@ RUN_TIMEOUT_S = 300.0
 CONDITIONS = ("quiet", "busy")
 
 
-def one_run(busy: bool, rates: str, step_seconds: float, out: Path) -> dict[str, Any]:
+def one_run(busy: bool, rates: str, step_seconds: float, out: Path,
+            senders: int = 1) -> dict[str, Any]:
     argv = [sys.executable, str(ROOT / "bench" / "replay" / "bench_replayer.py"),
             "--rates", rates, "--step-seconds", f"{step_seconds:g}", "--attempts", "1",
+            "--senders", str(senders),
             "--all-rates", "--p99-limit-ms", f"{GOAL_P99_MS:g}", "--out", str(out)]
     if busy:
         argv.append("--busy")
@@ -103,6 +105,13 @@ def _fmt(s: dict[str, float] | None, pattern: str) -> str:
             f"{pattern.format(s['max'])})")
 
 
+def _senders(doc: dict[str, Any]) -> str:
+    n = int(doc.get("senders", 1))
+    return ("one sender, its events in memory" if n == 1 else
+            f"{n} sender processes of `replay run --senders {n}`, each reading the workload "
+            "file")
+
+
 def render(doc: dict[str, Any]) -> str:
     lines = [
         "## The replayer over separate runs, quiet and busy",
@@ -111,8 +120,8 @@ def render(doc: dict[str, Any]) -> str:
         f"{doc['machine']['cpus']} CPUs ({doc['machine']['cpu']}), Python "
         f"{doc['machine']['python']}: {doc['runs_per_condition']} separate runs of "
         f"`bench/replay/bench_replayer.py` per condition (rates {doc['rates']} per second, "
-        f"{doc['step_seconds']:g} s each, one attempt per rate, the sender and the trivial raw "
-        "server each in its own process); *busy* runs a CPU burner (one process in a busy "
+        f"{doc['step_seconds']:g} s each, one attempt per rate, {_senders(doc)} and the trivial "
+        "raw server in a process of its own); *busy* runs a CPU burner (one process in a busy "
         "loop, bounded in time) beside the whole run. Lateness is the time a request was "
         "handed to the socket minus its scheduled time. `bench/results/replay-runs.json` has "
         "every run and every step.",
@@ -177,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="separate runs per condition")
     ap.add_argument("--rates", default=RATES)
     ap.add_argument("--step-seconds", type=float, default=3.0)
+    ap.add_argument("--senders", type=int, default=1,
+                    help="sender processes (replay run --senders; default: %(default)s)")
     ap.add_argument("--out", type=Path, default=results_path("bench/results/replay-runs.json"))
     ap.add_argument("--md", type=Path, default=results_path("docs/benchmarks.md"))
     a = ap.parse_args(argv)
@@ -184,13 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--runs must be at least 1 and --step-seconds in (0, 30]")
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     runs = alternate("replay-runs", a.runs, lambda busy, out: one_run(
-        busy, a.rates, a.step_seconds, out))
+        busy, a.rates, a.step_seconds, out, a.senders))
     conditions = aggregate(runs)
     result = {
         "benchmark": "replay-runs", "started_at": started,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         "commit": _commit(), "rates": a.rates, "step_seconds": a.step_seconds,
-        "runs_per_condition": a.runs,
+        "runs_per_condition": a.runs, "senders": a.senders,
         "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(),
                     "python": platform.python_version()},
         "goal": {"rate": GOAL_RATE, "p99_ms": GOAL_P99_MS},
