@@ -18,7 +18,9 @@ connection and in-flight limits are the run's, divided among the senders.
 
 Signals: SIGINT and SIGTERM to the coordinator are passed on; every sender stops sending and
 finishes what is in flight, as a single sender does. A sender that dies leaves its part file
-(nothing written is lost) and the run ends with an error naming it.
+(nothing written is lost) and the run ends with an error naming it. A coordinator that dies
+(SIGKILL) takes its senders with it: each gets SIGTERM (Linux's parent-death signal), stops
+and writes its part file, which stays for the operator to read.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -166,7 +169,7 @@ def run_senders(workload: Path, config: RunConfig, results: Path, senders: int,
         for k in range(senders):
             job = {"index": k, "count": senders, "workload": str(workload),
                    "config": _config_json(cfg), "part": str(parts[k]), "strict": strict,
-                   "quiet": quiet, "emit_errors": k == 0}
+                   "quiet": quiet, "emit_errors": k == 0, "coordinator": os.getpid()}
             proc = subprocess.Popen(
                 [sys.executable, "-m", "replay.senders"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, text=True)
@@ -302,6 +305,20 @@ async def _sender(job: dict[str, Any], out: TextIO) -> dict[str, Any]:
     return d
 
 
+def _stop_with_coordinator(coordinator: int) -> None:
+    """SIGTERM this sender when the coordinator dies (Linux's parent-death signal): it stops
+    sending and writes its part file, as when the coordinator passes a signal on."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != coordinator:  # it died before the call: nobody would send the signal
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main() -> int:
     """A sender: its job (JSON) on stdin's first line, 'ready' on stdout, 'go START' on
     stdin, then its result (JSON) as stdout's last line."""
@@ -311,6 +328,7 @@ def main() -> int:
     sys.stdout = sys.stderr  # nothing else reaches the coordinator's pipe
     try:
         job = json.loads(sys.stdin.readline())
+        _stop_with_coordinator(int(job["coordinator"]))
         result = run_async(_sender(job, out))
     except ReplayInputError as exc:
         result = {"error": str(exc), "kind": "input"}

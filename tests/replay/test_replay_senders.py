@@ -184,6 +184,50 @@ def test_sigterm_stops_every_sender_and_keeps_what_was_sent(tmp_path: Path) -> N
         server.wait(timeout=10)
 
 
+def test_a_killed_coordinator_takes_its_senders_with_it(tmp_path: Path) -> None:
+    """SIGKILL to ``replay run --senders 2`` (nothing can be passed on): both senders get
+    SIGTERM from the kernel, stop, and leave their rows in their part files. The twin: while
+    the coordinator lives, the senders run on."""
+    wl = _workload(tmp_path / "w.csv", 6000, 0.01)  # 60 s of schedule
+    closed = f"http://127.0.0.1:{free_port()}"
+    out = tmp_path / "r.csv"
+    proc = subprocess.Popen([str(REPLAY), "run", str(wl), "--notary", closed, "-o", str(out),
+                             "--senders", "2", "--quiet", "--warm-connections", "0",
+                             "--timeout", "1"], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        children: list[int] = []
+        while time.monotonic() < deadline and len(children) < 2:
+            children = [int(p) for p in subprocess.run(
+                ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+            time.sleep(0.1)
+        assert len(children) == 2
+        time.sleep(2.0)
+        assert all(_alive(c) for c in children)  # the twin: they run while it lives
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(c) for c in children):
+            time.sleep(0.1)
+        assert not any(_alive(c) for c in children)
+        for k in (0, 1):
+            rows = list(read_results(part_path(out, k)))
+            assert rows and all(r.seq % 2 == k for r in rows)
+        assert not out.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, dead but not yet reaped by init, does not count)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def test_a_killed_sender_is_an_error_and_its_part_file_stays(tmp_path: Path) -> None:
     """A sender killed mid-run: the coordinator stops the other one, says which one died and
     where its rows are; the other sender's rows are not thrown away either (its part file
