@@ -45,6 +45,7 @@ from replay.runner import START_LEAD, RunConfig, RunSummary
 
 READY_TIMEOUT_S = 60.0  # a sender starts (imports, reads the workload's head, warms) in ~1 s
 MAX_SENDERS = 64
+STOP_GRACE_S = 5.0  # beyond the request timeout, for a sender asked to stop
 
 
 def part_path(results: Path, index: int) -> Path:
@@ -193,10 +194,21 @@ def run_senders(workload: Path, config: RunConfig, results: Path, senders: int,
         if failed:
             raise _failure(failed[0])
     finally:
+        # a sender still running here (the coordinator failed or was interrupted) is asked
+        # to stop first, so that it writes its rows; killed only if it does not
         for p in procs:
             if p.proc.poll() is None:
+                p.proc.terminate()
+            if p.proc.stdin is not None:  # a sender waiting for 'go' reads the end of it
+                with contextlib.suppress(OSError):
+                    p.proc.stdin.close()
+        grace = time.monotonic() + config.timeout + STOP_GRACE_S
+        for p in procs:
+            try:
+                p.proc.wait(timeout=max(0.0, grace - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 p.proc.kill()
-            p.proc.wait()
+                p.proc.wait()
             for pipe in (p.proc.stdin, p.proc.stdout):
                 if pipe is not None:
                     with contextlib.suppress(OSError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import io
 import json
 import os
 import signal
@@ -97,6 +98,10 @@ async def test_one_sender_sends_only_its_share(
                                                                       share=(1, 3))
     assert sorted(r.seq for r in read_results(tmp_path / "a.csv")) == list(range(1, 30, 3))
     assert sorted(seen) == sorted(f"/target/s{i}.test+443" for i in range(1, 30, 3))
+    for bad in ((3, 3), (-1, 3), (0, 0)):
+        with pytest.raises(ReplayInputError, match="share"):
+            await Replayer(cfg, ResultWriter(io.StringIO()), log=lambda m: None).run(
+                read_workload(wl), share=bad)
     seen.clear()
     with (tmp_path / "b.csv").open("w") as fh:
         await Replayer(cfg, ResultWriter(fh), log=lambda m: None).run(read_workload(wl))
@@ -271,3 +276,19 @@ def _sender_of(pid: int, out: Path) -> bool:
     except (OSError, IndexError, ValueError):
         return False
     return argv[1:3] == [b"-m", b"replay.senders"] and ppid == os.getpid()
+
+
+def test_a_sender_that_cannot_start_ends_the_run_at_once(tmp_path: Path) -> None:
+    """A sender that cannot write its part file fails before the start: the run ends with
+    its error, at once, and the senders that were ready (waiting for the start) end too."""
+    wl = _workload(tmp_path / "w.csv", 10, 0.01)
+    out = tmp_path / "r.csv"
+    part_path(out, 1).mkdir()  # sender 1's part file cannot be opened
+    cfg = RunConfig(notaries=(f"http://127.0.0.1:{free_port()}",), progress_interval=0,
+                    warm_connections=0)
+    t0 = time.monotonic()
+    with pytest.raises(ReplayIOError, match="sender 1: cannot write"):
+        run_senders(wl, cfg, out, 3, quiet=True)
+    assert time.monotonic() - t0 < 10
+    assert not subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "replay.senders"],
+                              capture_output=True).stdout
