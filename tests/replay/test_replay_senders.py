@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from replay_support import REPLAY, free_port
+from replay_support import REPLAY, free_port, wait_http
 
 from replay.errors import ReplayInputError, ReplayIOError
 from replay.model import KIND_CLIENT_HIT, KIND_REQUEST, WorkloadEvent
@@ -163,6 +163,8 @@ def test_sigterm_stops_every_sender_and_keeps_what_was_sent(tmp_path: Path) -> N
                                                    / "replay" / "trivial_server.py"),
                                str(port), "--raw"])
     try:
+        # the first requests must not race the server's start (they would fail to connect)
+        wait_http(f"http://127.0.0.1:{port}/", proc=server)
         out = tmp_path / "r.csv"
         proc = subprocess.Popen([str(REPLAY), "run", str(wl), "--notary",
                                  f"http://127.0.0.1:{port}", "-o", str(out), "--senders", "2",
@@ -182,7 +184,7 @@ def test_sigterm_stops_every_sender_and_keeps_what_was_sent(tmp_path: Path) -> N
         rows = list(read_results(out))
         assert summary["stopped_early"] and 0 < summary["sent"] < 4000
         assert len(rows) == summary["events"] and len({r.seq for r in rows}) == len(rows)
-        assert all(r.status == 200 for r in rows)
+        assert all(r.status == 200 for r in rows), [r for r in rows if r.status != 200][:5]
         assert not list(tmp_path.glob("*.part"))
     finally:
         server.terminate()
