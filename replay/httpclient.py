@@ -54,6 +54,10 @@ class Response:
     wire: float  # perf_counter time the request was handed to the socket
 
 
+# how the callback path hands over an answer: (response, error, stale, the caller's context)
+Done = Callable[[Response | None, HTTPClientError | None, bool, Any], None]
+
+
 class _Conn(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: Any = None
@@ -350,100 +354,116 @@ class HTTPClient:
         if conn.closed:
             raise HTTPClientError("reset", "connection closed")
         conn.transport.write(data)
-        return await self._read_response(conn, method, len(data), time.perf_counter())
+        return await _read_response(conn, method, len(data), time.perf_counter())
 
-    async def _read_response(self, conn: _Conn, method: str, sent: int,
-                             wire: float) -> Response:
-        buf = conn.buf
-        while True:
-            end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(buf) > MAX_HEADER_BYTES:
-                raise HTTPClientError("too-large", "response header too large")
-            if conn.closed:
-                raise HTTPClientError("reset", "connection closed before a response")
-            await conn.wait_data()
-        status, headers = _parse_head(bytes(buf[:end]))
-        start = end + 4
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            body_out = await self._chunked(conn, start)
-            received = len(conn.buf)
-        else:
-            if "content-length" in headers:
-                cl = headers["content-length"]
-                # digits only (int() would also take a sign, underscores and latin-1's
-                # superscripts, and a negative length would read until close)
-                if not (cl.isascii() and cl.isdigit()):
-                    raise HTTPClientError("protocol", "bad Content-Length")
-                length = int(cl)
-            elif method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-                length = 0
-            else:
-                length = -1  # until close
-            if length > MAX_BODY_BYTES:
-                raise HTTPClientError("too-large", "response body too large")
-            while length < 0 or len(buf) - start < length:
-                if conn.closed:
-                    if length < 0:
-                        break
-                    raise HTTPClientError("reset", "connection closed mid-body")
-                if len(buf) - start > MAX_BODY_BYTES:
-                    raise HTTPClientError("too-large", "response body too large")
-                await conn.wait_data()
-            stop = len(buf) if length < 0 else start + length
-            body_out = bytes(buf[start:stop])
-            received = stop
-            if length < 0:
-                headers["connection"] = "close"
-        return Response(status, headers, body_out, sent, received, wire)
+    def encode(self, base: str, method: str, path: str, body: bytes = b"",
+               content_type: str = "application/x-www-form-urlencoded") -> bytes:
+        """The bytes of one request to ``base`` (what :meth:`request` writes), for
+        :meth:`start_encoded`."""
+        return self._request_bytes(self.origin(base), method, path, body, content_type)
 
-    def start(self, base: str, method: str, path: str, body: bytes,
-              done: Callable[[Response | None, HTTPClientError | None, bool], None],
+    def start(self, base: str, method: str, path: str, body: bytes, done: Done,
+              context: Any = None,
               content_type: str = "application/x-www-form-urlencoded") -> Exchange | None:
         """Send one request at once on an idle keep-alive connection, without a task: the
         response is parsed from the connection's callbacks and handed to ``done(response,
-        error, stale)`` (``stale``: a reused connection dropped before any answer, worth one
-        retry). None when no connection is idle (then use :meth:`request`)."""
-        origin = self.origin(base)
+        error, stale, context)`` (``stale``: a reused connection dropped before any answer,
+        worth one retry). None when no connection is idle (then use :meth:`request`)."""
+        return self.start_encoded(base, method,
+                                  self.encode(base, method, path, body, content_type),
+                                  done, context)
+
+    def start_encoded(self, base: str, method: str, data: bytes, done: Done,
+                      context: Any = None) -> Exchange | None:
+        """:meth:`start` with the request's bytes from :meth:`encode` (a caller that sends
+        the same request many times keeps them)."""
+        origin = self.origins.get(base) or self.origin(base)
         conn = origin.take_idle()
         if conn is None:
             return None
-        data = self._request_bytes(origin, method, path, body, content_type)
         conn.buf.clear()
         conn.transport.write(data)
-        ex = Exchange(self, origin, conn, method, len(data), time.perf_counter(), done)
+        ex = Exchange(origin, conn, method, len(data), time.perf_counter(), done, context)
         conn.on_data = ex.feed
         return ex
-
-    async def _chunked(self, conn: _Conn, pos: int) -> bytes:
-        out = bytearray()
-        buf = conn.buf
-        while True:
-            while buf.find(b"\r\n", pos) < 0:
-                if conn.closed:
-                    raise HTTPClientError("reset", "connection closed mid-chunk")
-                await conn.wait_data()
-            eol = buf.find(b"\r\n", pos)
-            try:
-                size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
-            except ValueError:
-                raise HTTPClientError("protocol", "bad chunk size") from None
-            if len(out) + size > MAX_BODY_BYTES:
-                raise HTTPClientError("too-large", "response body too large")
-            need = eol + 2 + size + 2
-            while len(buf) < need:
-                if conn.closed:
-                    raise HTTPClientError("reset", "connection closed mid-chunk")
-                await conn.wait_data()
-            out += buf[eol + 2:eol + 2 + size]
-            pos = need
-            if size == 0:
-                return bytes(out)
 
     def close(self) -> None:
         for o in self.origins.values():
             o.close()
+
+
+async def _read_response(conn: _Conn, method: str, sent: int, wire: float) -> Response:
+    """Read one answer from ``conn`` (the coroutine path; every form the protocol allows)."""
+    buf = conn.buf
+    while True:
+        end = buf.find(b"\r\n\r\n")
+        if end >= 0:
+            break
+        if len(buf) > MAX_HEADER_BYTES:
+            raise HTTPClientError("too-large", "response header too large")
+        if conn.closed:
+            raise HTTPClientError("reset", "connection closed before a response")
+        await conn.wait_data()
+    status, headers = _parse_head(bytes(buf[:end]))
+    start = end + 4
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body_out = await _chunked(conn, start)
+        received = len(conn.buf)
+    else:
+        if "content-length" in headers:
+            cl = headers["content-length"]
+            # digits only (int() would also take a sign, underscores and latin-1's
+            # superscripts, and a negative length would read until close)
+            if not (cl.isascii() and cl.isdigit()):
+                raise HTTPClientError("protocol", "bad Content-Length")
+            length = int(cl)
+        elif method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            length = 0
+        else:
+            length = -1  # until close
+        if length > MAX_BODY_BYTES:
+            raise HTTPClientError("too-large", "response body too large")
+        while length < 0 or len(buf) - start < length:
+            if conn.closed:
+                if length < 0:
+                    break
+                raise HTTPClientError("reset", "connection closed mid-body")
+            if len(buf) - start > MAX_BODY_BYTES:
+                raise HTTPClientError("too-large", "response body too large")
+            await conn.wait_data()
+        stop = len(buf) if length < 0 else start + length
+        body_out = bytes(buf[start:stop])
+        received = stop
+        if length < 0:
+            headers["connection"] = "close"
+    return Response(status, headers, body_out, sent, received, wire)
+
+
+async def _chunked(conn: _Conn, pos: int) -> bytes:
+    """A chunked body starting at ``pos`` of the connection's buffer."""
+    out = bytearray()
+    buf = conn.buf
+    while True:
+        while buf.find(b"\r\n", pos) < 0:
+            if conn.closed:
+                raise HTTPClientError("reset", "connection closed mid-chunk")
+            await conn.wait_data()
+        eol = buf.find(b"\r\n", pos)
+        try:
+            size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
+        except ValueError:
+            raise HTTPClientError("protocol", "bad chunk size") from None
+        if len(out) + size > MAX_BODY_BYTES:
+            raise HTTPClientError("too-large", "response body too large")
+        need = eol + 2 + size + 2
+        while len(buf) < need:
+            if conn.closed:
+                raise HTTPClientError("reset", "connection closed mid-chunk")
+            await conn.wait_data()
+        out += buf[eol + 2:eol + 2 + size]
+        pos = need
+        if size == 0:
+            return bytes(out)
 
 
 class Exchange:
@@ -455,18 +475,17 @@ class Exchange:
     typed errors as :meth:`HTTPClient.request`.
     """
 
-    __slots__ = ("client", "origin", "conn", "method", "sent", "wire", "done", "finished")
+    __slots__ = ("origin", "conn", "method", "sent", "wire", "done", "context", "finished")
 
-    def __init__(self, client: HTTPClient, origin: Origin, conn: _Conn, method: str,
-                 sent: int, wire: float,
-                 done: Callable[[Response | None, HTTPClientError | None, bool], None]) -> None:
-        self.client = client
+    def __init__(self, origin: Origin, conn: _Conn, method: str, sent: int, wire: float,
+                 done: Done, context: Any) -> None:
         self.origin = origin
         self.conn = conn
         self.method = method
         self.sent = sent
         self.wire = wire
         self.done = done
+        self.context = context
         self.finished = False
 
     def feed(self) -> None:
@@ -499,7 +518,7 @@ class Exchange:
     def _slow(self) -> None:
         self.conn.on_data = None
         task = asyncio.get_running_loop().create_task(
-            self.client._read_response(self.conn, self.method, self.sent, self.wire))
+            _read_response(self.conn, self.method, self.sent, self.wire))
         task.add_done_callback(self._slow_done)
 
     def _slow_done(self, task: asyncio.Task[Response]) -> None:
@@ -533,4 +552,4 @@ class Exchange:
         elif keep is None:
             keep = resp.headers.get("connection", "").lower() != "close"
         self.origin.release(conn, keep)
-        self.done(resp, exc, stale)
+        self.done(resp, exc, stale, self.context)

@@ -21,6 +21,7 @@ import gc
 import hashlib
 import io
 import json
+import math
 import signal
 import ssl
 import sys
@@ -44,6 +45,7 @@ BURST = 64  # requests sent back to back before the dispatcher yields to the loo
 TIMER_STEP = 0.0005  # the shortest wait the event loop's timers do not round to zero
 # allocations between young-generation collections during a run (CPython's default is 700)
 GC_YOUNG = 20_000
+WIRE_CACHE = 65_536  # encoded requests kept by (notary, host, port, fingerprint)
 
 
 @contextlib.contextmanager
@@ -105,6 +107,10 @@ class RunConfig:
             raise ReplayInputError("warm connections must be 0 or more")
         if self.method not in ("POST", "GET"):
             raise ReplayInputError("method must be POST or GET")
+        if self.limit is not None and self.limit < 0:
+            raise ReplayInputError("limit must be 0 or more")
+        if self.max_duration is not None and not self.max_duration >= 0:
+            raise ReplayInputError("max duration must be 0 or more seconds")
         if not 0 <= self.spin <= 1:
             raise ReplayInputError("spin must be between 0 and 1000 ms")
 
@@ -286,6 +292,7 @@ class Replayer:
             collections.deque()
         self._timed_out: set[asyncio.Task[None]] = set()
         self._layers: dict[str, str] = {}
+        self._wire: dict[tuple[str, str, int, str], tuple[str, bytes]] = {}
         self._rr = 0
         self._stopping = False
         self._bases = [u.rstrip("/") for u in config.notaries]
@@ -304,30 +311,50 @@ class Replayer:
         body = f"fingerprint={ev.fingerprint}".encode() if method == "POST" else b""
         return method, f"/target/{ev.host}+{ev.port}", body
 
+    def _encoded(self, client: HTTPClient, base: str, ev: WorkloadEvent) -> tuple[str, bytes]:
+        """The method and bytes of ``ev``'s request to ``base``, kept by what they depend on
+        (a workload asks about a site many times; building and hashing the path and body
+        anew cost more than the lookup)."""
+        key = (base, ev.host, ev.port, ev.fingerprint)
+        got = self._wire.get(key)
+        if got is None:
+            method, path, body = self._request(ev)
+            got = (method, client.encode(base, method, path, body))
+            if len(self._wire) >= WIRE_CACHE:
+                self._wire.clear()
+            self._wire[key] = got
+        return got
+
     def _dispatch(self, client: HTTPClient, seq: int, ev: WorkloadEvent, intended: float,
                   start: float) -> None:
         """Send one request now: on an idle keep-alive connection straight from here (no
-        task, no per-request timer: the sweeper enforces the timeout), else as a task that
-        connects or waits for a connection."""
+        task, no per-request timer: the sweeper enforces the timeout; the answer comes to
+        :meth:`_done`), else as a task that connects or waits for a connection."""
         base = self._notary_for(ev)
-        method, path, body = self._request(ev)
+        method, data = self._encoded(client, base, ev)
         actual = time.perf_counter()
-
-        def done(resp: Response | None, exc: HTTPClientError | None, stale: bool) -> None:
-            self._fast -= 1
-            if stale:  # a kept-alive connection the server had closed: once more, fresh
-                self._spawn(self._send(client, seq, ev, intended, start, base, actual))
-                return
-            self._record(seq, ev, intended, start, actual, base, resp,
-                         "" if exc is None else error_kind(exc))
-
-        ex = client.start(base, method, path, body, done)
+        ex = client.start_encoded(base, method, data, self._done,
+                                  (client, seq, ev, intended, start, base, actual))
         if ex is None:
             self._spawn(self._send(client, seq, ev, intended, start, base, None))
             return
-        self._observe(actual - intended, actual)
+        warning = self.monitor.observe(actual - intended, actual)
+        if warning is not None:
+            self.log(f"warning: {warning}")
         self._fast += 1
         self._deadlines.append((actual + self.config.timeout, ex))
+
+    def _done(self, resp: Response | None, exc: HTTPClientError | None, stale: bool,
+              context: tuple[HTTPClient, int, WorkloadEvent, float, float, str, float],
+              ) -> None:
+        """The answer (or failure) of a request sent by :meth:`_dispatch`."""
+        self._fast -= 1
+        client, seq, ev, intended, start, base, actual = context
+        if stale:  # a kept-alive connection the server had closed: once more, fresh
+            self._spawn(self._send(client, seq, ev, intended, start, base, actual))
+            return
+        self._record(seq, ev, intended, start, actual, base, resp,
+                     "" if exc is None else error_kind(exc))
 
     def _spawn(self, coro: Coroutine[None, None, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -405,8 +432,8 @@ class Replayer:
                             received, ev.ssl_bytes, wire)
 
     def _observe(self, lateness: float, now: float) -> None:
-        warning = self.monitor.observe(max(0.0, lateness), now)
-        if warning:
+        warning = self.monitor.observe(lateness, now)
+        if warning is not None:
             self.log(f"warning: {warning}")
 
     def _record_local(self, seq: int, ev: WorkloadEvent, intended: float, start: float,
@@ -496,15 +523,21 @@ class Replayer:
         sweeper = asyncio.create_task(self._sweep())
         s = self.summary
         burst = 0
+        # the loop's invariants as locals (it runs once per event)
+        limit = cfg.limit if cfg.limit is not None else -1
+        max_duration = cfg.max_duration if cfg.max_duration is not None else math.inf
+        speed = pacer.speed
+        inflight = self._inflight
+        max_inflight = cfg.max_inflight
         try:
             for seq, ev in enumerate(events):
-                if self._stopping or (cfg.limit is not None and seq >= cfg.limit):
+                if self._stopping or seq == limit:
                     s.stopped_early = True
                     break
                 if count > 1 and seq % count != index:
                     continue
-                intended = pacer.intended(ev.offset)
-                if cfg.max_duration is not None and intended - start > cfg.max_duration:
+                intended = start + ev.offset / speed  # pacer.intended(ev.offset)
+                if intended - start > max_duration:
                     s.stopped_early = True
                     break
                 s.events += 1
@@ -522,7 +555,7 @@ class Replayer:
                     burst = 0
                 burst += 1
                 s.requests += 1
-                if len(self._inflight) + self._fast >= cfg.max_inflight:
+                if len(inflight) + self._fast >= max_inflight:
                     s.not_sent += 1
                     s.errors["overload"] = s.errors.get("overload", 0) + 1
                     self._record_local(seq, ev, intended, start, "overload")

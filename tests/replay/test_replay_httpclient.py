@@ -199,11 +199,15 @@ async def test_tls_verified_by_ca_and_refused_without_it(serve: Any, ca: trustme
 
 
 async def _started(client: HTTPClient, base: str, path: str = "/t") -> tuple[Any, ...]:
-    """One request on the callback path; its (response, error, stale) once done."""
+    """One request on the callback path; its (response, error, stale) once done (the context
+    given to ``start`` comes back with them)."""
     got: asyncio.Future[tuple[Any, ...]] = asyncio.get_running_loop().create_future()
-    ex = client.start(base, "GET", path, b"", lambda *a: got.set_result(a))
+    context = object()
+    ex = client.start(base, "GET", path, b"", lambda *a: got.set_result(a), context)
     assert ex is not None
-    return await asyncio.wait_for(got, 5)
+    *answer, back = await asyncio.wait_for(got, 5)
+    assert back is context
+    return tuple(answer)
 
 
 async def test_callback_path_needs_an_idle_connection_and_parses_answers(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import csv
 import gc
 import io
 import math
+import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -190,6 +192,61 @@ def test_run_config_rejects_bad_values() -> None:
         with pytest.raises(ReplayInputError):
             RunConfig(notaries=("http://127.0.0.1:1",), spin=spin).validate()
     RunConfig(notaries=("http://127.0.0.1:1",), spin=0.001).validate()  # twin
+    for bad in ({"limit": -1}, {"max_duration": -0.5}, {"max_duration": math.nan}):
+        with pytest.raises(ReplayInputError):
+            RunConfig(notaries=("http://127.0.0.1:1",), **bad).validate()  # type: ignore[arg-type]
+    RunConfig(notaries=("http://127.0.0.1:1",), limit=0, max_duration=0.0).validate()
+
+
+@pytest.mark.parametrize(("limits", "sent"), [({"limit": 3}, 3), ({"max_duration": 0.025}, 3),
+                                              ({"limit": 0}, 0), ({}, 10)])
+async def test_limit_and_max_duration_end_the_run(limits: dict[str, float], sent: int) -> None:
+    """``limit`` (events) and ``max_duration`` (schedule seconds) stop the run early; the
+    twin without either replays all ten."""
+    buf = io.StringIO()
+    cfg = RunConfig(notaries=("http://127.0.0.1:1",), progress_interval=0,
+                    **limits)  # type: ignore[arg-type]
+    summary = await Replayer(cfg, ResultWriter(buf), log=lambda m: None).run(
+        _events(10, 0.01, KIND_CLIENT_HIT))
+    assert summary.client_hits == sent and len(_rows(buf)) == sent
+    assert summary.stopped_early == (sent < 10)
+
+
+async def test_each_request_carries_its_own_event_to_its_own_notary() -> None:
+    """Requests are encoded once per (notary, host, port, fingerprint) and reused: every
+    request that arrives names its own event's site, fingerprint and method (GET when the
+    event has no fingerprint), and the Host of the notary it was sent to."""
+    seen: list[tuple[str, str, str, str]] = []
+
+    async def target(request: web.Request) -> web.Response:
+        seen.append((request.host, request.method, request.path, (await request.read()).decode()))
+        return web.Response(text="{}", headers={"Cache-Status": "converge-notary; hit"})
+
+    app = web.Application()
+    app.router.add_route("*", "/target/{t}", target)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    ports = [free_port(), free_port()]
+    for port in ports:
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        # the notary alternates with i; each of host, port and fingerprint repeats on both
+        events = [WorkloadEvent(i * 0.002, KIND_REQUEST, "c", f"s{i % 3}.test",
+                                443 + (i // 6) % 2, "" if i % 5 == 0 else f"AA:{(i // 2) % 3:02X}",
+                                0) for i in range(60)]
+        cfg = RunConfig(notaries=tuple(f"http://127.0.0.1:{p}" for p in ports), timeout=5,
+                        progress_interval=0)
+        r = Replayer(cfg, ResultWriter(io.StringIO()), log=lambda m: None)
+        summary = await r.run(events)
+    finally:
+        await runner.cleanup()
+    assert summary.completed == 60 and summary.errors == {}
+    want = collections.Counter(
+        (f"127.0.0.1:{ports[(i + 1) % 2]}", "GET" if not ev.fingerprint else "POST",
+         f"/target/{ev.host}+{ev.port}", f"fingerprint={ev.fingerprint}" if ev.fingerprint else "")
+        for i, ev in enumerate(events))
+    assert collections.Counter(seen) == want
+    assert 0 < len(r._wire) < 60  # reused, not encoded per request
 
 
 def test_client_hash_routing_keeps_a_client_on_one_notary() -> None:
@@ -295,6 +352,26 @@ def test_schedule_monitor_counts_the_run_and_the_window_alike() -> None:
     for v in (0.0, -1.0, 0.0005, 0.002, 0.02, 0.2):
         d.add(v)
     assert d.counts != w.counts and d.counts[-1] == 2
+
+
+@pytest.mark.parametrize("min_value", [1e-6, 1e-3])
+def test_schedule_monitor_counts_what_log_histogram_add_counts(min_value: float) -> None:
+    """The monitor counts both histograms inline (the replayer's hot path): the same buckets,
+    count, total and maximum as :meth:`LogHistogram.add`, on the edges too (0, negative, not a
+    number, exactly ``min_value``, just under it, large). The twin: one value off changes it."""
+    rng = random.Random(7)
+    values = [0.0, -1.0, math.nan, min_value, min_value * 0.999, 1e9] + \
+        [rng.lognormvariate(-7, 3) * rng.choice((1, 1, -1)) for _ in range(3000)]
+    m = ScheduleMonitor(lateness=LogHistogram(min_value=min_value), threshold=math.inf)
+    ref = LogHistogram(min_value=min_value)
+    for v in values:
+        m.observe(v, now=0.0)
+        ref.add(v)
+    w = m.take_window()
+    for h in (m.lateness, w):
+        assert (h.counts, h.n, h.total, h.max) == (ref.counts, ref.n, ref.total, ref.max)
+    ref.add(0.5)
+    assert (m.lateness.counts, m.lateness.n) != (ref.counts, ref.n)
 
 
 @pytest.mark.parametrize("warm", [0, 4])
