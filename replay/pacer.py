@@ -118,7 +118,7 @@ class ScheduleMonitor:
     def observe(self, lateness: float, now: float) -> str | None:
         # once per request on the replayer's hot path: both histograms counted here, with one
         # logarithm, rather than through LogHistogram.add (three calls cost more than the
-        # counting; test_replay_pacer compares the two ways on the same values)
+        # counting; test_replay_runner compares the two ways on the same values)
         h, w = self.lateness, self.window
         if lateness >= h.min_value:
             v = lateness

@@ -161,6 +161,47 @@ def test_workload_file_malformed_rows(tmp_path: Path) -> None:
     assert errors.count == 2
 
 
+_FIELDS = [
+    ["0.5", "1e-3", "7", "-1", "nan", "x", "", " 2.5"],
+    ["request", "client-hit", "teleport", "", "Request"],
+    ["c1", "", "c,2", "c\"3"],
+    ["a.test", "A.Test.", "b.test", "", "0", "-", "bad host", "x" * 300, "\u00e9.test", "a..b"],
+    ["443", "1", "65535", "0", "65536", "-1", "x", "4_43", " 80"],
+    ["AA", "", " AA:BB ", "zz"],
+    ["10", "0", "-5", "x", "1.5"],
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(*(st.sampled_from(f[:1] * 4 + f) for f in _FIELDS)) | st.lists(
+    st.sampled_from(["1", "request", "a.test"]), max_size=9), max_size=40))
+def test_workload_reader_agrees_with_the_row_checker(tmp_path_factory: pytest.TempPathFactory,
+                                                     rows: list[list[str]]) -> None:
+    """The CSV reader (which remembers checked hosts) yields what checking each row on its own
+    yields: the same events, and the same errors on the same lines, for hostile fields and
+    short and long rows alike. The twin: one changed field changes what is read."""
+    import csv
+
+    from replay.workload import WORKLOAD_COLUMNS, _event
+
+    path = tmp_path_factory.mktemp("w") / "w.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(WORKLOAD_COLUMNS)
+        w.writerows(list(r) for r in rows if list(r))
+    events, problems = [], []
+    for line, row in enumerate((list(r) for r in rows if list(r)), 2):
+        try:
+            events.append(_event(row))
+        except ValueError as exc:
+            problems.append((line, str(exc)))
+    errors = ErrorLog(keep=1000)
+    assert list(read_workload(path, errors)) == events
+    assert errors.count == len(problems)
+    for message, (line, problem) in zip(errors.messages, problems, strict=True):
+        assert f":{line}:" in message and problem in message, (message, line, problem)
+
+
 def test_name_map_file(tmp_path: Path) -> None:
     path = tmp_path / "names.txt"
     path.write_text("# comment\n192.0.2.1 a.test\n192.0.2.2,B.Test.\nnot-an-ip x.test\n")
