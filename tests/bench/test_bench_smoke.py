@@ -308,6 +308,24 @@ def test_ingest_benchmark_quick_run(tmp_path: Path) -> None:
     assert f"{doc['layouts']['nfdump-new']['flows']:,}" in md
 
 
+def test_workload_read_ab_reads_with_each_trees_own_package(tmp_path: Path) -> None:
+    """A tiny A/B of reading a workload, this tree against itself: both sides read every
+    row. The twin: a directory that is no checkout is refused."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "ab.json"
+    argv = [sys.executable, "-m", "bench.replay.workload_read_ab", "--pairs", "1", "--rows",
+            "2000", "--out", str(out), "--baseline"]
+    r = subprocess.run(argv + [str(root)], capture_output=True, text=True, timeout=300,
+                       cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert [x["rows"] for x in doc["runs"]["this"] + doc["runs"]["baseline"]] == [2000, 2000]
+    assert doc["ratio_this_to_baseline"] > 0 and doc["figures"]["us_per_row"]["this"]["n"] == 1
+    r = subprocess.run(argv + [str(tmp_path)], capture_output=True, text=True, timeout=300,
+                       cwd=root)
+    assert r.returncode == 2 and "not a checkout" in r.stderr
+
+
 def test_sections_of_a_shared_markdown_file_survive_each_other(tmp_path: Path) -> None:
     from bench.paths import keep_sections, write_section
 
