@@ -182,6 +182,13 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert skipped.returncode == 0 and f"{strict}:3:" in skipped.stderr
     failed = run_cli("workload", str(strict), "-o", str(tmp_path / "w2.csv"), "--strict")
     assert failed.returncode == 2 and f"{strict}:3:" in failed.stderr
+    wl = tmp_path / "w.csv"
+    for flag, value, message in (("--limit", "-1", "limit must be 0 or more"),
+                                 ("--max-duration", "nan", "max duration must be 0 or more")):
+        refused = run_cli("run", str(wl), "--notary", "http://127.0.0.1:1", "-o",
+                          str(tmp_path / "r.csv"), flag, value)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert not (tmp_path / "r.csv").exists()  # refused before anything is written
 
 
 @needs_replay
