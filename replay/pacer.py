@@ -126,20 +126,15 @@ class ScheduleMonitor:
         else:
             v = lateness if lateness > 0.0 else 0.0
             b = -1
-        counts = h.counts
-        counts[b] = counts.get(b, 0) + 1
-        h.n += 1
-        h.total += v
-        if v > h.max:
-            h.max = v
-        if w.min_value == h.min_value and w.log_growth == h.log_growth:
-            counts = w.counts
+        same = w.min_value == h.min_value and w.log_growth == h.log_growth
+        for hist in (h, w) if same else (h,):
+            counts = hist.counts
             counts[b] = counts.get(b, 0) + 1
-            w.n += 1
-            w.total += v
-            if v > w.max:
-                w.max = v
-        else:
+            hist.n += 1
+            hist.total += v
+            if v > hist.max:
+                hist.max = v
+        if not same:
             w.add(v)
         if lateness <= self.threshold:
             return None

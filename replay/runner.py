@@ -526,7 +526,7 @@ class Replayer:
         # the loop's invariants as locals (it runs once per event)
         limit = cfg.limit if cfg.limit is not None else -1
         max_duration = cfg.max_duration if cfg.max_duration is not None else math.inf
-        speed = pacer.speed
+        intended_of = pacer.intended
         inflight = self._inflight
         max_inflight = cfg.max_inflight
         try:
@@ -536,7 +536,7 @@ class Replayer:
                     break
                 if count > 1 and seq % count != index:
                     continue
-                intended = start + ev.offset / speed  # pacer.intended(ev.offset)
+                intended = intended_of(ev.offset)
                 if intended - start > max_duration:
                     s.stopped_early = True
                     break

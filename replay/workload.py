@@ -124,7 +124,7 @@ HOSTS_KEPT = 65_536  # checked host names a reader remembers
 def _text_event(row: list[str], hosts: dict[str, str]) -> WorkloadEvent:
     """:func:`_event` for a row of text (a CSV workload), with the checked form of each host
     remembered in ``hosts``: the same checks and errors, about half the time."""
-    if len(row) != 7:
+    if len(row) != len(WORKLOAD_COLUMNS):
         return _event(row)  # the error
     offset_text, kind, client, host_text, port_text, fingerprint, ssl_text = row
     host = hosts.get(host_text)
