@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +123,52 @@ def replay_step_senders(url: str, rate: float, seconds: float, tmp: Path,
     return {**step_figures(rate, seconds, summary, out, wall, cpu), "senders": senders}
 
 
+SERVERS = ("raw", "aiohttp", "haproxy")
+# placement -> (the senders' CPU, the burner's, the server's); None: where the scheduler says
+PLACEMENTS: dict[str, tuple[int | None, int | None, int | None]] = {
+    "float": (None, None, None), "sender-pinned": (0, None, None),
+    "sender-with-burner": (0, 0, 1), "server-with-burner": (0, 1, 1), "one-core": (0, 1, 0)}
+HAPROXY_CONF = """global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout client 60s
+  timeout connect 5s
+  timeout server 60s
+  timeout http-keep-alive 60s
+  # the whole body read before the answer, so that every keep-alive request is consumed
+  option http-buffer-request
+frontend trivial
+  bind 127.0.0.1:{port}
+  http-request return status 200 content-type application/json string '{body}' \
+    hdr Cache-Status "converge-notary; hit"
+"""
+
+
+def server_argv(kind: str, port: int, conf_dir: Path) -> list[str]:
+    """The command that runs the trivial server ``kind`` on 127.0.0.1:``port``."""
+    if kind == "haproxy":
+        from bench.replay.trivial_server import BODY
+
+        conf = conf_dir / "haproxy.cfg"
+        conf.write_text(HAPROXY_CONF.format(port=port, body=BODY.decode()), encoding="utf-8")
+        return ["haproxy", "-db", "-f", str(conf)]
+    return ([sys.executable, str(Path(__file__).with_name("trivial_server.py")), str(port)]
+            + (["--raw"] if kind == "raw" else []))
+
+
+def pinned(cpu: int | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that pins the child to ``cpu`` (None: no pinning)."""
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def process_cpu(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     import socket
 
@@ -136,18 +183,25 @@ def main() -> int:
     ap.add_argument("--step-seconds", type=float, default=4.0)
     ap.add_argument("--p99-limit-ms", type=float, default=10.0)
     ap.add_argument("--attempts", type=int, default=3, help="best of N per rate")
-    ap.add_argument("--server", choices=("raw", "aiohttp"), default="raw",
-                    help="the trivial server: a bare asyncio protocol (default) or aiohttp")
+    ap.add_argument("--server", choices=SERVERS, default="raw",
+                    help="the trivial server: a bare asyncio protocol (default), aiohttp, or "
+                    "haproxy answering from its configuration (C, no Python)")
     ap.add_argument("--all-rates", action="store_true",
                     help="measure every rate (default: stop after two rates over the limit)")
     ap.add_argument("--senders", type=int, default=1,
                     help="sender processes (replay run --senders): 1 (default) sends from "
                     "this process, events in memory; N > 1 runs replay run's senders, each "
                     "reading the workload from a file")
+    ap.add_argument("--placement", choices=tuple(PLACEMENTS), default="float",
+                    help="with --busy, where the burner, the sender(s) and the server run: "
+                    "float (default: the scheduler places them), sender-pinned (the sender(s) "
+                    "on CPU 0, the others where the scheduler says), or one placement the "
+                    "scheduler picks now and then made permanent: sender-with-burner (the "
+                    "burner and the sender(s) on CPU 0, the server on CPU 1), "
+                    "server-with-burner (the sender(s) alone on CPU 0), one-core (the sender(s) "
+                    "and the server on CPU 0, the burner alone on CPU 1)")
     ap.add_argument("--shared-core", action="store_true",
-                    help="with --busy, the worst placement made permanent: the burner and the "
-                    "sender(s) pinned to CPU 0, the server to CPU 1 (the scheduler puts a "
-                    "sender beside the burner now and then on its own)")
+                    help="the same as --placement sender-with-burner")
     ap.add_argument("--busy", action="store_true",
                     help="run a CPU burner (one process in a busy loop) beside the whole run: "
                     "the busy-machine scenario")
@@ -163,21 +217,29 @@ def main() -> int:
         loop_name = "asyncio"
     port = free_port()
     load_start = os.getloadavg()
+    placement = "sender-with-burner" if a.shared_core else a.placement
+    if placement != "float" and (not a.busy or (os.cpu_count() or 1) < 2):
+        ap.error(f"--placement {placement} needs --busy and two CPUs")
+    sender_cpu, burner_cpu, server_cpu = PLACEMENTS[placement]
+    all_cpus = os.sched_getaffinity(0)
+    if sender_cpu is not None:  # the senders (children inherit it); the burner and server
+        os.sched_setaffinity(0, {sender_cpu})  # below get their own or every CPU back
+
+    def place(cpu: int | None) -> Callable[[], None]:
+        return pinned(cpu) or (lambda: os.sched_setaffinity(0, all_cpus))
+
     # bounded: the burner stops by itself even if this process dies
-    shared = a.shared_core and a.busy
-    if a.shared_core and (not a.busy or (os.cpu_count() or 1) < 2):
-        ap.error("--shared-core needs --busy and two CPUs")
-    if shared:  # the senders (children inherit it) on CPU 0; see the burner and server below
-        os.sched_setaffinity(0, {0})
     burner = (subprocess.Popen([sys.executable, "-c", BURNER, str(BUSY_LIMIT_S)],
-                               preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if shared
-                               else None)
+                               preexec_fn=place(burner_cpu))
               if a.busy else None)
-    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("trivial_server.py")),
-                               str(port)] + (["--raw"] if a.server == "raw" else []),
-                              preexec_fn=(lambda: os.sched_setaffinity(0, {1})) if shared
-                              else None)
+    conf = tempfile.TemporaryDirectory()
+    server = subprocess.Popen(server_argv(a.server, port, Path(conf.name)),
+                              preexec_fn=place(server_cpu), stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
+    # where each process may run, as the kernel has it (recorded with the results)
+    affinity = {name: sorted(os.sched_getaffinity(pid)) for name, pid in
+                (("sender", 0), ("burner", burner.pid if burner else None), ("server", server.pid))
+                if pid is not None}
     steps: list[dict[str, float]] = []
     all_attempts: list[dict[str, float]] = []
     baseline: list[dict[str, float]] = []
@@ -202,11 +264,14 @@ def main() -> int:
                     base["rate"] = rate
                     baseline.append(base)
                     load_before = os.getloadavg()[0]
+                    server_cpu0 = process_cpu(server.pid)
                     attempt = (asyncio.run(replay_step(url, rate, a.step_seconds,
                                                        Path(tmp) / f"r{int(rate)}.csv"))
                                if a.senders == 1 else
                                replay_step_senders(url, rate, a.step_seconds, Path(tmp),
                                                    a.senders))
+                    attempt["server_cpu_us_per_request"] = (
+                        (process_cpu(server.pid) - server_cpu0) / max(1, attempt["sent"]) * 1e6)
                     attempt["loadavg_1m_before"] = load_before
                     attempt["pacer_only_p99_ms"] = base["p99_ms"]
                     attempts.append(attempt)
@@ -220,7 +285,8 @@ def main() -> int:
                       f"{step['achieved_rate']:7.0f}/s  dispatch p99 "
                       f"{step['dispatch_p99_ms']:6.2f} ms  wire p99 {step['wire_p99_ms']:7.2f} ms"
                       f"  latency p99 {step['latency_p99_ms']:7.2f} ms  sender CPU "
-                      f"{step['sender_cpu_us_per_request']:5.1f} us/req  errors "
+                      f"{step['sender_cpu_us_per_request']:5.1f} us/req  server CPU "
+                      f"{step['server_cpu_us_per_request']:5.1f} us/req  errors "
                       f"{step['errors']:.0f}  | pacer-only p99 {base['p99_ms']:5.2f} ms",
                       flush=True)
                 ok = step["dispatch_p99_ms"] < a.p99_limit_ms and step["errors"] == 0
@@ -230,6 +296,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
+        conf.cleanup()
         if burner is not None:
             burner.kill()
             burner.wait(timeout=10)
@@ -250,7 +317,9 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loop": loop_name, "platform": platform.platform()},
         "server": a.server, "p99_limit_ms": a.p99_limit_ms, "step_seconds": a.step_seconds,
-        "busy": a.busy, "shared_core": shared, "senders": a.senders,
+        "busy": a.busy, "placement": placement if a.busy else None,
+        "shared_core": placement == "sender-with-burner", "cpus_allowed": affinity,
+        "senders": a.senders,
         "loadavg_before": list(load_start),
         "loadavg_after": list(os.getloadavg()),
         "spin_s": RunConfig(notaries=(url,)).spin,

@@ -125,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= a.runs <= 10 or not 1 <= a.trials <= 15:
         ap.error("--runs must be in 1-10 and --trials in 1-15")
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    runs = alternate("ingest-runs", a.runs, lambda busy, out: one_run(
-        busy, a.trials, a.scale, a.work, out))
+    runs = alternate("ingest-runs", a.runs, lambda cond, out: one_run(
+        cond == "busy", a.trials, a.scale, a.work, out))
     doc = {
         "benchmark": "ingest-runs", "started_at": started,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),

@@ -3,13 +3,15 @@
     python -m bench.replay.replay_runs [--runs 3] [--rates ...] [--step-seconds 3]
 
 Runs ``bench/replay/bench_replayer.py`` (one open-loop sender against the trivial raw server,
-a ladder of rates, one attempt per rate: no best-of) ``--runs`` times as separate processes on
-a quiet machine, then as many times with a CPU burner beside ("busy", ``--busy``), the two
-kinds alternating. Reports per condition the median and spread of: the highest rate up to
-which every rate kept the send lateness p99 under 10 ms, the lateness p99 at the goal rate
-(20,000/s) and the sender's CPU per request there. The load average is recorded before and
-after every run. Results: ``bench/results/replay-runs.json`` and its section of
-``docs/benchmarks.md`` (``var/results/`` unless recording).
+a ladder of rates, one attempt per rate: no best-of) ``--runs`` times per condition as separate
+processes, the conditions alternating: quiet; "busy", a CPU burner beside (``--busy``), every
+process where the scheduler puts it; and "busy-own-core", the same burner with the sender on a
+CPU of its own, the burner and the server sharing the other. Reports per condition the median
+and spread of: the highest rate up to which every rate kept the send lateness p99 under
+10 ms, the lateness p99 at the goal rate (20,000/s) and the sender's and the server's CPU per
+request there. The load average is recorded before and after every run. Results:
+``bench/results/replay-runs.json`` and its section of ``docs/benchmarks.md``
+(``var/results/`` unless recording).
 """
 
 from __future__ import annotations
@@ -37,16 +39,23 @@ GOAL_P99_MS = 10.0
 RATES = "8000,12000,16000,20000,24000,28000"
 RUN_TIMEOUT_S = 300.0
 CONDITIONS = ("quiet", "busy")
+# the replayer's conditions: bench_replayer.py's arguments for each
+REPLAY_CONDITIONS: dict[str, tuple[str, ...]] = {
+    "quiet": (),
+    "busy": ("--busy",),
+    # the same burner with the sender on a CPU of its own: the burner and the stand-in
+    # notary (which a real run finds on another machine) share the other CPU
+    "busy-own-core": ("--busy", "--placement", "server-with-burner"),
+}
 
 
-def one_run(busy: bool, rates: str, step_seconds: float, out: Path,
+def one_run(condition: str, rates: str, step_seconds: float, out: Path,
             senders: int = 1) -> dict[str, Any]:
     argv = [sys.executable, str(ROOT / "bench" / "replay" / "bench_replayer.py"),
             "--rates", rates, "--step-seconds", f"{step_seconds:g}", "--attempts", "1",
             "--senders", str(senders),
             "--all-rates", "--p99-limit-ms", f"{GOAL_P99_MS:g}", "--out", str(out)]
-    if busy:
-        argv.append("--busy")
+    argv += REPLAY_CONDITIONS[condition]
     subprocess.run(argv, cwd=ROOT, check=True, timeout=RUN_TIMEOUT_S)
     doc: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return doc
@@ -68,6 +77,7 @@ def run_figures(doc: dict[str, Any]) -> dict[str, Any]:
         "wire_p99_ms_at_goal": None if goal is None else goal["wire_p99_ms"],
         "errors_at_goal": None if goal is None else goal["errors"],
         "sender_cpu_us_at_goal": None if goal is None else goal["sender_cpu_us_per_request"],
+        "server_cpu_us_at_goal": None if goal is None else goal.get("server_cpu_us_per_request"),
         "loadavg_before": doc.get("loadavg_before"), "loadavg_after": doc.get("loadavg_after"),
     }
 
@@ -86,7 +96,7 @@ def aggregate(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         figs = [run_figures(d) for d in docs]
         agg: dict[str, Any] = {k: spread([f[k] for f in figs]) for k in
                ("sustained_rate", "p99_ms_at_goal", "wire_p99_ms_at_goal",
-                "sender_cpu_us_at_goal")}
+                "sender_cpu_us_at_goal", "server_cpu_us_at_goal")}
         p99 = agg["p99_ms_at_goal"]
         rate = agg["sustained_rate"]
         errors = sum(f["errors_at_goal"] or 0 for f in figs)
@@ -113,6 +123,7 @@ def _senders(doc: dict[str, Any]) -> str:
 
 
 def render(doc: dict[str, Any]) -> str:
+    conds = doc["conditions"]
     lines = [
         "## The replayer over separate runs, quiet and busy",
         "",
@@ -122,14 +133,18 @@ def render(doc: dict[str, Any]) -> str:
         f"`bench/replay/bench_replayer.py` per condition (rates {doc['rates']} per second, "
         f"{doc['step_seconds']:g} s each, one attempt per rate, {_senders(doc)} and the trivial "
         "raw server in a process of its own); *busy* runs a CPU burner (one process in a busy "
-        "loop, bounded in time) beside the whole run. Lateness is the time a request was "
-        "handed to the socket minus its scheduled time. `bench/results/replay-runs.json` has "
-        "every run and every step.",
+        "loop, bounded in time) beside the whole run, all three processes where the scheduler "
+        "puts them"
+        + ("; *busy-own-core* runs the same burner with the sender pinned to CPU 0 and the "
+           "burner and the server to CPU 1 (`--placement server-with-burner`): a replayer on a "
+           "busy machine whose notary runs elsewhere" if "busy-own-core" in conds else "")
+        + ". Lateness is the time a request was handed to the socket minus its scheduled "
+        "time. `bench/results/replay-runs.json` has every run and every step.",
         "",
-        "| Figure | Goal | Quiet: median (min-max) | Met | Busy: median (min-max) | Met |",
-        "|---|---:|---:|---|---:|---|",
+        "| Figure | Goal | " + " | ".join(f"{c.capitalize()}: median (min-max) | Met"
+                                         for c in conds) + " |",
+        "|---|---:|" + "---:|---|" * len(conds),
     ]
-    q, b = doc["conditions"]["quiet"], doc["conditions"]["busy"]
 
     def met(agg: dict[str, Any], key: str, ok: Any) -> str:
         s = agg[key]
@@ -144,32 +159,35 @@ def render(doc: dict[str, Any]) -> str:
          "wire_p99_ms_at_goal", "{:.2f}", None),
         (f"sender CPU per request at {GOAL_RATE:,.0f}/s (µs)", "-", "sender_cpu_us_at_goal",
          "{:.1f}", None),
+        (f"the server's CPU per request at {GOAL_RATE:,.0f}/s (µs)", "-",
+         "server_cpu_us_at_goal", "{:.1f}", None),
     ]
     for label, goal, key, pat, ok in rows:
-        lines.append(f"| {label} | {goal} | {_fmt(q[key], pat)} | "
-                     f"{'-' if ok is None else met(q, key, ok)} | {_fmt(b[key], pat)} | "
-                     f"{'-' if ok is None else met(b, key, ok)} |")
-    lines += ["", f"Errors at {GOAL_RATE:,.0f}/s: quiet {q['errors_at_goal']}, busy "
-              f"{b['errors_at_goal']}. Load average (1, 5, 15 min) before / after each run:"]
-    for cond in CONDITIONS:
-        for i, r in enumerate(doc["conditions"][cond]["runs"], 1):
+        lines.append(f"| {label} | {goal} | " + " | ".join(
+            f"{_fmt(c.get(key), pat)} | {'-' if ok is None else met(c, key, ok)}"
+            for c in conds.values()) + " |")
+    lines += ["", f"Errors at {GOAL_RATE:,.0f}/s: " + ", ".join(
+        f"{name} {c['errors_at_goal']}" for name, c in conds.items())
+        + ". Load average (1, 5, 15 min) before / after each run:"]
+    for cond, c in conds.items():
+        for i, r in enumerate(c["runs"], 1):
             before = ", ".join(f"{x:.2f}" for x in r["loadavg_before"] or [])
             after = ", ".join(f"{x:.2f}" for x in r["loadavg_after"] or [])
             lines.append(f"* {cond} run {i}: {before} / {after}")
     return "\n".join(lines) + "\n"
 
 
-def alternate(label: str, count: int, one: Callable[[bool, Path], dict[str, Any]],
-              ) -> dict[str, list[dict[str, Any]]]:
-    """``count`` runs per condition of ``one(busy, result file)``, the conditions alternating
-    so that both see the same drift of the machine."""
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONDITIONS}
+def alternate(label: str, count: int, one: Callable[[str, Path], dict[str, Any]],
+              conditions: Sequence[str] = CONDITIONS) -> dict[str, list[dict[str, Any]]]:
+    """``count`` runs per condition of ``one(condition, result file)``, the conditions
+    alternating (forward, then backward) so that all see the same drift of the machine."""
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in conditions}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(count):
-            order = CONDITIONS if i % 2 == 0 else tuple(reversed(CONDITIONS))
-            for cond in order:
+            order = tuple(conditions) if i % 2 == 0 else tuple(reversed(conditions))
+            for n, cond in enumerate(order):
                 print(f"bench/{label}: {cond} run {i + 1}/{count}", flush=True)
-                runs[cond].append(one(cond == "busy", Path(tmp) / f"{cond}-{i}.json"))
+                runs[cond].append(one(cond, Path(tmp) / f"{i}-{n}.json"))
     return runs
 
 
@@ -194,8 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.runs < 1 or not 0 < a.step_seconds <= 30:
         ap.error("--runs must be at least 1 and --step-seconds in (0, 30]")
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-    runs = alternate("replay-runs", a.runs, lambda busy, out: one_run(
-        busy, a.rates, a.step_seconds, out, a.senders))
+    runs = alternate("replay-runs", a.runs, lambda cond, out: one_run(
+        cond, a.rates, a.step_seconds, out, a.senders), tuple(REPLAY_CONDITIONS))
     conditions = aggregate(runs)
     result = {
         "benchmark": "replay-runs", "started_at": started,
@@ -211,8 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     write_section(a.md, "replay-runs", "bench/replay/replay_runs.py", render(result))
-    for cond in CONDITIONS:
-        c = conditions[cond]
+    for cond, c in conditions.items():
         print(f"{cond}: sustained {_fmt(c['sustained_rate'], '{:,.0f}')}/s, p99 at "
               f"{GOAL_RATE:,.0f}/s {_fmt(c['p99_ms_at_goal'], '{:.2f}')} ms, goal "
               f"{'met' if c['met'] else 'NOT met'}", flush=True)

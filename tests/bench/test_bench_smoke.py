@@ -420,3 +420,67 @@ def test_ingest_runs_report_median_and_spread_against_the_goal() -> None:
                     "CPU-second"] == "yes"
     assert verdicts["ingest, whole command, median of 3 runs, busy, legacy: flows per "
                     "CPU-second"] == "NO"
+
+
+@pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")
+@pytest.mark.parametrize("server,placement",
+                         [("haproxy", "one-core"), ("raw", "server-with-burner")])
+def test_replayer_bench_pins_a_placement_and_counts_the_servers_cpu(
+        tmp_path: Path, server: str, placement: str) -> None:
+    """One short busy step: every request answered by the chosen trivial server, the
+    placement recorded, and the server's CPU counted per request. The twin: a placement
+    without the burner it places is refused before anything runs."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "replay.json"
+    argv = [sys.executable, "bench/replay/bench_replayer.py", "--rates", "400",
+            "--step-seconds", "0.5", "--attempts", "1", "--server", server,
+            "--placement", placement, "--out", str(out)]
+    r = subprocess.run(argv + ["--busy"], capture_output=True, text=True, timeout=120, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    step = doc["steps"][0]
+    assert (doc["server"], doc["placement"], doc["busy"]) == (server, placement, True)
+    pins = {"one-core": {"sender": [0], "burner": [1], "server": [0]},
+            "server-with-burner": {"sender": [0], "burner": [1], "server": [1]}}
+    assert doc["cpus_allowed"] == pins[placement]
+    assert step["sent"] == step["completed"] == 200 and step["errors"] == 0
+    assert step["server_cpu_us_per_request"] > 0
+    out.unlink()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root)
+    assert r.returncode == 2 and "needs --busy" in r.stderr and not out.exists()
+
+
+def _replay_doc(sustained: float, p99: float, server_us: float) -> dict[str, Any]:
+    step = {"rate": 20_000.0, "dispatch_p99_ms": p99, "wire_p99_ms": p99 + 0.1, "errors": 0,
+            "sender_cpu_us_per_request": 30.0, "server_cpu_us_per_request": server_us}
+    return {"steps": [step], "max_rate_all_lower_rates_also_under_limit": sustained,
+            "loadavg_before": [0.5, 0.6, 0.7], "loadavg_after": [1.0, 1.0, 1.0]}
+
+
+def test_replay_runs_report_every_condition_against_the_goal() -> None:
+    """Three conditions, each a column pair of the table and its own summary rows; the busy
+    one (its p99 over the limit) is the twin that must read **no**."""
+    from bench import summary
+    from bench.replay import replay_runs
+
+    runs = {"quiet": [_replay_doc(28_000, 1.0, 14.0)] * 3,
+            "busy": [_replay_doc(12_000, 40.0, 15.0), _replay_doc(12_000, 20.0, 15.0),
+                     _replay_doc(24_000, 3.0, 15.0)],
+            "busy-own-core": [_replay_doc(24_000, 2.5, 16.0)] * 3}
+    conditions = replay_runs.aggregate(runs)
+    assert conditions["busy"]["p99_ms_at_goal"]["median"] == 20.0
+    assert [c["met"] for c in conditions.values()] == [True, False, True]
+    assert conditions["busy-own-core"]["server_cpu_us_at_goal"]["median"] == 16.0
+    doc = {"started_at": "a", "finished_at": "b", "commit": "c", "runs_per_condition": 3,
+           "rates": "20000", "step_seconds": 3.0, "senders": 1,
+           "machine": {"cpus": 2, "cpu": "x", "python": "3.11"},
+           "goal": {"rate": 20_000.0, "p99_ms": 10.0}, "conditions": conditions}
+    md = replay_runs.render(doc)
+    assert ("| send lateness p99 at 20,000/s (ms) | < 10 | 1.00 (1.00-1.00) | yes | "
+            "20.00 (3.00-40.00) | **no** | 2.50 (2.50-2.50) | yes |") in md
+    assert "| the server's CPU per request at 20,000/s (µs) | - | 14.0" in md
+    assert "*busy-own-core* runs the same burner" in md and "* busy-own-core run 3: " in md
+    verdicts = {r[0]: r[3] for r in summary._replay_runs(doc)}
+    assert verdicts["replay, median of 3 runs, busy: send lateness p99 at 20,000/s"] == "NO"
+    assert verdicts["replay, median of 3 runs, busy-own-core: send lateness p99 at "
+                    "20,000/s"] == "yes"
