@@ -124,7 +124,8 @@ def replay_step_senders(url: str, rate: float, seconds: float, tmp: Path,
 
 
 SERVERS = ("raw", "aiohttp", "haproxy")
-# placement -> (the senders' CPU, the burner's, the server's); None: where the scheduler says
+# placement -> (the senders' CPU, the burner's, the server's), as 0 for the first CPU this
+# process may use and 1 for the second; None: where the scheduler says
 PLACEMENTS: dict[str, tuple[int | None, int | None, int | None]] = {
     "float": (None, None, None), "sender-pinned": (0, None, None),
     "sender-with-burner": (0, 0, 1), "server-with-burner": (0, 1, 1), "one-core": (0, 1, 0)}
@@ -195,11 +196,12 @@ def main() -> int:
     ap.add_argument("--placement", choices=tuple(PLACEMENTS), default="float",
                     help="with --busy, where the burner, the sender(s) and the server run: "
                     "float (default: the scheduler places them), sender-pinned (the sender(s) "
-                    "on CPU 0, the others where the scheduler says), or one placement the "
+                    "on CPU A, the others where the scheduler says), or one placement the "
                     "scheduler picks now and then made permanent: sender-with-burner (the "
-                    "burner and the sender(s) on CPU 0, the server on CPU 1), "
-                    "server-with-burner (the sender(s) alone on CPU 0), one-core (the sender(s) "
-                    "and the server on CPU 0, the burner alone on CPU 1)")
+                    "burner and the sender(s) on CPU A, the server on CPU B), "
+                    "server-with-burner (the sender(s) alone on CPU A), one-core (the sender(s) "
+                    "and the server on CPU A, the burner alone on CPU B); A and B are the "
+                    "first two CPUs this process may use")
     ap.add_argument("--shared-core", action="store_true",
                     help="the same as --placement sender-with-burner")
     ap.add_argument("--busy", action="store_true",
@@ -218,10 +220,12 @@ def main() -> int:
     port = free_port()
     load_start = os.getloadavg()
     placement = "sender-with-burner" if a.shared_core else a.placement
-    if placement != "float" and (not a.busy or (os.cpu_count() or 1) < 2):
-        ap.error(f"--placement {placement} needs --busy and two CPUs")
-    sender_cpu, burner_cpu, server_cpu = PLACEMENTS[placement]
     all_cpus = os.sched_getaffinity(0)
+    usable = sorted(all_cpus)
+    if placement != "float" and (not a.busy or len(usable) < 2):
+        ap.error(f"--placement {placement} needs --busy and two CPUs this process may use")
+    sender_cpu, burner_cpu, server_cpu = (None if i is None else usable[i]
+                                          for i in PLACEMENTS[placement])
     if sender_cpu is not None:  # the senders (children inherit it); the burner and server
         os.sched_setaffinity(0, {sender_cpu})  # below get their own or every CPU back
 

@@ -212,8 +212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.runs < 1 or not 0 < a.step_seconds <= 30:
         ap.error("--runs must be at least 1 and --step-seconds in (0, 30]")
     started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    conditions_run = tuple(REPLAY_CONDITIONS)
+    if len(os.sched_getaffinity(0)) < 2:  # nothing to pin to: the busy-own-core needs two
+        conditions_run = CONDITIONS
+        print("bench/replay-runs: one usable CPU, so no busy-own-core condition", flush=True)
     runs = alternate("replay-runs", a.runs, lambda cond, out: one_run(
-        cond, a.rates, a.step_seconds, out, a.senders), tuple(REPLAY_CONDITIONS))
+        cond, a.rates, a.step_seconds, out, a.senders), conditions_run)
     conditions = aggregate(runs)
     result = {
         "benchmark": "replay-runs", "started_at": started,

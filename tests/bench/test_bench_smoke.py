@@ -484,3 +484,21 @@ def test_replay_runs_report_every_condition_against_the_goal() -> None:
     assert verdicts["replay, median of 3 runs, busy: send lateness p99 at 20,000/s"] == "NO"
     assert verdicts["replay, median of 3 runs, busy-own-core: send lateness p99 at "
                     "20,000/s"] == "yes"
+
+
+def test_replay_runs_drop_the_pinned_condition_on_one_cpu(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On one usable CPU there is nothing to pin to: the runs are quiet and busy only,
+    instead of a failing benchmark. The twin: two CPUs run all three conditions."""
+    from bench.replay import replay_runs
+
+    def fake(cond: str, rates: str, step: float, out: Path, senders: int) -> dict[str, Any]:
+        return _replay_doc(20_000, 2.0, 15.0)
+
+    monkeypatch.setattr(replay_runs, "one_run", fake)
+    argv = ["--runs", "1", "--out", str(tmp_path / "r.json"), "--md", str(tmp_path / "b.md")]
+    for cpus, expected in (({0}, ["quiet", "busy"]), ({0, 1}, list(replay_runs.REPLAY_CONDITIONS))):
+        monkeypatch.setattr(replay_runs.os, "sched_getaffinity", lambda pid, c=cpus: c)
+        assert replay_runs.main(argv) == 0
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert list(doc["conditions"]) == expected
