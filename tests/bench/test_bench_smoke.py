@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -504,3 +505,33 @@ def test_replay_runs_drop_the_pinned_condition_on_one_cpu(
         assert replay_runs.main(argv) == 0
         doc = json.loads((tmp_path / "r.json").read_text())
         assert list(doc["conditions"]) == expected
+
+
+def test_process_cpu_counts_a_short_burst_to_the_microsecond() -> None:
+    """A child that spins 3 ms between two readings reads as 3 ms or more (10 ms clock ticks
+    would often read it as none). The twin: the same child sleeping between two readings
+    reads as under 2 ms."""
+    from bench.replay.bench_replayer import process_cpu
+
+    code = ("import sys, time\nfor line in sys.stdin:\n"
+            "    if line == 'spin\\n':\n"
+            "        end = time.process_time() + 0.003\n"
+            "        while time.process_time() < end:\n            pass\n"
+            "    sys.stdout.write('done\\n')\n    sys.stdout.flush()\n")
+    with subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None and child.stdin is not None
+
+        def used(command: str) -> float:
+            before = process_cpu(child.pid)
+            child.stdin.write(command + "\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "done\n"
+            time.sleep(0.05)  # the kernel's books closed on the child's last run
+            return process_cpu(child.pid) - before
+
+        used("nap")  # the first exchange pays the child's first reads
+        spun, napped = used("spin"), used("nap")
+        child.stdin.close()
+    assert spun >= 0.003, spun
+    assert 0 <= napped < 0.002, napped
