@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.notary.procs import thread_cpu_seconds  # noqa: E402
 from bench.notary.run import BURNER  # noqa: E402
 from bench.paths import results_path  # noqa: E402
 from replay.model import KIND_REQUEST, WorkloadEvent  # noqa: E402
@@ -159,29 +160,6 @@ def server_argv(kind: str, port: int, conf_dir: Path) -> list[str]:
             + (["--raw"] if kind == "raw" else []))
 
 
-def pinned(cpu: int | None) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that pins the child to ``cpu`` (None: no pinning)."""
-    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds of process ``pid`` so far: its threads' time on a CPU in nanoseconds
-    (Linux ``/proc/PID/task/*/schedstat``), else user plus system time in clock ticks (10 ms
-    each: a short step's few milliseconds may read as none)."""
-    total = 0
-    found = False
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        try:
-            total += int(stat.read_text().split()[0])
-            found = True
-        except (OSError, ValueError, IndexError):  # a thread that has just exited
-            continue
-    if found:
-        return total / 1e9
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def free_port() -> int:
     import socket
 
@@ -242,7 +220,8 @@ def main() -> int:
         os.sched_setaffinity(0, {sender_cpu})  # below get their own or every CPU back
 
     def place(cpu: int | None) -> Callable[[], None]:
-        return pinned(cpu) or (lambda: os.sched_setaffinity(0, all_cpus))
+        """A ``preexec_fn``: the child on ``cpu``, or on every CPU (None)."""
+        return lambda: os.sched_setaffinity(0, all_cpus if cpu is None else {cpu})
 
     # bounded: the burner stops by itself even if this process dies
     burner = (subprocess.Popen([sys.executable, "-c", BURNER, str(BUSY_LIMIT_S)],
@@ -252,6 +231,13 @@ def main() -> int:
     server = subprocess.Popen(server_argv(a.server, port, Path(conf.name)),
                               preexec_fn=place(server_cpu), stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
+
+    def server_cpu_seconds() -> float:
+        got = thread_cpu_seconds(server.pid)
+        if got is None:
+            raise SystemExit("the trivial server exited")
+        return got
+
     # where each process may run, as the kernel has it (recorded with the results)
     affinity = {name: sorted(os.sched_getaffinity(pid)) for name, pid in
                 (("sender", 0), ("burner", burner.pid if burner else None), ("server", server.pid))
@@ -280,14 +266,14 @@ def main() -> int:
                     base["rate"] = rate
                     baseline.append(base)
                     load_before = os.getloadavg()[0]
-                    server_cpu0 = process_cpu(server.pid)
+                    server_cpu0 = server_cpu_seconds()
                     attempt = (asyncio.run(replay_step(url, rate, a.step_seconds,
                                                        Path(tmp) / f"r{int(rate)}.csv"))
                                if a.senders == 1 else
                                replay_step_senders(url, rate, a.step_seconds, Path(tmp),
                                                    a.senders))
                     attempt["server_cpu_us_per_request"] = (
-                        (process_cpu(server.pid) - server_cpu0) / max(1, attempt["sent"]) * 1e6)
+                        (server_cpu_seconds() - server_cpu0) / max(1, attempt["sent"]) * 1e6)
                     attempt["loadavg_1m_before"] = load_before
                     attempt["pacer_only_p99_ms"] = base["p99_ms"]
                     attempts.append(attempt)

@@ -507,11 +507,11 @@ def test_replay_runs_drop_the_pinned_condition_on_one_cpu(
         assert list(doc["conditions"]) == expected
 
 
-def test_process_cpu_counts_a_short_burst_to_the_microsecond() -> None:
+def test_thread_cpu_seconds_counts_a_short_burst_to_the_microsecond() -> None:
     """A child that spins 3 ms between two readings reads as 3 ms or more (10 ms clock ticks
     would often read it as none). The twin: the same child sleeping between two readings
     reads as under 2 ms."""
-    from bench.replay.bench_replayer import process_cpu
+    from bench.notary.procs import thread_cpu_seconds
 
     code = ("import sys, time\nfor line in sys.stdin:\n"
             "    if line == 'spin\\n':\n"
@@ -523,12 +523,14 @@ def test_process_cpu_counts_a_short_burst_to_the_microsecond() -> None:
         assert child.stdout is not None and child.stdin is not None
 
         def used(command: str) -> float:
-            before = process_cpu(child.pid)
+            before = thread_cpu_seconds(child.pid)
             child.stdin.write(command + "\n")
             child.stdin.flush()
             assert child.stdout.readline() == "done\n"
             time.sleep(0.05)  # the kernel's books closed on the child's last run
-            return process_cpu(child.pid) - before
+            after = thread_cpu_seconds(child.pid)
+            assert before is not None and after is not None
+            return after - before
 
         used("nap")  # the first exchange pays the child's first reads
         spun, napped = used("spin"), used("nap")
