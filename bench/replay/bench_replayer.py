@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -209,6 +210,8 @@ def main() -> int:
         loop_name = "asyncio"
     port = free_port()
     load_start = os.getloadavg()
+    if a.server == "haproxy" and shutil.which("haproxy") is None:
+        ap.error("--server haproxy: haproxy is not installed (scripts/install-system-deps)")
     placement = "sender-with-burner" if a.shared_core else a.placement
     all_cpus = os.sched_getaffinity(0)
     usable = sorted(all_cpus)
@@ -228,8 +231,15 @@ def main() -> int:
                                preexec_fn=place(burner_cpu))
               if a.busy else None)
     conf = tempfile.TemporaryDirectory()
-    server = subprocess.Popen(server_argv(a.server, port, Path(conf.name)),
-                              preexec_fn=place(server_cpu), stdout=subprocess.DEVNULL)
+    try:
+        server = subprocess.Popen(server_argv(a.server, port, Path(conf.name)),
+                                  preexec_fn=place(server_cpu), stdout=subprocess.DEVNULL)
+    except BaseException:  # no burner left spinning for its whole deadline
+        if burner is not None:
+            burner.kill()
+            burner.wait(timeout=10)
+        conf.cleanup()
+        raise
     url = f"http://127.0.0.1:{port}"
 
     def server_cpu_seconds() -> float:

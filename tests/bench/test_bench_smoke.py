@@ -537,3 +537,16 @@ def test_thread_cpu_seconds_counts_a_short_burst_to_the_microsecond() -> None:
         child.stdin.close()
     assert spun >= 0.003, spun
     assert 0 <= napped < 0.002, napped
+
+
+def test_replayer_bench_without_haproxy_says_so(tmp_path: Path) -> None:
+    """``--server haproxy`` where haproxy is not on the PATH: a clear error before any
+    process starts and no results file, instead of a traceback."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "replay.json"
+    r = subprocess.run([sys.executable, "bench/replay/bench_replayer.py", "--rates", "400",
+                        "--step-seconds", "0.5", "--attempts", "1", "--server", "haproxy",
+                        "--out", str(out)], capture_output=True, text=True, timeout=120,
+                       cwd=root, env={"PATH": str(tmp_path)})
+    assert r.returncode == 2 and "haproxy is not installed" in r.stderr, r.stderr[-1000:]
+    assert not out.exists()
