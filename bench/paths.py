@@ -107,6 +107,31 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-__all__ = ["BULK", "PER_SITE", "ROOT", "SCRATCH", "bulk_path", "cpu_model", "keep_results",
-           "keep_sections", "recording", "results_path", "write_section"]
+def boot_id() -> str | None:
+    """The kernel's random identity of this boot (``/proc/sys/kernel/random/boot_id``): two
+    records with the same one were taken on the same machine without a restart between them,
+    two with different ones on another machine or after a restart."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
+def machine() -> dict[str, object]:
+    """Where a figure was taken, for a benchmark's record: the CPU, how many, the kernel's
+    build, this boot's identity (:func:`boot_id`) and Python's version."""
+    return {"cpus": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release(),
+            "boot_id": boot_id(), "python": platform.python_version()}
+
+
+def where(record: dict[str, object]) -> str:
+    """``, kernel K, boot B`` from a :func:`machine` record, for a section's sentence on where
+    it ran ('' for a record written before they were kept)."""
+    kernel, boot = record.get("kernel"), record.get("boot_id")
+    return (f", kernel {kernel}" if kernel else "") + (f", boot {str(boot)[:8]}" if boot else "")
+
+
+__all__ = ["BULK", "PER_SITE", "ROOT", "SCRATCH", "boot_id", "bulk_path", "cpu_model",
+           "keep_results", "keep_sections", "machine", "recording", "results_path", "where",
+           "write_section"]
 

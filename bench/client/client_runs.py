@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.notary.run import BURNER  # noqa: E402
-from bench.paths import cpu_model, results_path, write_section  # noqa: E402
+from bench.paths import machine, results_path, where, write_section  # noqa: E402
 
 GOAL = 1.3
 CONDITIONS = ("quiet", "busy")
@@ -186,7 +185,7 @@ def markdown(doc: dict[str, Any]) -> str:
            f"{go['rounds']} rounds per run, run as often per condition in the same alternation, "
            "measured the same way against a real `notary serve` (its bare request is Go's own "
            "TLS connect, legacy request and read). " if go else "")
-        + f"{doc['machine']['cpu']}, {doc['machine']['cpus']} CPUs.",
+        + f"{doc['machine']['cpu']}, {doc['machine']['cpus']} CPUs{where(doc['machine'])}.",
         "",
         "| Client | Figure | Quiet | Busy | Goal |",
         "|---|---|---:|---:|---:|",
@@ -238,8 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "goal": GOAL,
         "runs_per_condition": args.runs,
         "quick": args.quick,
-        "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         **{c: summarise(got[c]) for c in CONDITIONS},
     }
     if any(got_go.values()):

@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.notary import run as notary_run
 from bench.notary.procs import BenchError
-from bench.paths import results_path, write_section
+from bench.paths import results_path, where, write_section
 
 SCENARIOS = ("cached_keepalive", "forced_probes", *notary_run.LOG_SCENARIOS)
 
@@ -137,7 +137,7 @@ def render(doc: dict[str, Any]) -> str:
         "",
         f"Run {doc['started_at']} to {doc['finished_at']} at commit "
         f"{(doc.get('commit') or '?')[:12]} on {doc['machine'].get('nproc')} CPUs "
-        f"({doc['machine'].get('cpu_model')}): {s['runs']} separate runs of "
+        f"({doc['machine'].get('cpu_model')}{where(doc['machine'])}): {s['runs']} separate runs of "
         f"`bench.notary.run` per condition, each {s['trials']} paired trials of {s['seconds']} s "
         f"per scenario and side (the proof-wait trials {max(s['seconds'], 3)} s); *busy* runs a "
         "CPU burner (one process in a busy loop, bounded in time) beside everything. "

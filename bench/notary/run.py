@@ -39,7 +39,7 @@ from bench.notary import report, stime, wrk
 from bench.notary.certs import CertFiles, make_rsa_cert
 from bench.notary.floor import library_handshake_cpu_us, signature_cpu_us
 from bench.notary.procs import BenchError, Processes, cpu_seconds, free_port, http_request
-from bench.paths import keep_sections, results_path
+from bench.paths import boot_id, keep_sections, results_path
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -208,6 +208,8 @@ def machine_info() -> dict[str, Any]:
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "cpu_model": cpu,
         "platform": platform.platform(),
+        "kernel": platform.release(),
+        "boot_id": boot_id(),
         "python": platform.python_version(),
         "wrk": _short(tool_version(["wrk", "-v"]), 2),
         "openssl": _short(tool_version(["openssl", "version"]), 2),

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -29,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.paths import cpu_model, results_path, write_section  # noqa: E402
+from bench.paths import machine, results_path, where, write_section  # noqa: E402
 from bench.replay.ingest import GOAL_COMMAND_RSS_MB, GOAL_FLOWS_PER_S  # noqa: E402
 from bench.replay.replay_runs import CONDITIONS, _commit, _fmt, alternate  # noqa: E402
 from bench.replay.replay_runs import spread as _any_spread  # noqa: E402
@@ -81,7 +79,8 @@ def render(doc: dict[str, Any]) -> str:
         "## Trace ingest over separate runs, quiet and busy",
         "",
         f"Run {doc['started_at']} to {doc['finished_at']} at commit {doc['commit']} on "
-        f"{m['cpus']} CPUs ({m['cpu']}), Python {m['python']}: {doc['runs_per_condition']} "
+        f"{m['cpus']} CPUs ({m['cpu']}{where(m)}), Python {m['python']}: "
+        f"{doc['runs_per_condition']} "
         "separate runs of `bench.replay.ingest_command` per condition, each "
         f"{doc['trials']} trials per layout of the whole `replay workload --jobs 1` command "
         "(a fresh process, `POLARS_MAX_THREADS=1`, not pinned by the benchmark: the command "
@@ -132,8 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         "commit": _commit(), "runs_per_condition": a.runs, "trials": a.trials,
         "scale": a.scale,
-        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         "goal": {"flows_per_cpu_s": GOAL_FLOWS_PER_S, "peak_rss_mb": GOAL_COMMAND_RSS_MB},
         "conditions": {c: aggregate(runs[c]) for c in CONDITIONS},
         "run_results": runs,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.paths import cpu_model, results_path, write_section  # noqa: E402
+from bench.paths import machine, results_path, where, write_section  # noqa: E402
 
 GOAL_RATE = 20_000.0
 GOAL_P99_MS = 10.0
@@ -128,7 +127,7 @@ def render(doc: dict[str, Any]) -> str:
         "## The replayer over separate runs, quiet and busy",
         "",
         f"Run {doc['started_at']} to {doc['finished_at']} at commit {doc['commit']} on "
-        f"{doc['machine']['cpus']} CPUs ({doc['machine']['cpu']}), Python "
+        f"{doc['machine']['cpus']} CPUs ({doc['machine']['cpu']}{where(doc['machine'])}), Python "
         f"{doc['machine']['python']}: {doc['runs_per_condition']} separate runs of "
         f"`bench/replay/bench_replayer.py` per condition (rates {doc['rates']} per second, "
         f"{doc['step_seconds']:g} s each, one attempt per rate, {_senders(doc)} and the trivial "
@@ -224,8 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         "commit": _commit(), "rates": a.rates, "step_seconds": a.step_seconds,
         "runs_per_condition": a.runs, "senders": a.senders,
-        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         "goal": {"rate": GOAL_RATE, "p99_ms": GOAL_P99_MS},
         "conditions": conditions,
         "run_results": runs,

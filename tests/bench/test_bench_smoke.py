@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -505,6 +506,31 @@ def test_replay_runs_drop_the_pinned_condition_on_one_cpu(
         assert replay_runs.main(argv) == 0
         doc = json.loads((tmp_path / "r.json").read_text())
         assert list(doc["conditions"]) == expected
+
+
+def test_runs_records_say_which_machine_and_boot_they_ran_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A runs record names the kernel's build and this boot's identity, and its section says
+    them, so two records can be told apart as one machine or two. The twin: a record written
+    before they were kept renders without them (nothing made up)."""
+    import platform
+
+    from bench.paths import machine, where
+    from bench.replay import replay_runs
+
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    m = machine()
+    assert (m["kernel"], m["boot_id"], m["cpus"]) == (platform.release(), boot, os.cpu_count())
+    assert where(m) == f", kernel {platform.release()}, boot {boot[:8]}"
+    assert where({"cpus": 2, "cpu": "x", "python": "3.11"}) == ""
+    monkeypatch.setattr(replay_runs, "one_run",
+                        lambda cond, rates, step, out, senders: _replay_doc(20_000, 2.0, 15.0))
+    monkeypatch.setattr(replay_runs.os, "sched_getaffinity", lambda pid: {0})
+    md = tmp_path / "b.md"
+    assert replay_runs.main(["--runs", "1", "--out", str(tmp_path / "r.json"),
+                             "--md", str(md)]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["machine"]["boot_id"] == boot
+    assert f"boot {boot[:8]}), Python" in md.read_text()
 
 
 def test_thread_cpu_seconds_counts_a_short_burst_to_the_microsecond() -> None:
