@@ -21,7 +21,10 @@
   language's ``client-libs/<lang>/bench.sh``.
 
 Each suite runs in its own process with a time limit, so one failing suite does not stop the
-others. The exit status is non-zero when a suite that ran failed.
+others. The exit status is non-zero when a suite that ran failed. The run ends with every
+figure against its goal (``bench.summary``) and, unless recording, every figure of the runs
+records against the recorded one (``bench.compare``: within 15% or not, and on which
+machine each was taken).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import summary
+from bench import compare, summary
+from bench.paths import recording
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_TIMEOUT = 600.0  # seconds per suite
@@ -115,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             failed.append(name)
     print("\n== bench summary: every figure against its goal", flush=True)
     print(summary.render(summary.rows()), flush=True)
+    if not recording():  # recording, this run's figures are the recorded ones
+        print("\n== bench against the recorded figures (python -m bench.compare)", flush=True)
+        compare.main([])
     if failed:
         print(f"bench: failed suites: {', '.join(failed)}", file=sys.stderr)
         return 1
