@@ -216,20 +216,35 @@ class Checkpoint:
         return "\n".join([*lines, *self.extensions]) + "\n"
 
 
+MAX_SIZE = 2**64 - 1  # a tree size is an unsigned 64-bit number (C2SP tlog-checkpoint)
+
+
+def parse_size(text: str) -> int | None:
+    """A tree size as a checkpoint and a witness request write it: ASCII digits, no leading
+    zero, at most :data:`MAX_SIZE`; None for anything else (other scripts' digits, which
+    ``int()`` would read, and numbers past ``int()``'s digit limit, which it raises on)."""
+    if not (0 < len(text) <= 20 and text.isascii() and text.isdigit()) or (
+            text != "0" and text.startswith("0")):
+        return None
+    n = int(text)
+    return n if n <= MAX_SIZE else None
+
+
 def parse_checkpoint(text: str) -> Checkpoint:
     lines = text.split("\n")
     if len(lines) < 4 or lines[-1] != "" or any(not x for x in lines[:-1]):
         raise NoteError("a checkpoint has at least three non-empty lines")
     origin, size_text, root_text = lines[:3]
-    if not size_text.isdigit() or (size_text != "0" and size_text.startswith("0")):
-        raise NoteError("checkpoint size is not a decimal number")
+    size = parse_size(size_text)
+    if size is None:
+        raise NoteError("checkpoint size is not a decimal number of at most 64 bits")
     try:
         root = base64.b64decode(root_text, validate=True)
     except binascii.Error as e:
         raise NoteError("checkpoint root hash is not base64") from e
     if len(root) != HASH_SIZE:
         raise NoteError("checkpoint root hash is not 32 bytes")
-    return Checkpoint(origin, int(size_text), root, tuple(lines[3:-1]))
+    return Checkpoint(origin, size, root, tuple(lines[3:-1]))
 
 
 def open_checkpoint(data: bytes, log: Verifier) -> tuple[Checkpoint, Note]:

@@ -44,6 +44,7 @@ from .note import (
     Verifier,
     parse_checkpoint,
     parse_note,
+    parse_size,
     verify_note,
 )
 
@@ -83,9 +84,9 @@ def parse_request(body: bytes) -> Request:
         raise Refusal(400, "no blank line between the proof and the checkpoint")
     lines = head.split(b"\n")
     first = lines[0]
-    if not first.startswith(b"old ") or not first[4:].isdigit() or (
-            len(first) > 5 and first[4:5] == b"0"):
-        raise Refusal(400, "the first line is not 'old <size>'")
+    old = parse_size(first[4:].decode("latin-1")) if first.startswith(b"old ") else None
+    if old is None:
+        raise Refusal(400, "the first line is not 'old <size>' (a size of at most 64 bits)")
     if len(lines) - 1 > MAX_PROOF:
         raise Refusal(400, f"more than {MAX_PROOF} proof hashes")
     proof = []
@@ -97,7 +98,7 @@ def parse_request(body: bytes) -> Request:
         if len(h) != HASH_SIZE:
             raise Refusal(400, "a proof line is not a base64 SHA-256 hash")
         proof.append(h)
-    return Request(int(first[4:]), tuple(proof), note)
+    return Request(old, tuple(proof), note)
 
 
 class WitnessState:

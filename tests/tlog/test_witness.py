@@ -28,7 +28,15 @@ from tlog_support import (
 )
 
 from notary.tlog.log import TileLog
-from notary.tlog.note import Checkpoint, Signer, Verifier, parse_note, verify_note
+from notary.tlog.note import (
+    Checkpoint,
+    NoteError,
+    Signer,
+    Verifier,
+    parse_checkpoint,
+    parse_note,
+    verify_note,
+)
 from notary.tlog.witness import Refusal, parse_request
 
 pytestmark = pytest.mark.timeout(300)
@@ -61,11 +69,27 @@ class Log:
 
 def test_parse_request_bounds() -> None:
     assert parse_request(b"old 0\n\nx").old == 0
+    assert parse_request(b"old 18446744073709551615\n\nx").old == 2**64 - 1
+    # past 64 bits, and past int()'s 4,300-digit limit (a ValueError, once a 500)
     for bad in (b"old 0\nx", b"new 0\n\nx", b"old -1\n\nx", b"old 01\n\nx", b"old 1\nAAAA\n\nx",
-                b"old 1\n" + b"A" * 44 + b"\n\nx", b"x" * 70_000):
+                b"old 1\n" + b"A" * 44 + b"\n\nx", b"x" * 70_000,
+                b"old 18446744073709551616\n\nx", b"old " + b"9" * 5000 + b"\n\nx",
+                b"old \xd9\xa1\n\nx", b"old \n\nx"):
         with pytest.raises(Refusal) as e:
             parse_request(bad)
         assert e.value.status == 400
+
+
+def test_a_checkpoint_size_is_ascii_digits_of_at_most_64_bits() -> None:
+    """Signed or not, a size another implementation would refuse is refused here too: digits
+    of another script (``int()`` reads Arabic-Indic ones), past 64 bits, past ``int()``'s
+    digit limit. The twin: the largest 64-bit size and 0 are read."""
+    root = base64.b64encode(bytes(32)).decode()
+    for size in ("\u0661\u0662", "18446744073709551616", "9" * 5000, "01", "+1", " 1"):
+        with pytest.raises(NoteError):
+            parse_checkpoint(f"{ORIGIN}\n{size}\n{root}\n")
+    for size, n in (("18446744073709551615", 2**64 - 1), ("0", 0)):
+        assert parse_checkpoint(f"{ORIGIN}\n{size}\n{root}\n").size == n
 
 
 def test_every_status_code_of_the_spec(tmp_path: Path) -> None:
