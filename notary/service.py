@@ -78,6 +78,9 @@ class ServiceSettings:
     retry_after: int = 1
     ext_reuse: int = 1  # seconds a nonce-less extended answer may be reused
     ext_answer_entries: int = 100_000
+    # and their bytes: an answer carries its target's history (up to 64 observations, about
+    # 15 KB), so 100,000 of them could hold gigabytes
+    ext_answer_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +168,11 @@ class NotaryService:
         self.probes_started = 0
         self._per_client: dict[str, int] = {}  # flights in progress, by the client that started
         self._ext_signer = ext_signer
-        self._ext_answers: OrderedDict[tuple[str, bytes], tuple[int, int, bytes]] = OrderedDict()
+        # (record key, client-named address, fingerprint) -> (record version, signed at,
+        # status, body): nonce-less answers to cache hits, reused for ``ext_reuse`` seconds
+        self._ext_answers: OrderedDict[tuple[str, str | None, bytes],
+                                       tuple[int, int, int, bytes]] = OrderedDict()
+        self._ext_answer_bytes = 0
         # told of store failures that do not fail a request (the operator's log)
         self.store_failed: Callable[[StoreUnavailable], None] = store.health_failed
         self.on_ca_verdict: Callable[[str], None] = lambda verdict: None  # metrics, if any
@@ -313,8 +320,12 @@ class NotaryService:
         if self.ca is not None and self.ca.decides and (ca_verdict is None or not ca_verdict.ok):
             match = False
         now = int(self._clock())
-        reuse_key = (target.key, fp.digest)
-        if req.nonce is None and found.cache is CacheOutcome.HIT:
+        # the statement names the target as asked, so the address a client named is part of
+        # the key even where the record key leaves it out (an ``ip`` equal to the host)
+        reuse_key = (target.key, None if target.ip is None else target.ip.compressed,
+                     fp.digest)
+        reusable = req.nonce is None and found.cache is CacheOutcome.HIT
+        if reusable:
             cached = self._ext_answers.get(reuse_key)
             if (
                 cached is not None
@@ -322,8 +333,8 @@ class NotaryService:
                 and 0 <= now - cached[1] < self.settings.ext_reuse
             ):
                 self._ext_answers.move_to_end(reuse_key)
-                body = await self._with_proof(req, obs, cached[2])
-                return Answer(200, body, found.cache)
+                body = await self._with_proof(req, obs, cached[3])
+                return Answer(cached[2], body, found.cache)
         stmt = extended.statement(
             target=target, fingerprint=fp, nonce=req.nonce,
             verdict="match" if match else "mismatch", history=found.record.history,
@@ -335,13 +346,24 @@ class NotaryService:
             ),
         )
         body = signer.sign(stmt)
-        if req.nonce is None:
-            self._ext_answers[reuse_key] = (found.record.version, now, body)
-            self._ext_answers.move_to_end(reuse_key)
-            while len(self._ext_answers) > self.settings.ext_answer_entries:
-                self._ext_answers.popitem(last=False)
+        status = 200 if match else 409
+        if reusable:  # only a hit is ever reused, so only a hit's answer is kept
+            self._keep_ext_answer(reuse_key, (found.record.version, now, status, body))
         body = await self._with_proof(req, obs, body)
-        return Answer(200 if match else 409, body, found.cache)
+        return Answer(status, body, found.cache)
+
+    def _keep_ext_answer(self, key: tuple[str, str | None, bytes],
+                         value: tuple[int, int, int, bytes]) -> None:
+        """Keep one reusable answer, the oldest forgotten past the entry and byte bounds."""
+        answers = self._ext_answers
+        old = answers.pop(key, None)
+        if old is not None:
+            self._ext_answer_bytes -= len(old[3])
+        answers[key] = value
+        self._ext_answer_bytes += len(value[3])
+        while answers and (len(answers) > self.settings.ext_answer_entries
+                           or self._ext_answer_bytes > self.settings.ext_answer_bytes):
+            self._ext_answer_bytes -= len(answers.popitem(last=False)[1][3])
 
     async def _with_proof(self, req: ExtRequest, obs: Observation | None, body: bytes) -> bytes:
         """The answer with the log's inclusion proof of the observation it is about, when the

@@ -114,7 +114,12 @@ def parse_request(raw: bytes) -> ExtRequest:
     transparency = doc.get("transparency", False)
     if not isinstance(transparency, bool):
         raise BadInput("transparency must be true or false")
-    return ExtRequest(Target(normalise_host(host), port, ip), fp, nonce, transparency)
+    target = Target(normalise_host(host), port, ip)
+    if ip is not None and ip.compressed == target.host:
+        # the same target as without ``ip`` (one record, one logged entry with ``ip`` null),
+        # yet a statement naming it: two spellings, one of which no log proof can match
+        raise BadInput("ip repeats the host; leave it out")
+    return ExtRequest(target, fp, nonce, transparency)
 
 
 def statement(

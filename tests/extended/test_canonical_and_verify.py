@@ -89,6 +89,9 @@ def test_parse_request_full() -> None:
                     "alg": "sha256", "ip": "192.0.2.7", "nonce": "AAAAAAAAAAA"}).encode()
     )
     assert req.target == Target("example.org", 8443, ip_address("192.0.2.7"))
+    assert extended.parse_request(json.dumps({
+        "host": "192.0.2.8", "port": 443, "fingerprint": SHA256, "ip": "192.0.2.7"}).encode()
+    ).target == Target("192.0.2.8", 443, ip_address("192.0.2.7"))
     assert req.fingerprint.algorithm == "sha256"
     assert req.nonce == "AAAAAAAAAAA"
 
@@ -106,6 +109,10 @@ def test_parse_request_full() -> None:
         {"host": "a.example", "port": 443, "fingerprint": SHA256, "nonce": "AAAA===="},
         {"host": "a.example", "port": 443, "fingerprint": SHA256, "extra": 1},
         {"host": "bad host", "port": 443, "fingerprint": SHA256},
+        # the host itself as ip: the target without ip, spelled so that no statement about
+        # it can match its logged entry (the twin, another address, is in the test above)
+        {"host": "192.0.2.7", "port": 443, "fingerprint": SHA256, "ip": "192.0.2.7"},
+        {"host": "[2001:db8::1]", "port": 443, "fingerprint": SHA256, "ip": "2001:db8:0::1"},
         [1, 2],
     ],
 )

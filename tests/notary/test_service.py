@@ -237,3 +237,62 @@ def test_negative_cache_is_bounded() -> None:
     assert neg.get(("h0", ""), 0.0) is None
     assert neg.get(("h2", ""), 99.9) == "down"
     assert neg.get(("h2", ""), 100.0) is None  # expired at its deadline
+
+
+def _ext_service(identity: Identity, prober: FakeProber, clock: FakeClock,
+                 **settings: object) -> NotaryService:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from notary.service import ExtSigner
+
+    return NotaryService(CachedStore(MemoryStore()), prober, LegacySigner(identity.key),
+                         ServiceSettings(**settings),  # type: ignore[arg-type]
+                         clock, ext_signer=ExtSigner(Ed25519PrivateKey.generate()))
+
+
+async def test_reused_answers_are_hits_only_and_bounded_by_bytes(
+        identity: Identity, prober: FakeProber, clock: FakeClock) -> None:
+    """Only a hit's nonce-less answer is kept (only a hit reuses one), and the kept answers
+    stay under their byte bound however many fingerprints a client sends: each mismatch
+    with a random fingerprint was kept once, 15 KB apiece for a target with a long
+    history. The twin: a repeated hit is served from the kept answer, byte for byte."""
+    from notary.core.extended import ExtRequest
+
+    svc = _ext_service(identity, prober, clock, ext_answer_bytes=4096)
+    good = parse_fingerprint(fp_of(leaf(1)))
+    first = await svc.validate_ext(ExtRequest(T, good, None))  # the probe: a miss
+    assert first.cache is CacheOutcome.MISS and not svc._ext_answers
+    a = await svc.validate_ext(ExtRequest(T, good, None))
+    b = await svc.validate_ext(ExtRequest(T, good, None))
+    assert a.cache is CacheOutcome.HIT and a.body == b.body and len(svc._ext_answers) == 1
+    for n in range(200):  # wrong fingerprints: each a probe, never kept
+        fp = parse_fingerprint(hashlib.sha1(b"%d" % n).hexdigest())
+        assert (await svc.validate_ext(ExtRequest(T, fp, None))).status == 409
+    for n in range(60):  # hits on 60 targets: the oldest forgotten past 4,096 bytes
+        t = Target(f"s{n}.test", 443)
+        await svc.validate_ext(ExtRequest(t, good, None))
+        await svc.validate_ext(ExtRequest(t, good, None))
+    kept = sum(len(v[3]) for v in svc._ext_answers.values())
+    assert kept == svc._ext_answer_bytes <= 4096 and 0 < len(svc._ext_answers) < 60
+
+
+async def test_a_reused_answer_names_the_address_its_client_named(
+        identity: Identity, prober: FakeProber, clock: FakeClock) -> None:
+    """``{host: 127.0.0.1, ip: 127.0.0.1}`` and ``{host: 127.0.0.1}`` share a record but
+    not a statement (one names the address): neither is answered with the other's. The
+    twin: the same request again is answered with the kept statement."""
+    import json
+
+    from notary.core.extended import ExtRequest
+
+    svc = _ext_service(identity, prober, clock)
+    good = parse_fingerprint(fp_of(leaf(1)))
+    named = Target("127.0.0.1", 443, ipaddress.ip_address("127.0.0.1"))
+    plain = Target("127.0.0.1", 443)
+    assert named.key == plain.key
+    await svc.validate_ext(ExtRequest(named, good, None))  # the probe
+    a = await svc.validate_ext(ExtRequest(named, good, None))
+    b = await svc.validate_ext(ExtRequest(plain, good, None))
+    assert json.loads(a.body)["statement"]["target"]["ip"] == "127.0.0.1"
+    assert json.loads(b.body)["statement"]["target"]["ip"] is None
+    assert (await svc.validate_ext(ExtRequest(named, good, None))).body == a.body
