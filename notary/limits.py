@@ -200,8 +200,11 @@ class ConnectionCap:
 class ProbeLimitedProber:
     """A :class:`Prober` that charges each live probe to the requesting client's bucket.
 
-    The check runs before the first suspension point, so a refused probe never becomes a
-    flight that other requests could join.
+    The charge is :meth:`admit`, which the validation service calls synchronously before it
+    makes the probe a flight: a refused probe never becomes a flight that other clients'
+    requests could join (a check inside the flight's task ran a loop step later, and a
+    request for the same target arriving in that step joined it and got the first
+    client's 429). :meth:`probe` itself charges nothing.
     """
 
     def __init__(
@@ -211,10 +214,14 @@ class ProbeLimitedProber:
         self.limiter = limiter
         self._clock = clock
 
-    async def probe(self, target: Target) -> ProbeResult:
+    def admit(self) -> None:
+        """Charge one live probe to the client of this request (:data:`CLIENT`), or raise
+        :class:`RateLimited`."""
         client = CLIENT.get()
         if client is not None:
             self.limiter.check(client, self._clock())
+
+    async def probe(self, target: Target) -> ProbeResult:
         return await self._inner.probe(target)
 
 

@@ -160,6 +160,9 @@ class NotaryService:
         self.tlog = tlog
         self.ca = ca
         self._prober = prober
+        # a prober that charges clients for probes (notary.limits.ProbeLimitedProber) does it
+        # here, synchronously, so that no other request can join a probe it refuses
+        self._admit: Callable[[], None] | None = getattr(prober, "admit", None)
         self._signer = signer
         self.settings = settings
         self._clock = clock
@@ -388,6 +391,8 @@ class NotaryService:
                 f"all {self.settings.max_probes} probe slots are busy; retry shortly",
                 self.settings.retry_after,
             )
+        if self._admit is not None:
+            self._admit()  # the prober's own charge (its per-client rate), before the flight
         client = CLIENT.get()
         if client is not None:
             self._charge(client)

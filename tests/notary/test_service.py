@@ -296,3 +296,40 @@ async def test_a_reused_answer_names_the_address_its_client_named(
     assert json.loads(a.body)["statement"]["target"]["ip"] == "127.0.0.1"
     assert json.loads(b.body)["statement"]["target"]["ip"] is None
     assert (await svc.validate_ext(ExtRequest(named, good, None))).body == a.body
+
+
+async def test_a_client_over_its_probe_rate_fails_alone(
+        identity: Identity, prober: FakeProber, clock: FakeClock) -> None:
+    """A client whose probe bucket is empty and a client asking about the same target in the
+    same loop step: the first gets its 429, the second its own probe (the charge once ran
+    inside the flight's task, a step later, and the second joined the flight and got the
+    first's 429). The twin: the first client's next probe is refused again."""
+    import contextvars
+
+    from notary.errors import RateLimited
+    from notary.limits import CLIENT, ProbeLimitedProber, RateLimiter
+
+    limiter = RateLimiter(rate=0.001, burst=1)
+    limiter.check("192.0.2.66", 0.0)  # the attacker's bucket: empty
+    limited = ProbeLimitedProber(prober, limiter, clock=lambda: 0.0)
+    svc = NotaryService(CachedStore(MemoryStore()), limited, LegacySigner(identity.key),
+                        ServiceSettings(), clock)
+    good = parse_fingerprint(fp_of(leaf(1)))
+
+    def as_client(addr: str) -> contextvars.Context:
+        ctx = contextvars.copy_context()
+        ctx.run(CLIENT.set, addr)
+        return ctx
+
+    prober.gate.clear()
+    loop = asyncio.get_running_loop()
+    attacker = loop.create_task(svc.validate(T, good), context=as_client("192.0.2.66"))
+    victim = loop.create_task(svc.validate(T, good), context=as_client("198.51.100.7"))
+    await asyncio.sleep(0)
+    prober.gate.set()
+    results = await asyncio.gather(attacker, victim, return_exceptions=True)
+    assert isinstance(results[0], RateLimited)
+    assert not isinstance(results[1], BaseException) and results[1].status == 200
+    with pytest.raises(RateLimited):
+        await loop.create_task(svc.validate(Target("b.test", 443), good),
+                               context=as_client("192.0.2.66"))

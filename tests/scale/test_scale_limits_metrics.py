@@ -346,13 +346,15 @@ async def test_probe_limiter_needs_no_client_outside_requests() -> None:
 
     inner = CountingProber()
     limited = ProbeLimitedProber(inner, RateLimiter(rate=0.001, burst=1), clock=lambda: 0.0)
-    await limited.probe(Target("a.test", 443))  # no client: not charged
+    limited.admit()  # no client: not charged
+    limited.admit()
     await limited.probe(Target("a.test", 443))
     token = CLIENT.set("192.0.2.1")
     try:
-        await limited.probe(Target("a.test", 443))
+        limited.admit()
         with pytest.raises(RateLimited):
-            await limited.probe(Target("a.test", 443))
+            limited.admit()
+        await limited.probe(Target("a.test", 443))  # the charge is admit's alone
     finally:
         CLIENT.reset(token)
-    assert inner.probes == 3
+    assert inner.probes == 2
