@@ -57,6 +57,10 @@ _SERVE_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--probe-timeout", {"type": float, "metavar": "SECONDS",
                          "help": "connect+handshake timeout (default 2)"}),
     ("--max-probes", {"type": int, "help": "concurrent live probes (default 256)"}),
+    ("--resolver-threads", {"type": int, "metavar": "N",
+                            "help": "system name lookups in progress at once; one client "
+                            "address and network hold at most their --client-share and "
+                            "--group-share of them (default 16)"}),
     ("--client-share", {"type": float, "metavar": "FRACTION",
                         "help": "largest fraction of the probe slots and of the relay tunnels "
                         "one client address (IPv6: its /64) may hold at once (default 0.25; "

@@ -36,6 +36,7 @@ class Settings:
     hosts_file: Path | None = None
     probe_timeout: float = 2.0
     max_probes: int = 256
+    resolver_threads: int = 16  # system name lookups in progress at once (notary/resolve.py)
     recheck_after: int = 86_400
     negative_ttl: float = 60.0
     lru_entries: int = 100_000
@@ -147,6 +148,7 @@ class Settings:
             "workers": self.workers,
             "probe_timeout": self.probe_timeout,
             "max_probes": self.max_probes,
+            "resolver_threads": self.resolver_threads,
             "lru_entries": self.lru_entries,
             "max_body": self.max_body,
             "body_timeout": self.body_timeout,
@@ -161,6 +163,8 @@ class Settings:
             raise BadConfig("recheck_after and negative_ttl must not be negative")
         if self.workers > 64:
             raise BadConfig("workers must be at most 64")
+        if self.resolver_threads > 1024:
+            raise BadConfig("resolver_threads must be at most 1024")
         if self.rate_limit < 0 or self.max_connections < 0 or self.probe_rate_limit < 0:
             raise BadConfig(
                 "rate_limit, probe_rate_limit and max_connections must not be negative"

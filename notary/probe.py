@@ -218,20 +218,28 @@ class TLSProber:
         self._ctx = ctx or client_context()
 
     async def probe(self, target: Target) -> ProbeResult:
+        resolved: list[bool] = []  # set once the name has its addresses
         try:
             async with asyncio.timeout(self._timeout):
-                return await self._probe(target)
+                return await self._probe(target, resolved)
         except TimeoutError as exc:
+            if not resolved:
+                # nothing was tried: the notary's resolver is slow, which says nothing about
+                # the target (so it is not remembered as unreachable)
+                raise ResolverBusy(
+                    f"{target.location}: the name did not resolve within {self._timeout:g} s"
+                ) from exc
             raise TargetUnreachable(
                 f"{target.location}: no TLS handshake within {self._timeout:g} s"
             ) from exc
 
-    async def _probe(self, target: Target) -> ProbeResult:
+    async def _probe(self, target: Target, resolved: list[bool]) -> ProbeResult:
         client_named = target.ip is not None or target.host_is_ip
         try:
             addrs = [target.ip] if target.ip is not None else await self._resolver.resolve(
                 target.host
             )
+            resolved.append(True)
         except ResolverBusy:
             raise
         except TargetUnreachable as exc:

@@ -47,6 +47,7 @@ from notary.errors import (
 )
 from notary.limits import CLIENT, group_key
 from notary.probe import Prober, ProbeResult
+from notary.resolve import ResolverBusy
 from notary.store.base import TargetRecord
 from notary.store.lru import CachedStore
 from notary.tlog.entry import Entry
@@ -451,6 +452,8 @@ class NotaryService:
     ) -> tuple[TargetRecord, ProbeResult]:
         try:
             result = await self._prober.probe(target)
+        except ResolverBusy:
+            raise  # the notary's resolver was busy or slow: nothing is known of the target
         except TargetUnreachable as exc:
             self.negative.put(key, self._clock() + self.settings.negative_ttl, exc.message)
             raise

@@ -53,6 +53,7 @@ from notary.limits import (
     ProbeLimitedProber,
     RateLimiter,
     client_key,
+    group_key,
     share,
 )
 from notary.metrics import Metrics, TimedProber
@@ -514,7 +515,11 @@ def build_resolver(settings: Settings) -> Resolver:
         static.setdefault(name, [])
         if ip not in static[name]:
             static[name].insert(0, ip)
-    return Resolver(static)
+    # a lookup is charged to the client whose request started it (notary/resolve.py)
+    threads = settings.resolver_threads
+    return Resolver(static, threads=threads, owner=CLIENT.get, group=group_key,
+                    per_client=share(threads, settings.client_share),
+                    per_group=share(threads, settings.group_share))
 
 
 def create_app(

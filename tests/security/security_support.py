@@ -252,9 +252,12 @@ def read_to_eof(sock: socket.socket, limit: int = 1 << 20) -> bytes:
 
 
 def exchange(port: int, request: bytes, *, tls: bool = True, timeout: float = 30.0,
-             host: str = "127.0.0.1") -> Reply:
+             host: str = "127.0.0.1", source: str | None = None) -> Reply:
+    """One request on a new connection (from ``source``, another loopback address, to be
+    another client)."""
     t0 = time.monotonic()
-    raw = socket.create_connection((host, port), timeout=timeout)
+    raw = socket.create_connection((host, port), timeout=timeout,
+                                   source_address=None if source is None else (source, 0))
     sock: socket.socket = raw
     try:
         if tls:
