@@ -430,6 +430,15 @@ class Monitor:
         target = Target(host, int(doc["port"]), ip)
         info = {"index": idx, "host": host, "port": target.port, "ip": doc.get("ip"),
                 "logged_sha256": doc["sha256"]}
+        if ip is not None:
+            # what an address some client named presented for the name: any client can name
+            # any address (its own server included), so it says nothing about the name's own
+            # servers and is neither probed from here nor an alert
+            events.append(Event("info", "client-named-address", f"entry {idx} "
+                                f"{target.location} at {ip.compressed}: an address a client "
+                                f"named presented {doc['sha256']}; not checked (it is not "
+                                "the name's own resolution)", info))
+            return
         try:
             seen = colon_hex(await self.probe(target))
         except NotaryError as exc:

@@ -73,6 +73,32 @@ def reopen(ca: trustme.CA, port: int) -> Site:
     return tls_site(ca, port=port)
 
 
+def test_an_address_a_client_named_is_never_an_alert(ca: trustme.CA, tmp_path: Path) -> None:
+    """Any client can have the notary log what an address of its choosing (its own server)
+    presents for a watched name; the monitor reports such an entry as information, names the
+    address, and does not connect to it. The twin: the same certificate change on the name's
+    own resolution is an alert."""
+    named, own = tls_site(ca), tls_site(ca)
+    with notary(tmp_path / "n") as n:
+        vkey = n.vkey()
+        assert n.ask("site.test", named.port, named.sha256, ip="127.0.0.1")[0] == 200
+        assert n.ask("site.test", own.port, own.sha256)[0] == 200
+        assert wait_for(lambda: checkpoint_size(n.get("/log/checkpoint")[1]) >= 2)
+        for s in (named, own):  # both now present another certificate
+            s.close()
+        named2, own2 = reopen(ca, named.port), reopen(ca, own.port)
+        rc, ev, err = run_monitor(n.url + "/log", vkey, "--watch", "site.test", *PROBE)
+        assert rc == 1, (ev, err)
+        (info,) = [e for e in ev if e["kind"] == "client-named-address"]
+        assert info["severity"] == "info" and info["ip"] == "127.0.0.1"
+        assert info["port"] == named.port and "at 127.0.0.1" in info["message"]
+        (alert,) = [e for e in ev if e["severity"] == "alert"]
+        assert alert["kind"] == "unseen-certificate" and alert["port"] == own.port
+        assert "seen_sha256" not in info  # not probed from here
+        named2.close()
+        own2.close()
+
+
 def test_watched_entries_are_reprobed(ca: trustme.CA, tmp_path: Path) -> None:
     a, b = tls_site(ca), tls_site(ca)
     with notary(tmp_path / "n", "--resolve", "other.test=127.0.0.1") as n:
