@@ -54,7 +54,7 @@ from notary.errors import (
     TargetRefused,
     TargetUnreachable,
 )
-from notary.limits import RateLimiter, client_key, group_key, share
+from notary.limits import CLIENT, RateLimiter, client_key, group_key, share
 from notary.probe import MAX_ADDRESSES
 from notary.proxyproto import Network, ProxyHeaderError, is_trusted, read_header_stream
 from notary.resolve import Resolver
@@ -266,6 +266,7 @@ class Relay:
             if announced is not None:
                 address = announced[0]
         client = client_key(address)
+        CLIENT.set(client)  # name lookups this tunnel starts are charged to it (notary/resolve.py)
         group = group_key(client)
         mine = _hold(self._per_client, client)
         ours = _hold(self._per_group, group)

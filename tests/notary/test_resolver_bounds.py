@@ -182,3 +182,35 @@ async def test_the_service_remembers_unreachable_targets_but_not_a_busy_resolver
     with pytest.raises(TargetUnreachable):
         await svc.validate(t, fp)
     assert svc.negative.get(t.key, 1000.0) is not None
+
+
+async def test_the_relays_lookups_are_charged_to_the_connecting_client(dns: SlowDNS) -> None:
+    """A relay CONNECT to a name is looked up as its client's (so one client's stuck names
+    cannot take every relay lookup); the twin, a lookup outside any connection, is
+    nobody's."""
+    from notary.core.addrpolicy import AddressPolicy, parse_networks
+    from notary.limits import CLIENT, group_key
+    from notary.relay import Relay, RelaySettings
+
+    owners: list[str | None] = []
+
+    def owner() -> str | None:
+        owners.append(CLIENT.get())
+        return owners[-1]
+
+    r = Resolver(owner=owner, group=group_key, threads=16, per_client=4)
+    relay = Relay(RelaySettings(connect_timeout=0.3, head_timeout=2), r,
+                  AddressPolicy(parse_networks(["127.0.0.0/8"])), [("127.0.0.1", 0)])
+    await relay.start()
+    try:
+        host, port = relay.addresses[0]
+        reader, writer = await asyncio.open_connection(host, port, local_addr=("127.0.0.3", 0))
+        writer.write(b"CONNECT fast.notary.test:4242 HTTP/1.1\r\n\r\n")
+        await writer.drain()
+        await asyncio.wait_for(reader.readline(), 5)
+        writer.close()
+        assert owners == ["127.0.0.3"]
+        await r.resolve("fast.elsewhere.test")
+        assert owners == ["127.0.0.3", None]
+    finally:
+        await relay.close()
