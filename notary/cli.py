@@ -23,7 +23,7 @@ from notary.ca.verify import load_certificate
 from notary.config import Settings, load_toml, parse_listen
 from notary.core import extended
 from notary.core.addrpolicy import AddressPolicy, parse_networks
-from notary.core.fingerprint import colon_hex
+from notary.core.fingerprint import CertDigests, colon_hex
 from notary.core.target import Target, normalise_host, parse_ip, parse_port
 from notary.errors import BadConfig, BadData, BadInput, NotaryError
 from notary.probe import TLSProber
@@ -572,8 +572,8 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     prober = TLSProber(build_resolver(S(resolve=args.resolve)),
                        AddressPolicy(parse_networks(args.allow_target)), args.probe_timeout)
 
-    async def probe(target: Target) -> bytes:
-        return (await prober.probe(target)).digests.sha256
+    async def probe(target: Target) -> CertDigests:
+        return (await prober.probe(target)).digests
 
     settings = monitor.Settings(args.url, log, witnesses, need, args.state, args.watch,
                                 args.peer_checkpoint, args.timeout)

@@ -17,12 +17,14 @@ log grows with what the notary commits to, not with its traffic.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from notary.core.canonical import canonical_json
 from notary.core.fingerprint import colon_hex
-from notary.core.target import Target
+from notary.core.target import Target, normalise_host, parse_ip
+from notary.errors import BadInput
 
 ENTRY_TYPE = "converge-observation/1"
 
@@ -64,15 +66,42 @@ class Entry:
         return canonical_json(self.to_json())
 
 
+MEMBERS = frozenset({"type", "host", "port", "ip", "sha256", "sha1", "observed_at"})
+MAX_ENTRY_BYTES = 4096  # a host name is at most 253 bytes: an entry is well under 1 KB
+_COLON_HEX = {n: re.compile(f"(?:[0-9A-F]{{2}}:){{{n - 1}}}[0-9A-F]{{2}}") for n in (20, 32)}
+
+
 def decode(data: bytes) -> dict[str, Any]:
-    """Parse an entry for a monitor (raises ValueError on anything but an entry object)."""
-    doc = json.loads(data)
+    """An entry exactly as the notary logs them (:meth:`Entry.encode`), for a monitor: every
+    member present and of its form, nothing else, in canonical form. Anything else raises
+    ValueError (its message says why), whatever in it a parser would choke on: a notary that
+    logs something else is misbehaving, and a monitor must say so rather than skip it."""
+    if len(data) > MAX_ENTRY_BYTES:
+        raise ValueError(f"longer than {MAX_ENTRY_BYTES} bytes")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # RecursionError: deeply nested brackets
+        raise ValueError(f"not JSON ({type(exc).__name__})") from exc
     if not isinstance(doc, dict) or doc.get("type") != ENTRY_TYPE:
-        raise ValueError("not a converge-observation/1 entry")
-    for name, kind in (("host", str), ("port", int), ("sha256", str), ("sha1", str),
-                       ("observed_at", int)):
-        if not isinstance(doc.get(name), kind) or isinstance(doc.get(name), bool):
-            raise ValueError(f"entry field {name} is missing or of the wrong type")
-    if doc.get("ip") is not None and not isinstance(doc["ip"], str):
-        raise ValueError("entry field ip must be a string or null")
+        raise ValueError(f"not a {ENTRY_TYPE} entry")
+    if set(doc) != MEMBERS:
+        raise ValueError(f"members {sorted(doc)}, not {sorted(MEMBERS)}")
+    host, port, ip, at = doc["host"], doc["port"], doc["ip"], doc["observed_at"]
+    try:
+        if not isinstance(host, str) or normalise_host(host) != host:
+            raise ValueError("host is not a normalised host name or address")
+    except BadInput as exc:
+        raise ValueError(f"host: {exc.message}") from exc
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise ValueError("port is not an integer from 1 to 65535")
+    if ip is not None and (not isinstance(ip, str) or (a := parse_ip(ip)) is None
+                           or a.compressed != ip or ip == host):
+        raise ValueError("ip is neither null nor an address other than the host")
+    for name, size in (("sha256", 32), ("sha1", 20)):
+        if not isinstance(doc[name], str) or not _COLON_HEX[size].fullmatch(doc[name]):
+            raise ValueError(f"{name} is not {size} bytes of upper-case colon hex")
+    if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+        raise ValueError("observed_at is not a non-negative integer")
+    if canonical_json(doc) != data:
+        raise ValueError("not in canonical form (RFC 8785)")
     return doc

@@ -38,7 +38,7 @@ from typing import Any
 
 import aiohttp
 
-from notary.core.fingerprint import colon_hex
+from notary.core.fingerprint import CertDigests, colon_hex
 from notary.core.target import Target, parse_ip
 from notary.errors import NotaryError
 
@@ -67,8 +67,8 @@ from .tiles import (
 EXIT_OK, EXIT_DETECTED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 KEEP_ROOTS = 256  # sizes and roots remembered for split-view checks
 
-# probe(target) -> the SHA-256 of the leaf certificate the monitor sees (raises NotaryError)
-Probe = Callable[[Target], Awaitable[bytes]]
+# probe(target) -> the digests of the leaf certificate the monitor sees (raises NotaryError)
+Probe = Callable[[Target], Awaitable[CertDigests]]
 
 
 @dataclass(frozen=True)
@@ -418,10 +418,19 @@ class Monitor:
     async def _entry(self, idx: int, data: bytes, events: list[Event]) -> None:
         self.entries_checked += 1
         try:
+            await self._check_entry(idx, data, events)
+        except Exception as exc:  # noqa: BLE001 - one entry's bytes never end the pass
+            events.append(Event("alert", "bad-entry", f"entry {idx} could not be checked: "
+                                f"{type(exc).__name__}: {exc}", {"index": idx}))
+
+    async def _check_entry(self, idx: int, data: bytes, events: list[Event]) -> None:
+        try:
             doc = decode_entry(data)
         except ValueError as exc:
-            events.append(Event("warning", "bad-entry", f"entry {idx} is not an observation: "
-                                f"{exc}", {"index": idx}))
+            # the log holds only observations as the notary encodes them; a client checks
+            # only some members of an entry, so anything else may be a lie told to clients
+            events.append(Event("alert", "bad-entry", f"entry {idx} is not an observation as "
+                                f"the notary logs them: {exc}", {"index": idx}))
             return
         host = str(doc["host"]).lower()
         if host not in self.watch or self.probe is None:
@@ -440,15 +449,19 @@ class Monitor:
                                 "the name's own resolution)", info))
             return
         try:
-            seen = colon_hex(await self.probe(target))
+            digests = await self.probe(target)
         except NotaryError as exc:
             events.append(Event("warning", "probe-failed", f"entry {idx} {target.location}: "
                                 f"cannot check it from here: {exc.message}", info))
             return
-        if seen != doc["sha256"]:
+        seen, seen1 = colon_hex(digests.sha256), colon_hex(digests.sha1)
+        if seen != doc["sha256"] or seen1 != doc["sha1"]:
+            # both digests: a client asking by SHA-1 checks only the entry's sha1
             events.append(Event("alert", "unseen-certificate", f"entry {idx} says "
-                                f"{target.location} presents {doc['sha256']}; from here it "
-                                f"presents {seen}", {**info, "seen_sha256": seen}))
+                                f"{target.location} presents {doc['sha256']} (SHA-1 "
+                                f"{doc['sha1']}); from here it presents {seen} (SHA-1 "
+                                f"{seen1})", {**info, "seen_sha256": seen,
+                                              "logged_sha1": doc["sha1"], "seen_sha1": seen1}))
         else:
             events.append(Event("info", "watched-ok", f"entry {idx} {target.location}: the "
                                 "logged certificate is the one seen from here", info))

@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trustme
@@ -342,3 +343,73 @@ def test_one_key_may_not_be_two_witnesses() -> None:
     with pytest.raises(NoteError, match="already named"):
         parse_witnesses([log_as_witness.vkey()], same_log)
     assert [v.name for v in parse_witnesses([a, b], log)] == ["w.test/a", "w.test/b"]
+
+
+def test_entries_a_client_would_only_half_check_are_alerts(ca: trustme.CA,
+                                                           tmp_path: Path) -> None:
+    """A notary's own log, signed by its key, holding what clients accept but the notary
+    never logs: an entry whose SHA-1 is a lie beside the genuine SHA-256 (a client asking by
+    SHA-1 checks only the SHA-1), one without its SHA-1 and time, one with a time in a
+    string, one of 4,000 nested brackets (json.loads: RecursionError), one with port 70,000 (the probe's connect raised
+    OverflowError). Each is an alert and the pass goes on; the twin, the genuine entry, is
+    watched-ok."""
+    import ssl
+
+    from notary.core.canonical import canonical_json
+    from notary.core.fingerprint import colon_hex
+
+    site = tls_site(ca)
+    der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", site.port)))
+    sha1, sha256 = hashlib.sha1(der).digest(), hashlib.sha256(der).digest()
+    genuine = Entry("site.test", site.port, None, sha256, sha1, 1795324044)
+    lie = Entry("site.test", site.port, None, sha256, hashlib.sha1(b"lie").digest(), 1795324044)
+    partial = {"type": "converge-observation/1", "host": "site.test", "port": site.port,
+               "ip": None, "sha256": colon_hex(sha256)}
+    entries = [genuine.encode(), lie.encode(), canonical_json(partial),
+               canonical_json({**genuine.to_json(), "observed_at": "1"}), b"[" * 4000,
+               canonical_json({**genuine.to_json(), "port": 70000})]
+    signer = Signer("hostile.test/log", Ed25519PrivateKey.generate())
+    tl = TileLog(tmp_path / "log.sqlite3", signer.name)
+    for i, data in enumerate(entries):
+        tl.enqueue(f"entry {i}", data)
+    assert tl.sequence(signer) is not None
+    export_log(tl, tmp_path / "files")
+    tl.close()
+    try:
+        with static_log(tmp_path / "files") as url:
+            rc, ev, err = run_monitor(url, signer.verifier.vkey(), "--watch", "site.test",
+                                      *PROBE)
+    finally:
+        site.close()
+    assert rc == 1 and "Traceback" not in err, err
+    assert [e["index"] for e in ev if e["kind"] == "watched-ok"] == [0]
+    (lied,) = [e for e in ev if e["kind"] == "unseen-certificate"]
+    assert lied["index"] == 1 and lied["logged_sha1"] == colon_hex(lie.sha1)
+    assert lied["seen_sha1"] == colon_hex(sha1) and lied["seen_sha256"] == colon_hex(sha256)
+    bad = [e for e in ev if e["kind"] == "bad-entry"]
+    assert [e["index"] for e in bad] == [2, 3, 4, 5] and {e["severity"] for e in bad} == {
+        "alert"}
+    assert "members" in bad[0]["message"] and "observed_at" in bad[1]["message"]
+    assert "not JSON" in bad[2]["message"] and "port" in bad[3]["message"]
+
+
+@pytest.mark.parametrize("change", [
+    {"sha256": "ab" * 32}, {"sha1": "AB" * 20}, {"host": "Site.Test"}, {"ip": "127.0.0.1"},
+    {"ip": "site.test"}, {"port": True}, {"port": 0}, {"observed_at": -1},
+    {"observed_at": 1.5}, {"extra": 1}, {"host": "a" * 4000 + ".test"},
+])
+def test_only_the_notarys_own_encoding_is_an_entry(change: dict[str, Any]) -> None:
+    """Each change makes an entry the notary never writes; the twins: its own encodings,
+    with and without an ip, decode."""
+    import json
+
+    from notary.tlog.entry import decode
+
+    e = Entry("127.0.0.1", 443, None, bytes(32), bytes(20), 1)
+    named = Entry("site.test", 443, "127.0.0.1", bytes(32), bytes(20), 1)
+    assert decode(e.encode())["host"] == "127.0.0.1" and decode(named.encode())["ip"]
+    doc = {**(named if "ip" not in change else e).to_json(), **change}
+    with pytest.raises(ValueError):  # canonical as far as JSON goes: only the change is wrong
+        decode(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+    with pytest.raises(ValueError, match="canonical"):
+        decode(named.encode().replace(b",", b", "))
