@@ -200,3 +200,52 @@ def test_verify_server_and_fetch(
     assert v and der == pki["target"].der
     v, _ = verify_server("127.0.0.1", target.port, config=distrusting)
     assert not v
+
+
+def test_no_byte_moves_before_converge_answers_without_an_explicit_handshake(
+        distrusting: Client, trusting: Client, target: TlsTarget) -> None:
+    """OpenSSL completes a handshake not yet done inside the first read or write: a socket
+    wrapped with ``do_handshake_on_connect=False`` and a memory BIO written before
+    ``do_handshake`` once exchanged data with a peer converge had never checked. Each data
+    method now does the handshake and the check first. The twin: a trusted peer's data
+    flows on both paths."""
+    for client, trusted in ((distrusting, False), (trusting, True)):
+        ctx = converge_ssl_context(client)
+        with (socket.create_connection(("127.0.0.1", target.port), timeout=5) as raw,
+              ctx.wrap_socket(raw, server_hostname="127.0.0.1",
+                              do_handshake_on_connect=False) as s):
+            if not trusted:
+                for op in (lambda: s.sendall(b"GET / HTTP/1.0\r\n\r\n"), lambda: s.recv(10),
+                           lambda: s.write(b"x"), lambda: s.read(10)):
+                    with pytest.raises(NotTrusted):
+                        op()
+                assert s.converge_verdict is None
+                continue
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+            assert data.endswith(b"hello") and s.converge_verdict
+        # the memory BIO: write first, pumping the handshake's bytes by hand
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = converge_ssl_context(client, port=target.port).wrap_bio(
+            incoming, outgoing, server_hostname="127.0.0.1")
+        with socket.create_connection(("127.0.0.1", target.port), timeout=5) as raw:
+            got: bytes | Exception = b""
+            for _ in range(50):
+                try:
+                    obj.write(b"GET / HTTP/1.0\r\n\r\n")
+                    break
+                except ssl.SSLWantReadError:
+                    raw.sendall(outgoing.read())
+                    incoming.write(raw.recv(65536))
+                except NotTrusted as exc:
+                    got = exc
+                    break
+            if trusted:
+                raw.sendall(outgoing.read())
+                assert obj.converge_verdict and got == b""
+            else:
+                assert isinstance(got, NotTrusted) and obj.converge_verdict is None
+                with pytest.raises(NotTrusted):
+                    obj.read(10)

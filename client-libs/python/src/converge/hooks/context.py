@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import ssl
 from collections.abc import Iterator
+from typing import Any
 
 from ..client import Client, ConfigArg, Verdict, get_client
 from ..errors import NotTrusted
@@ -57,9 +58,46 @@ def _check_peer(ctx: ssl.SSLContext, der: bytes | None, host: str, port: int) ->
 
 
 class ConvergeSSLSocket(ssl.SSLSocket):
-    """An :class:`ssl.SSLSocket` that asks converge after its client handshake."""
+    """An :class:`ssl.SSLSocket` that asks converge after its client handshake.
+
+    No byte goes either way before converge has answered: OpenSSL would complete a handshake
+    not yet done inside the first read or write (``do_handshake_on_connect=False``), so every
+    data method first does the handshake, and the check, itself. A connection converge does
+    not trust raises :class:`NotTrusted` at each of them."""
 
     converge_verdict: Verdict | None = None
+
+    def _converge_first(self) -> None:
+        if self.converge_verdict is None and not self.server_side:
+            self.do_handshake()
+
+    def read(self, len: int = 1024, buffer: Any = None) -> Any:  # noqa: A002
+        self._converge_first()
+        return super().read(len, buffer)
+
+    def write(self, data: Any) -> int:
+        self._converge_first()
+        return super().write(data)
+
+    def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
+        self._converge_first()
+        return super().recv(buflen, flags)
+
+    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
+        self._converge_first()
+        return super().recv_into(buffer, nbytes, flags)
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        self._converge_first()
+        return super().send(data, flags)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self._converge_first()
+        super().sendall(data, flags)
+
+    def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
+        self._converge_first()
+        return super().sendfile(file, offset, count)
 
     def do_handshake(self, block: bool = False) -> None:
         super().do_handshake(block)
@@ -79,9 +117,22 @@ class ConvergeSSLSocket(ssl.SSLSocket):
 class ConvergeSSLObject(ssl.SSLObject):
     """An :class:`ssl.SSLObject` (memory BIO: asyncio, anyio) that asks converge after its
     client handshake. It cannot see its peer: the port is the announced origin's
-    (:func:`origin`) or the context's explicit ``converge_port``."""
+    (:func:`origin`) or the context's explicit ``converge_port``. As the socket does, it
+    reads and writes nothing before converge has answered (a ``write`` before
+    ``do_handshake`` does the handshake first, raising ``SSLWantReadError`` until the peer's
+    bytes are in)."""
 
     converge_verdict: Verdict | None = None
+
+    def read(self, len: int = 1024, buffer: Any = None) -> Any:  # noqa: A002
+        if self.converge_verdict is None and not self.server_side:
+            self.do_handshake()
+        return super().read(len, buffer)
+
+    def write(self, data: Any) -> int:
+        if self.converge_verdict is None and not self.server_side:
+            self.do_handshake()
+        return super().write(data)
 
     def do_handshake(self) -> None:
         super().do_handshake()
