@@ -5,7 +5,7 @@ package converge
 // Checkpoints are c2sp.org/signed-note notes opened with golang.org/x/mod/sumdb/note (the
 // log's key through note.NewVerifier, the witnesses' timestamped cosignatures of
 // c2sp.org/tlog-cosignature through cosignatureVerifier); the inclusion proof is checked
-// with golang.org/x/mod/sumdb/tlog (RecordHash, CheckRecord).
+// with our own RFC 9162 loop (checkInclusion) over golang.org/x/mod/sumdb/tlog's hashes.
 
 import (
 	"bytes"
@@ -274,7 +274,10 @@ func (p *LogPolicy) OpenCheckpoint(text string) (*LogProof, error) {
 	if lines[0] != p.Log.Name {
 		return nil, logFail(RejectLogCheckpoint, "checkpoint: origin %.80q is not the log's", lines[0])
 	}
-	size, _ := strconv.ParseInt(lines[1], 10, 64)
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil {
+		return nil, logFail(RejectLogCheckpoint, "checkpoint: the size is beyond 2^63-1")
+	}
 	out := &LogProof{Log: lines[0], TreeSize: size, Root: root, CosignedBy: []string{}}
 	if len(p.Witnesses) > 0 {
 		vs := make([]note.Verifier, len(p.Witnesses))
@@ -378,11 +381,46 @@ func (p *LogPolicy) CheckMember(member []byte, target map[string]any, fp Fingerp
 	}
 	var root tlog.Hash
 	copy(root[:], out.Root)
-	if err := tlog.CheckRecord(proof, out.TreeSize, root, index, tlog.RecordHash(entry)); err != nil {
+	if err := checkInclusion(proof, out.TreeSize, root, index, tlog.RecordHash(entry)); err != nil {
 		return nil, logFail(RejectLogProof, "inclusion proof: %v", err)
 	}
 	out.Index, out.Entry = index, doc
 	return out, nil
+}
+
+// checkInclusion verifies that leaf is at index in the tree of size with root (RFC 9162,
+// 2.1.3.2), for every size an int64 holds. tlog.CheckRecord computes the largest power of
+// two below the size in an int64 that wraps past 2^62 and then loops for ever, so a signed
+// checkpoint of a size above 2^62 held a goroutine at full CPU.
+func checkInclusion(proof tlog.RecordProof, size int64, root tlog.Hash, index int64, leaf tlog.Hash) error {
+	if index < 0 || size <= 0 || index >= size {
+		return fmt.Errorf("index %d is not in a tree of size %d", index, size)
+	}
+	fn, sn := uint64(index), uint64(size-1)
+	r := leaf
+	for _, p := range proof {
+		if sn == 0 {
+			return errors.New("proof is longer than the tree allows")
+		}
+		if fn&1 == 1 || fn == sn {
+			r = tlog.NodeHash(p, r)
+			for fn&1 == 0 && fn != 0 {
+				fn >>= 1
+				sn >>= 1
+			}
+		} else {
+			r = tlog.NodeHash(r, p)
+		}
+		fn >>= 1
+		sn >>= 1
+	}
+	if sn != 0 {
+		return errors.New("proof is shorter than the tree needs")
+	}
+	if r != root {
+		return errors.New("proof does not lead to the checkpoint's root")
+	}
+	return nil
 }
 
 // splitMember cuts the statement bytes at the first `,"transparency":` (nil member: absent).
