@@ -313,7 +313,7 @@ func (c *Client) ask(ctx context.Context, host string, port int, fps []Fingerpri
 		o := opts
 		if cfg.Extended != ExtendedOff && b.OffersExtended() {
 			o.ext = &extQuery{keys: b.SigningKeys, nonce: cfg.ExtendedNonce, maxSkew: cfg.MaxSkew,
-				fallback: cfg.Extended == ExtendedFallback, now: c.now, log: b.Transparency}
+				fallback: cfg.Extended == ExtendedFallback && b.Transparency == nil, now: c.now, log: b.Transparency}
 		}
 		go func(i int, b *Bundle, o queryOpts) {
 			done <- indexed{i, askNotary(tctx, b, host, port, fps, seconds(cfg.NotaryTimeout), o)}

@@ -221,6 +221,20 @@ async def test_fallback_only_when_configured(
     r = v.results[0]
     assert v.trusted and (r.vote, r.kind, r.protocol) == ("success", "listed", "convergence-v1")
     fallback.close()
+    # a bundle naming a transparency log is never asked in the legacy format, which carries
+    # no proof: a notary refusing the extended request would otherwise skip its log
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from notary.tlog.note import Signer
+
+    logged = {**doc, "transparency": {
+        "log": Signer("log.test/l", Ed25519PrivateKey.generate()).verifier.vkey(),
+        "url": "https://127.0.0.1/log", "witnesses": [], "min_cosignatures": 0}}
+    fallback = client(tmp_path / "g", [logged], lambda: notary.clock[0], extended="fallback")
+    v = await fallback.acheck("site.test", tls_target.port, sha1(tls_target.der))
+    assert not v.trusted
+    assert [(r.vote, r.kind, r.status) for r in v.results] == [("unreachable", "status", 400)]
+    fallback.close()
 
 
 async def test_check_saves_answers_and_verify_answer_checks_them(

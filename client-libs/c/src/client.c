@@ -376,7 +376,7 @@ static int check_forms(converge_ctx *ctx, const char *host, int port, const cv_f
             q->wanted = forms;
             q->nwanted = nforms;
             q->ext = cfg->extended != EXT_OFF && chosen[i]->offers_extended;
-            q->fallback = cfg->extended == EXT_FALLBACK;
+            q->fallback = cfg->extended == EXT_FALLBACK && !chosen[i]->log.present;
             q->use_nonce = cfg->extended_nonce;
             q->max_skew = cfg->max_skew;
             q->clock = ctx->clock;

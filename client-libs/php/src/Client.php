@@ -184,7 +184,7 @@ final class Client
                 'relay_dests' => $b->hosts, 'bounce_port' => $cfg->bouncePort, 'ip' => $ip];
             $hosts = $relay !== null ? [$b->hosts[0]] : $b->hosts;
             $queries = array_map(static fn (NotaryHost $h) => new HostQuery($h, $host, $port, $fps, $o, $ext, $deadline), $hosts);
-            $jobs[] = ['bundle' => $b, 'queries' => $queries, 'deadline' => $deadline, 'fallback' => $cfg->extended === 'fallback'];
+            $jobs[] = ['bundle' => $b, 'queries' => $queries, 'deadline' => $deadline, 'fallback' => $cfg->extended === 'fallback' && $b->transparency === null];
         }
         $settle = $cfg->earlyReturn
             ? static fn (array $results, int $pending) => Policy::settled($cfg->agreement,

@@ -273,7 +273,7 @@ impl Client {
                     keys: b.signing_keys.clone(),
                     nonce: cfg.extended_nonce,
                     max_skew: cfg.max_skew,
-                    fallback: cfg.extended == ExtendedMode::Fallback,
+                    fallback: cfg.extended == ExtendedMode::Fallback && b.transparency.is_none(),
                     now: self.now.clone(),
                     log: b.transparency.clone(),
                 });

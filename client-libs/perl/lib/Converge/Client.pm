@@ -162,7 +162,7 @@ sub _ask {
             relay_dests => [ $b->hosts ], bounce_port => $cfg->bounce_port, ip => $ip };
         my @hosts = $relay ? (($b->hosts)[0]) : $b->hosts;
         my @queries = map { Converge::NotaryIO::HostQuery->new($_, $host, $port, $fps, $o, $ext, $deadline) } @hosts;
-        push @jobs, { bundle => $b, queries => \@queries, deadline => $deadline, fallback => $cfg->extended eq 'fallback' };
+        push @jobs, { bundle => $b, queries => \@queries, deadline => $deadline, fallback => $cfg->extended eq 'fallback' && !defined $b->transparency };
     }
     my $settle = $cfg->early_return
         ? sub { my ($results, $pending) = @_;

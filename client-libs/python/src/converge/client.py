@@ -266,7 +266,7 @@ class Client:
             nonce=cfg.extended_nonce,
             log=bundle.transparency,
             max_skew=cfg.max_skew,
-            fallback=cfg.extended == "fallback",
+            fallback=cfg.extended == "fallback" and bundle.transparency is None,
             clock=self._clock,
             keep_alive=cfg.keep_alive,
         )

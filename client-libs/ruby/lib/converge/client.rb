@@ -149,7 +149,7 @@ module Converge
         o = base
         if cfg.extended != "off" && b.offers_extended?
           o = base.merge(ext: { keys: b.signing_keys, nonce: cfg.extended_nonce, max_skew: cfg.max_skew,
-                                fallback: cfg.extended == "fallback", now: @clock, log: b.transparency })
+                                fallback: cfg.extended == "fallback" && b.transparency.nil?, now: @clock, log: b.transparency })
         end
         Thread.new { q << [i, NotaryIO.ask_notary(b, host, port, fps, cfg.notary_timeout, o, total_deadline)] }
       end

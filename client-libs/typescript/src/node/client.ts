@@ -222,7 +222,7 @@ export class Client {
     const g = await gather(k, (i, signal) => {
       const b = chosen[i]!;
       const o: QueryOptions = cfg.extended !== "off" && offersExtended(b)
-        ? { ...base, ext: { keys: b.signingKeys, nonce: cfg.extendedNonce, maxSkew: cfg.maxSkew, fallback: cfg.extended === "fallback", now: this.nowFn, ...(b.transparency ? { log: b.transparency } : {}) } }
+        ? { ...base, ext: { keys: b.signingKeys, nonce: cfg.extendedNonce, maxSkew: cfg.maxSkew, fallback: cfg.extended === "fallback" && !b.transparency, now: this.nowFn, ...(b.transparency ? { log: b.transparency } : {}) } }
         : base;
       return askNotary(b, host, port, fps, cfg.notaryTimeout * 1000, o, signal);
     }, {

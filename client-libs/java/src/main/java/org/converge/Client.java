@@ -156,7 +156,7 @@ public final class Client implements AutoCloseable {
             return null;
         }
         return new NotaryIo.ExtQuery(b.signingKeys, config.extendedNonce, config.maxSkew,
-                config.extended.equals("fallback"), clock, b.transparency);
+                config.extended.equals("fallback") && b.transparency == null, clock, b.transparency);
     }
 
     private Verdict ask(String host, int port, List<Fingerprint> forms, long t0, String ip) throws ConvergeException {
