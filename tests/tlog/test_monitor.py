@@ -350,9 +350,9 @@ def test_entries_a_client_would_only_half_check_are_alerts(ca: trustme.CA,
     """A notary's own log, signed by its key, holding what clients accept but the notary
     never logs: an entry whose SHA-1 is a lie beside the genuine SHA-256 (a client asking by
     SHA-1 checks only the SHA-1), one without its SHA-1 and time, one with a time in a
-    string, one of 4,000 nested brackets (json.loads: RecursionError), one with port 70,000 (the probe's connect raised
-    OverflowError). Each is an alert and the pass goes on; the twin, the genuine entry, is
-    watched-ok."""
+    string, one of 4,000 nested brackets (json.loads: RecursionError), one with port 70,000
+    (the probe's connect raised OverflowError). Each is an alert and the pass goes on; the
+    twin, the genuine entry, is watched-ok."""
     import ssl
 
     from notary.core.canonical import canonical_json
