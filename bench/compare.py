@@ -126,7 +126,7 @@ def figures(name: str, doc: dict[str, Any]) -> dict[str, Figure]:
     return dict(EXTRACT[name](doc))
 
 
-def where(doc: dict[str, Any]) -> str:
+def record_origin(doc: dict[str, Any]) -> str:
     """Where and when a record was taken, from what it kept."""
     m = doc.get("machine") or {}
     parts = [str(m.get("cpu") or m.get("cpu_model") or "CPU not recorded")]
@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name}: unreadable record ({exc!r}); not compared", file=sys.stderr)
             continue
         rows += got
-        sides[name] = (where(rec), where(here), same_boot(rec, here))
+        sides[name] = (record_origin(rec), record_origin(here), same_boot(rec, here))
     if not rows:
         print("bench.compare: nothing to compare", file=sys.stderr)
         return 2

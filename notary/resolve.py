@@ -202,7 +202,11 @@ class Resolver:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting
                 loop.call_soon_threadsafe(done, *result)
 
-        threading.Thread(target=run, name=f"resolve {host}"[:64], daemon=True).start()
+        try:
+            threading.Thread(target=run, name=f"resolve {host}"[:64], daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had (the process's limit): not a leak
+            done(None, ResolverBusy(f"{host}: no thread for a name lookup ({exc}); retry "
+                                    "shortly"))
         return fut
 
 

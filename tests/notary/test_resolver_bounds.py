@@ -214,3 +214,21 @@ async def test_the_relays_lookups_are_charged_to_the_connecting_client(dns: Slow
         assert owners == ["127.0.0.3", None]
     finally:
         await relay.close()
+
+
+async def test_no_thread_to_be_had_is_a_busy_resolver_and_leaks_no_count(
+        dns: SlowDNS, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process at its thread limit: the lookup fails as ResolverBusy and gives its slot
+    back. The twin: with threads to be had again, the same name resolves."""
+    r = Resolver(threads=2)
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as m:
+        m.setattr(threading.Thread, "start", refuse)
+        for _ in range(3):
+            with pytest.raises(ResolverBusy, match="no thread for a name lookup"):
+                await r.resolve("fast.a.test")
+    assert r.busy == 0 and not r._pending
+    assert await asyncio.wait_for(r.resolve("fast.a.test"), 1)
