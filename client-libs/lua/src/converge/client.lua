@@ -170,7 +170,9 @@ function Client:ask(host, port, fps, t0, ip)
     local hosts = relay and { b.hosts[1] } or b.hosts
     local queries = {}
     for i, h in ipairs(hosts) do queries[i] = notary_io.query(h, host, port, fps, o, ext, deadline) end
-    jobs[#jobs + 1] = { bundle = b, queries = queries, deadline = deadline, fallback = cfg.extended == "fallback" and b.transparency == nil }
+    -- never legacy for a notary whose bundle names a log: the legacy answer carries no proof
+    local fallback = cfg.extended == "fallback" and b.transparency == nil
+    jobs[#jobs + 1] = { bundle = b, queries = queries, deadline = deadline, fallback = fallback }
   end
   local settle = function() return nil end
   if cfg.early_return then
