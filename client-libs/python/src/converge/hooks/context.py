@@ -67,37 +67,22 @@ class ConvergeSSLSocket(ssl.SSLSocket):
 
     converge_verdict: Verdict | None = None
 
-    def _converge_first(self) -> None:
+    # read, write and send are where every data method ends (recv and recv_into call read,
+    # sendall and sendfile call send), so guarding them guards all, each once per call
+    def read(self, len: int = 1024, buffer: Any = None) -> Any:  # noqa: A002
         if self.converge_verdict is None and not self.server_side:
             self.do_handshake()
-
-    def read(self, len: int = 1024, buffer: Any = None) -> Any:  # noqa: A002
-        self._converge_first()
         return super().read(len, buffer)
 
     def write(self, data: Any) -> int:
-        self._converge_first()
+        if self.converge_verdict is None and not self.server_side:
+            self.do_handshake()
         return super().write(data)
 
-    def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
-        self._converge_first()
-        return super().recv(buflen, flags)
-
-    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
-        self._converge_first()
-        return super().recv_into(buffer, nbytes, flags)
-
     def send(self, data: Any, flags: int = 0) -> int:
-        self._converge_first()
+        if self.converge_verdict is None and not self.server_side:
+            self.do_handshake()
         return super().send(data, flags)
-
-    def sendall(self, data: Any, flags: int = 0) -> None:
-        self._converge_first()
-        super().sendall(data, flags)
-
-    def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
-        self._converge_first()
-        return super().sendfile(file, offset, count)
 
     def do_handshake(self, block: bool = False) -> None:
         super().do_handshake(block)
