@@ -14,13 +14,7 @@ import (
 func TestCheckInclusionAgreesWithTlogProofs(t *testing.T) {
 	var hashes []tlog.Hash
 	var leaves []tlog.Hash
-	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			out[i] = hashes[x]
-		}
-		return out, nil
-	})
+	reader := storedReader(&hashes)
 	for n := int64(0); n < 70; n++ {
 		leaf := tlog.RecordHash([]byte{byte(n), 'e'})
 		leaves = append(leaves, leaf)

@@ -43,16 +43,21 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
+// storedReader reads tlog's stored hashes from *stored (a tree kept in memory).
+func storedReader(stored *[]tlog.Hash) tlog.HashReaderFunc {
+	return func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			out[i] = (*stored)[x]
+		}
+		return out, nil
+	}
+}
+
 // vectorTreeHash is the RFC 6962 root of entries, through tlog's stored hashes.
 func vectorTreeHash(entries [][]byte) (tlog.Hash, error) {
 	var stored []tlog.Hash
-	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			out[i] = stored[x]
-		}
-		return out, nil
-	})
+	reader := storedReader(&stored)
 	for i, e := range entries {
 		hs, err := tlog.StoredHashes(int64(i), e, reader)
 		if err != nil {
