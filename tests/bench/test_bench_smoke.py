@@ -576,3 +576,22 @@ def test_replayer_bench_without_haproxy_says_so(tmp_path: Path) -> None:
                        cwd=root, env={"PATH": str(tmp_path)})
     assert r.returncode == 2 and "haproxy is not installed" in r.stderr, r.stderr[-1000:]
     assert not out.exists()
+
+
+def test_hook_overhead_bench_runs_small_and_refuses_nonsense(tmp_path: Path) -> None:
+    """A tiny run writes both sides' figures and their ratio; the twin: zero pairs is a
+    usage error (exit 2) and writes nothing."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "h.json"
+    argv = [sys.executable, "bench/client/hook_overhead.py", "--records", "200", "--out",
+            str(out)]
+    r = subprocess.run(argv + ["--pairs", "1"], capture_output=True, text=True, timeout=120,
+                       cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert len(doc["us_per_recv"]["plain"]) == len(doc["us_per_recv"]["guarded"]) == 1
+    assert doc["ratio_of_medians"] > 0 and doc["machine"]["boot_id"]
+    out.unlink()
+    r = subprocess.run(argv + ["--pairs", "0"], capture_output=True, text=True, timeout=120,
+                       cwd=root)
+    assert r.returncode == 2 and "must be positive" in r.stderr and not out.exists()
