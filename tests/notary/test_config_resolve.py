@@ -98,6 +98,8 @@ def test_toml_io_errors(tmp_path: Path) -> None:
         {"probe_timeout": 0},
         {"probe_timeout": -1.0},
         {"max_probes": 0},
+        {"resolver_threads": 0},
+        {"resolver_threads": 1025},
         {"lru_entries": 0},
         {"max_body": 0},
         {"recheck_after": -1},
@@ -109,6 +111,20 @@ def test_toml_io_errors(tmp_path: Path) -> None:
 def test_settings_check_rejects(overrides: dict[str, object]) -> None:
     with pytest.raises(BadConfig):
         Settings(**overrides).check()  # type: ignore[arg-type]
+
+
+def test_resolver_threads_from_the_command_line(tmp_path: Path) -> None:
+    """--resolver-threads reaches the notary's resolver, with the probe shares applied to
+    it; the twins: 0 and past 1,024 are refused by the check above."""
+    from notary.cli import _parser, settings_from_args
+    from notary.web import build_resolver
+
+    args = _parser().parse_args(["serve", "--data-dir", str(tmp_path),
+                                      "--resolver-threads", "40"])
+    s = settings_from_args(args)
+    s.check()
+    r = build_resolver(s)
+    assert (r.threads, r._per_client, r._per_group) == (40, 10, 20)
 
 
 def test_settings_defaults_pass_the_check() -> None:
